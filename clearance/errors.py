@@ -1,0 +1,148 @@
+"""The exceptions clearance raises.
+
+Every exception derives from one root, so ``except ClearanceError`` catches them all::
+
+    ClearanceError
+    ├── ToolRegistrationError      a tool could not be registered (.tool, .reason)
+    ├── ConfigError                a configuration value or file is wrong (.path, .line)
+    │   ├── RuleError              a LocalEvaluator rule is malformed or can never match (.rule)
+    │   └── PolicyError            a Cedar policy does not parse or validate (.policy_id, .line)
+    ├── ScriptError                a ScriptedProvider script is malformed (.turn, .call_id)
+    ├── UnknownToolError           a tool name is not registered or not selected (.tool)
+    ├── ClosedError                the harness or session is closed
+    ├── AskError                   a permission ask was answered wrongly (e.g. twice)
+    └── JournalError               the journal cannot record or read
+
+Decisions are never exceptions: evaluators return a ``Verdict`` and guardrails a
+``GuardrailOutcome``. A tool call that is denied, blocked or fails ends with a result the
+model sees, not with an exception.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AskError",
+    "ClearanceError",
+    "ClosedError",
+    "ConfigError",
+    "JournalError",
+    "PolicyError",
+    "RuleError",
+    "ScriptError",
+    "ToolRegistrationError",
+    "UnknownToolError",
+]
+
+
+class ClearanceError(Exception):
+    """Root of every exception raised by clearance."""
+
+
+class ToolRegistrationError(ClearanceError):
+    """A tool could not be registered.
+
+    Attributes:
+        tool: the qualified name (or the name as given) of the offending tool.
+        reason: what was wrong, in one sentence.
+    """
+
+    def __init__(self, tool: str, reason: str) -> None:
+        super().__init__(f"cannot register tool {tool!r}: {reason}")
+        self.tool = tool
+        self.reason = reason
+
+
+class ConfigError(ClearanceError):
+    """A configuration value or file is wrong.
+
+    Attributes:
+        path: the file the error is in, when it came from a file.
+        line: the 1-based line in that file, when known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = f"{path}:{line}: " if path and line else f"{path}: " if path else ""
+        super().__init__(f"{where}{message}")
+        self.message = message
+        self.path = path
+        self.line = line
+
+
+class RuleError(ConfigError):
+    """A ``LocalEvaluator`` rule is malformed or can never match.
+
+    Attributes:
+        rule: the rule text as written.
+    """
+
+    def __init__(
+        self, rule: str, message: str, *, path: str | None = None, line: int | None = None
+    ) -> None:
+        super().__init__(f"rule {rule!r}: {message}", path=path, line=line)
+        self.rule = rule
+
+
+class PolicyError(ConfigError):
+    """A Cedar policy does not parse, or does not validate against the generated schema.
+
+    Attributes:
+        policy_id: the ``@id`` (or Cedar's generated id) of the policy, when known.
+        problems: every problem found, each a dict with ``path``, ``line``, ``policy_id``
+            and ``message``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        policy_id: str | None = None,
+        problems: list[dict[str, object]] | None = None,
+    ) -> None:
+        super().__init__(message, path=path, line=line)
+        self.policy_id = policy_id
+        self.problems = problems or []
+
+
+class ScriptError(ClearanceError):
+    """A scripted-provider script is malformed or names something that does not exist.
+
+    Attributes:
+        turn: the 0-based turn index, when known.
+        call_id: the offending call's id, when known.
+    """
+
+    def __init__(self, message: str, *, turn: int | None = None, call_id: str | None = None):
+        where = ""
+        if turn is not None:
+            where += f"turn {turn}"
+        if call_id is not None:
+            where += f"{', ' if where else ''}call {call_id!r}"
+        super().__init__(f"{where}: {message}" if where else message)
+        self.turn = turn
+        self.call_id = call_id
+
+
+class UnknownToolError(ClearanceError):
+    """A tool name is not registered, or not selected for the session's agent.
+
+    Attributes:
+        tool: the name as given.
+    """
+
+    def __init__(self, tool: str, message: str | None = None) -> None:
+        super().__init__(message or f"unknown tool {tool!r}")
+        self.tool = tool
+
+
+class ClosedError(ClearanceError):
+    """The harness or session is closed (or not started) and takes no more calls."""
+
+
+class AskError(ClearanceError):
+    """A permission ask was answered in a way that is not allowed (e.g. answered twice)."""
+
+
+class JournalError(ClearanceError):
+    """The journal could not record or read an event."""

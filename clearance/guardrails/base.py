@@ -1,0 +1,178 @@
+"""Guardrails: checks that look inside a call's arguments or result.
+
+A guardrail returns a :class:`GuardrailOutcome` (a value, never an exception):
+
+- ``allow()``: nothing to say;
+- ``replace(value)``: the arguments (or result) become ``value``; replaced arguments are
+  validated against the tool's schema again and feed the next guardrail;
+- ``redact(pointers)``: the values at these JSON pointers are withheld from the journal,
+  asks and error messages (for a result, also from the model); for arguments the tool
+  still receives the real value;
+- ``block(message)``: the call ends, the handler does not run (or its result is withheld);
+- ``ask(reason)``: arguments only: a person or the app must approve the call.
+
+An argument guardrail sees the arguments as a dict. A result guardrail sees the
+normalized result as ``{"content": [...], "structured_content": ..., "is_error": bool}``.
+A guardrail that raises or times out blocks the call (rule R1) unless it is ``advisory``:
+advisory outcomes are recorded, never enforced.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, ClassVar, Literal
+
+from clearance import _pointer
+from clearance.policy.base import Principal
+
+__all__ = [
+    "ArgumentGuardrail",
+    "Guardrail",
+    "GuardrailContext",
+    "GuardrailOutcome",
+    "ResultGuardrail",
+]
+
+GuardrailAction = Literal["allow", "replace", "redact", "block", "ask"]
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailOutcome:
+    """What a guardrail decided. Build one with the class methods."""
+
+    action: GuardrailAction
+    value: Any = None
+    pointers: tuple[str, ...] = ()
+    message: str | None = None
+
+    @classmethod
+    def allow(cls) -> GuardrailOutcome:
+        return _ALLOW
+
+    @classmethod
+    def replace(cls, value: Any) -> GuardrailOutcome:
+        return cls("replace", value=value)
+
+    @classmethod
+    def redact(cls, pointers: Iterable[str]) -> GuardrailOutcome:
+        pointers = tuple(pointers)
+        for p in pointers:
+            _pointer.parse(p)
+        return cls("redact", pointers=pointers)
+
+    @classmethod
+    def block(cls, message: str) -> GuardrailOutcome:
+        return cls("block", message=message)
+
+    @classmethod
+    def ask(cls, reason: str) -> GuardrailOutcome:
+        return cls("ask", message=reason)
+
+
+_ALLOW = GuardrailOutcome("allow")
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailContext:
+    """Which call a guardrail is looking at."""
+
+    qualified_name: str
+    model_alias: str
+    principal: Principal
+    session_id: str
+    turn_id: str | None
+    call_id: str
+    stage: Literal["arguments", "result"]
+
+
+CheckFunction = Callable[[Any, GuardrailContext], "GuardrailOutcome | Awaitable[GuardrailOutcome]"]
+
+
+class Guardrail:
+    """Base of argument and result guardrails.
+
+    Subclass and override :meth:`check`, or wrap a function:
+    ``ArgumentGuardrail(no_rm, tools="shell.*", fields=["/command"])``.
+
+    Args:
+        check: a sync or async ``(value, ctx) -> GuardrailOutcome``; omit when subclassing.
+        tools: glob(s) over qualified tool names this guardrail applies to.
+        fields: JSON pointers of the fields it inspects (``*`` matches any key or index);
+            ``None`` means the whole value.
+        advisory: record the outcome but never enforce it.
+        name: the name used in records (defaults to the class or function name).
+        timeout: seconds the check may take; longer blocks the call (R1).
+    """
+
+    stage: ClassVar[Literal["arguments", "result"]]
+
+    def __init__(
+        self,
+        check: CheckFunction | None = None,
+        *,
+        tools: str | Iterable[str] = "*",
+        fields: Iterable[str] | None = None,
+        advisory: bool = False,
+        name: str | None = None,
+        timeout: float | None = 5.0,
+    ) -> None:
+        self._check = check
+        self.tools = (tools,) if isinstance(tools, str) else tuple(tools)
+        if not self.tools:
+            raise ValueError("a guardrail needs at least one tool glob")
+        self.fields = None if fields is None else tuple(fields)
+        for pointer in self.fields or ():
+            _pointer.parse(pointer)
+        self.advisory = advisory
+        default = getattr(check, "__name__", None) if check else type(self).__name__
+        self.name = name or default or type(self).__name__
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self.timeout = timeout
+
+    def applies_to(self, qualified_name: str) -> bool:
+        return any(fnmatchcase(qualified_name, glob) for glob in self.tools)
+
+    def selected(self, value: Any) -> Iterator[tuple[str, Any]]:
+        """The ``(pointer, value)`` pairs this guardrail inspects in ``value``."""
+        if self.fields is None:
+            yield "", value
+            return
+        for pointer in self.fields:
+            yield from _pointer.find(value, pointer)
+
+    def check(
+        self, value: Any, ctx: GuardrailContext
+    ) -> GuardrailOutcome | Awaitable[GuardrailOutcome]:
+        if self._check is None:
+            raise NotImplementedError(f"{type(self).__name__} must override check()")
+        return self._check(value, ctx)
+
+    async def run(self, value: Any, ctx: GuardrailContext) -> GuardrailOutcome:
+        """Run :meth:`check` (sync or async) and check that it returned an outcome."""
+        outcome: Any = self.check(value, ctx)
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+        if not isinstance(outcome, GuardrailOutcome):
+            raise TypeError(f"guardrail {self.name!r} returned {outcome!r}, not a GuardrailOutcome")
+        if outcome.action == "ask" and self.stage == "result":
+            raise TypeError(f"result guardrail {self.name!r} returned ask(); only block or redact")
+        return outcome
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} tools={list(self.tools)}>"
+
+
+class ArgumentGuardrail(Guardrail):
+    """Inspects a call's validated arguments before the evaluator sees them."""
+
+    stage = "arguments"
+
+
+class ResultGuardrail(Guardrail):
+    """Inspects what a tool returned before the model and the journal see it."""
+
+    stage = "result"
