@@ -509,6 +509,7 @@ class CallContext:
 
     __slots__ = (
         "_cancelled",
+        "_done",
         "_loop_thread",
         "_pipeline",
         "call_id",
@@ -538,6 +539,7 @@ class CallContext:
         self.principal = principal
         self._pipeline = pipeline
         self._cancelled = threading.Event()
+        self._done = False
         self._loop_thread = threading.get_ident()
 
     @property
@@ -556,7 +558,7 @@ class CallContext:
     def progress(self, message: str, data: Mapping[str, Any] | None = None) -> Awaitable[None]:
         """Report progress: ``await ctx.progress("step 2")`` in an async handler, or plain
         ``ctx.progress("step 2")`` in a sync handler (it returns once recorded)."""
-        if self._pipeline is None:
+        if self._pipeline is None or self._done:
             return _Done()
         coro = self._pipeline.progress(self, message, dict(data) if data else None)
         if threading.get_ident() != self._loop_thread:

@@ -1,0 +1,100 @@
+"""clearance: policy and guardrail authorization for AI-agent tool calls.
+
+Every tool call an agent makes passes one pipeline before anything runs: JSON-Schema
+validation, argument guardrails, an authority evaluator, a permission ask when needed,
+then dispatch under limits, then result guardrails; every step is journaled.
+"""
+
+from clearance.errors import (
+    AskError,
+    ClearanceError,
+    ClosedError,
+    ConfigError,
+    JournalError,
+    PolicyError,
+    RuleError,
+    ScriptError,
+    ToolRegistrationError,
+    UnknownToolError,
+)
+from clearance.harness.approvals import (
+    Grant,
+    GrantScope,
+    GrantStore,
+    MemoryGrantStore,
+    PermissionAsk,
+    PermissionDecision,
+    SqliteGrantStore,
+)
+from clearance.harness.journal import EventItem, Journal, JournalEvent, MemoryJournal
+from clearance.harness.pipeline import CallOutcome
+from clearance.harness.providers import (
+    Provider,
+    ProviderTurn,
+    Run,
+    RunResult,
+    ScriptedProvider,
+    ToolCallRequest,
+)
+from clearance.harness.session import AgentDefinition, Harness, Session
+from clearance.harness.tools import (
+    CallContext,
+    CallToolResult,
+    CancelledError,
+    Tool,
+    ToolImageResult,
+    ToolRegistry,
+)
+from clearance.policy.base import Principal
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentDefinition",
+    "AskError",
+    "CallContext",
+    "CallOutcome",
+    "CallToolResult",
+    "CancelledError",
+    "ClearanceError",
+    "ClosedError",
+    "ConfigError",
+    "EventItem",
+    "Grant",
+    "GrantScope",
+    "GrantStore",
+    "Harness",
+    "Journal",
+    "JournalError",
+    "JournalEvent",
+    "MemoryGrantStore",
+    "MemoryJournal",
+    "PermissionAsk",
+    "PermissionDecision",
+    "PolicyError",
+    "Principal",
+    "Provider",
+    "ProviderTurn",
+    "Run",
+    "RunResult",
+    "RuleError",
+    "ScriptError",
+    "ScriptedProvider",
+    "Session",
+    "SqliteGrantStore",
+    "Tool",
+    "ToolCallRequest",
+    "ToolImageResult",
+    "ToolRegistrationError",
+    "ToolRegistry",
+    "UnknownToolError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("SqliteJournal", "JsonlJournal"):
+        from clearance.harness import journal
+
+        return getattr(journal, name)
+    raise AttributeError(f"module 'clearance' has no attribute {name!r}")

@@ -1,0 +1,423 @@
+"""``PathScope``: keep every file path a tool touches inside one directory (rule R9).
+
+Two halves work together:
+
+- As an argument guardrail, :class:`PathScope` refuses a call whose path arguments are
+  absolute, contain ``..`` or a NUL byte, or resolve (through symlinks, on the real file
+  system, at check time) outside the root. It blocks with a message naming the argument
+  and the reason, never silently rewriting the path.
+- As a helper, :meth:`PathScope.resolve` and :meth:`PathScope.open` let a tool open the
+  path at use time without following any symlink that was swapped in after the check:
+  each directory is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to its parent's
+  descriptor, and the file itself with ``O_NOFOLLOW``. A tool built on them stays inside
+  its root even when no guardrail runs.
+
+Linux (and other systems with ``O_NOFOLLOW``, ``O_DIRECTORY`` and ``dir_fd``) only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from clearance.errors import ClearanceError, ConfigError
+from clearance.guardrails.base import ArgumentGuardrail, GuardrailContext, GuardrailOutcome
+
+__all__ = ["PathScope", "PathScopeError"]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_PATH_BYTES = 4096  # PATH_MAX on Linux; longer paths fail in the kernel anyway
+
+
+class PathScopeError(ClearanceError, PermissionError):
+    """A path was refused by a :class:`PathScope` (it is, or became, outside the root).
+
+    It is also a ``PermissionError``, so code that handles ``OSError`` from ``open()``
+    handles it too.
+
+    Attributes:
+        path: the path as given.
+        reason: why it was refused, in one phrase.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"path {path!r} is refused: {reason}")
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.path, self.reason)
+
+
+class PathScope(ArgumentGuardrail):
+    """Refuse path arguments that are, or resolve, outside ``root`` (rule R9).
+
+    Every selected field must hold a path relative to the root. Refused: absolute paths,
+    any ``..`` component, NUL bytes, a leading ``~`` (a tool might expand it to a home
+    directory), and any path that resolves outside the root through symlinks. Symlinks are
+    resolved against the real file system when the guardrail runs; a path that does not
+    exist yet (a file about to be created) is checked through its deepest existing
+    ancestor. A symlink that stays inside the root is fine.
+
+    Example::
+
+        scope = PathScope("/srv/workspace", tools="files.*",
+                          fields=["/path", "/source", "/destination"])
+        harness = Harness(registry, argument_guardrails=[scope], ...)
+
+        # and in a tool, at use time:
+        with scope.open(arguments["path"]) as f:
+            text = f.read()
+
+    The check happens before the call is authorized; the file is opened later. Use
+    :meth:`open` (or :meth:`open_dir`, :meth:`open_parent`) in the tool so that a symlink
+    swapped in between is refused rather than followed.
+
+    Args:
+        root: the directory paths must stay in. It must exist; it is resolved once, here.
+        tools: glob(s) over qualified tool names this guardrail applies to.
+        fields: JSON pointers of the path arguments (``*`` matches any key or index).
+            Defaults to ``["/path"]``. A pointer that matches nothing is not checked (an
+            optional argument left out); a match that is not a string is refused.
+        advisory: record the outcome but never enforce it.
+        name: the name used in records.
+        timeout: seconds the check may take.
+
+    Raises:
+        ConfigError: ``root`` is not an existing directory.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        tools: str | Iterable[str] = "*",
+        fields: Iterable[str] | None = ("/path",),
+        advisory: bool = False,
+        name: str | None = None,
+        timeout: float | None = 5.0,
+    ) -> None:
+        super().__init__(tools=tools, fields=fields, advisory=advisory, name=name, timeout=timeout)
+        real = os.path.realpath(os.fspath(root))
+        if not os.path.isdir(real):
+            raise ConfigError(f"PathScope root {os.fspath(root)!r} is not an existing directory")
+        self._root = real
+        # "/" as a root contains everything; any other root needs the separator appended
+        # so that "/srv/work" does not contain "/srv/workshop".
+        self._prefix = real if real.endswith(os.sep) else real + os.sep
+
+    @property
+    def root(self) -> Path:
+        """The root directory, fully resolved."""
+        return Path(self._root)
+
+    # --- the guardrail ----------------------------------------------------------------
+
+    def check(self, value: Any, ctx: GuardrailContext) -> GuardrailOutcome:
+        """Block the call if any selected path argument is outside the root."""
+        for pointer, path in self.selected(value):
+            where = pointer or "(the arguments)"
+            if not isinstance(path, str):
+                return GuardrailOutcome.block(
+                    f"{self.name}: argument {where} must be a path string, "
+                    f"got {type(path).__name__}"
+                )
+            problem = self._problem(path)
+            if problem is not None:
+                return GuardrailOutcome.block(f"{self.name}: argument {where} refused: {problem}")
+        return GuardrailOutcome.allow()
+
+    def allows(self, path: str) -> bool:
+        """True if ``path`` would pass the check right now."""
+        return self._problem(path) is None
+
+    # --- helpers for tools ------------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """Resolve ``path`` (relative to the root) on the real file system.
+
+        Returns the absolute, symlink-free path, which is inside the root.
+
+        Raises:
+            PathScopeError: the path is refused (absolute, ``..``, NUL, or outside the root).
+        """
+        return Path(self._resolved(path))
+
+    def relative(self, path: str) -> str:
+        """The resolved path relative to the root (``"."`` for the root itself).
+
+        Raises:
+            PathScopeError: the path is refused.
+        """
+        return self._relative(self._resolved(path))
+
+    def open(
+        self,
+        path: str,
+        mode: str = "r",
+        buffering: int = -1,
+        encoding: str | None = None,
+        errors: str | None = None,
+        newline: str | None = None,
+        *,
+        make_parents: bool = False,
+    ) -> IO[Any]:
+        """Open a regular file inside the root without following any symlink.
+
+        The path is resolved first (so symlinks that stay inside the root work), then every
+        directory of the resolved path is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative
+        to its parent and the file with ``O_NOFOLLOW``: a symlink swapped in after the
+        check is refused, not followed. Arguments are those of :func:`open`.
+
+        Args:
+            path: the path, relative to the root.
+            mode: ``r``, ``w``, ``a`` or ``x``, optionally with ``b``, ``t`` and ``+``.
+            buffering: as for :func:`open`.
+            encoding: as for :func:`open`.
+            errors: as for :func:`open`.
+            newline: as for :func:`open`.
+            make_parents: create missing parent directories (write modes only).
+
+        Raises:
+            PathScopeError: the path is refused, or a symlink appeared on it, or it is not
+                a regular file.
+            FileNotFoundError: it (or a parent) does not exist.
+            IsADirectoryError: it is a directory.
+        """
+        flags = _open_flags(mode)
+        parts = self._parts(path)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, "the workspace root is a directory", path)
+        create = make_parents and bool(flags & os.O_CREAT)
+        with self._walk(path, parts[:-1], create=create) as dir_fd:
+            fd = self._open_final(path, parts[-1], flags, dir_fd)
+        try:
+            return open(fd, mode, buffering, encoding, errors, newline)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @contextlib.contextmanager
+    def open_dir(self, path: str = ".", *, create: bool = False) -> Iterator[int]:
+        """A descriptor of the directory ``path`` inside the root, opened without
+        following symlinks; closed when the block ends.
+
+        Use it with ``os.scandir(fd)`` or the ``dir_fd=`` arguments of :mod:`os`.
+
+        Args:
+            path: the directory, relative to the root.
+            create: create it (and its parents) if missing.
+
+        Raises:
+            PathScopeError: the path is refused or a symlink appeared on it.
+            FileNotFoundError: it does not exist.
+            NotADirectoryError: it is not a directory.
+        """
+        with self._walk(path, self._parts(path), create=create) as fd:
+            yield fd
+
+    @contextlib.contextmanager
+    def open_parent(self, path: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+        """``(dir_fd, name)`` for the entry ``path`` itself, without resolving its last
+        component: for renaming or removing a link rather than what it points to.
+
+        Args:
+            path: the entry, relative to the root.
+            create: create the parent directories if missing.
+
+        Raises:
+            PathScopeError: the path is refused (or names the root itself), or a symlink
+                appeared on the way to its parent.
+        """
+        problem = _lexical_problem(path)
+        if problem is not None:
+            raise PathScopeError(path, problem)
+        names = [p for p in path.split("/") if p not in ("", ".")]
+        if not names:
+            raise PathScopeError(path, "it names the workspace root itself")
+        parent = "/".join(names[:-1]) or "."
+        with self._walk(path, self._parts(parent, original=path), create=create) as fd:
+            yield fd, names[-1]
+
+    # --- internals --------------------------------------------------------------------
+
+    def _problem(self, path: str) -> str | None:
+        try:
+            self._resolved(path)
+        except PathScopeError as exc:
+            return exc.reason
+        return None
+
+    def _resolved(self, path: str) -> str:
+        problem = _lexical_problem(path)
+        if problem is not None:
+            raise PathScopeError(path, problem)
+        try:
+            real, _ = _join_real(self._root, path, {})
+        except OSError as exc:  # a link vanished between lstat and readlink
+            raise PathScopeError(path, f"it cannot be resolved ({exc.strerror})") from None
+        if not self._inside(real):
+            raise PathScopeError(path, "it resolves outside the workspace root (through a symlink)")
+        return real
+
+    def _inside(self, real: str) -> bool:
+        return real == self._root or real.startswith(self._prefix)
+
+    def _relative(self, real: str) -> str:
+        return "." if real == self._root else real[len(self._prefix) :]
+
+    def _parts(self, path: str, *, original: str | None = None) -> list[str]:
+        try:
+            rel = self._relative(self._resolved(path))
+        except PathScopeError as exc:
+            if original is None:
+                raise
+            raise PathScopeError(original, exc.reason) from None
+        return [] if rel == "." else rel.split(os.sep)
+
+    @contextlib.contextmanager
+    def _walk(self, path: str, names: list[str], *, create: bool) -> Iterator[int]:
+        """Open root/names[0]/names[1]/... one directory at a time, never following links."""
+        fd = _open_nofollow(path, self._root, _DIR_FLAGS, None)
+        try:
+            for name in names:
+                try:
+                    child = _open_nofollow(path, name, _DIR_FLAGS, fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                    child = _open_nofollow(path, name, _DIR_FLAGS, fd)
+                os.close(fd)
+                fd = child
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _open_final(self, path: str, name: str, flags: int, dir_fd: int) -> int:
+        # O_NONBLOCK so that opening a FIFO does not hang the worker thread; it is cleared
+        # once we know we have a regular file.
+        fd = _open_nofollow(
+            path, name, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd
+        )
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+            if not stat.S_ISREG(mode):
+                raise PathScopeError(path, "it is not a regular file")
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+def _join_real(path: str, rest: str, seen: dict[str, str | None]) -> tuple[str, bool]:
+    """Resolve ``rest`` against the already resolved absolute ``path``, following symlinks.
+
+    This is ``os.path.realpath``'s algorithm, but it starts from the resolved root instead
+    of ``/`` so that the root's own components are not looked at on every check (about
+    half the cost). Components that do not exist are taken literally: the deepest existing
+    ancestor decides. A symlink loop stops resolution (the OS will refuse such a path).
+    Returns ``(resolved, finished)``.
+    """
+    if rest.startswith("/"):
+        path, rest = "/", rest.lstrip("/")
+    while rest:
+        name, _, rest = rest.partition("/")
+        if not name or name == ".":
+            continue
+        if name == "..":
+            path = os.path.dirname(path)
+            continue
+        newpath = f"{path}/{name}" if path != "/" else f"/{name}"
+        try:
+            is_link = stat.S_ISLNK(os.lstat(newpath).st_mode)
+        except OSError:
+            is_link = False
+        if not is_link:
+            path = newpath
+            continue
+        if newpath in seen:
+            cached = seen[newpath]
+            if cached is not None:
+                path = cached
+                continue
+            return os.path.join(newpath, rest), False
+        seen[newpath] = None
+        path, finished = _join_real(path, os.readlink(newpath), seen)
+        if not finished:
+            return os.path.join(path, rest), False
+        seen[newpath] = path
+    return path, True
+
+
+def _open_nofollow(path: str, name: str, flags: int, dir_fd: int | None) -> int:
+    """``os.open`` that turns "this is a symlink" (ELOOP, or ENOTDIR on a link to a file)
+    into a :class:`PathScopeError` naming the path."""
+    try:
+        return os.open(name, flags, 0o666, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink(name, dir_fd):
+            raise PathScopeError(
+                path, f"{name!r} is a symlink (it appeared after the check); not following it"
+            ) from None
+        if exc.errno == errno.ENXIO:  # a FIFO without a reader, a socket: not a file
+            raise PathScopeError(path, "it is not a regular file") from None
+        raise
+
+
+def _is_symlink(name: str, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _lexical_problem(path: str) -> str | None:
+    """What is wrong with ``path`` before looking at the file system, or None."""
+    if not path:
+        return "the path is empty"
+    if "\x00" in path:
+        return "it contains a NUL byte"
+    if path.startswith("/"):
+        return "absolute paths are not allowed; give a path relative to the workspace root"
+    if path.startswith("~"):
+        return "a leading '~' is not allowed (it may be expanded to a home directory)"
+    if ".." in path.split("/"):
+        return "'..' components are not allowed"
+    try:
+        encoded = os.fsencode(path)
+    except UnicodeEncodeError:
+        return "it cannot be encoded as a file name"
+    if len(encoded) > _MAX_PATH_BYTES:
+        return f"it is longer than {_MAX_PATH_BYTES} bytes"
+    return None
+
+
+def _open_flags(mode: str) -> int:
+    """``os.open`` flags for an :func:`open` mode string."""
+    kinds = [c for c in mode if c in "rwax"]
+    if len(kinds) != 1 or not set(mode) <= set("rwaxbt+") or len(set(mode)) != len(mode):
+        raise ValueError(f"invalid mode: {mode!r}")
+    if "b" in mode and "t" in mode:
+        raise ValueError(f"invalid mode: {mode!r}")
+    plus = "+" in mode
+    kind = kinds[0]
+    if kind == "r":
+        return os.O_RDWR if plus else os.O_RDONLY
+    access = os.O_RDWR if plus else os.O_WRONLY
+    extra = {
+        "w": os.O_CREAT | os.O_TRUNC,
+        "a": os.O_CREAT | os.O_APPEND,
+        "x": os.O_CREAT | os.O_EXCL,
+    }
+    return access | extra[kind]

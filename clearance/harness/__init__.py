@@ -1,0 +1,1 @@
+"""The runtime: tools, sessions, the pipeline, asks and the journal."""

@@ -1,0 +1,912 @@
+"""The pipeline: the only place that orders the stages of a tool call.
+
+::
+
+    resolve tool -> reject reused call id -> check and validate arguments
+      -> argument guardrails -> evaluator -> [grant store / ask] -> admit
+      -> journal call_decided, tool_started -> dispatch -> normalize result
+      -> result guardrails -> journal tool_finished -> outcome for the model
+
+Every failure before dispatch ends the call denied or blocked, with a correlation id, and
+the handler never runs (rule R1). Evaluators and guardrails return values; only this
+module turns them into outcomes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from clearance import _pointer
+from clearance.guardrails.base import ArgumentGuardrail, GuardrailContext, ResultGuardrail
+from clearance.harness.approvals import (
+    Grant,
+    PermissionAsk,
+    grant_from_answer,
+    suggest_scopes,
+)
+from clearance.harness.journal import JournalEvent
+from clearance.harness.tools import CallContext, CallToolResult, ResultError, Tool, normalize_result
+from clearance.policy.base import AuthorityEvaluator, AuthzRequest, SessionInfo, Verdict, evaluate
+
+if TYPE_CHECKING:
+    from clearance.harness.session import Harness, Session
+
+__all__ = ["CallOutcome", "OutcomeStatus", "Pipeline"]
+
+log = logging.getLogger("clearance")
+
+OutcomeStatus = Literal[
+    "ok", "error", "failed", "cancelled", "timeout", "denied", "blocked", "invalid", "overloaded"
+]
+
+Diagnostics = Callable[[str, BaseException, Mapping[str, Any]], None]
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """How a call ended, as the application and the model see it.
+
+    ``status`` is ``ok`` or ``error`` (the handler ran; ``error`` is a domain error it
+    reported), ``failed`` (it raised), ``cancelled``, ``timeout``, or, for calls that never
+    ran, ``denied`` (evaluator or ask), ``blocked`` (guardrail), ``invalid`` (unknown tool,
+    reused call id, bad arguments) or ``overloaded``.
+    """
+
+    call_id: str
+    tool: str
+    """The tool's model alias (the name as given when the tool is unknown)."""
+    qualified_name: str | None
+    model_alias: str | None
+    status: OutcomeStatus
+    result: CallToolResult | None = None
+    """What the handler returned, after result guardrails (None when it did not run)."""
+    message: str | None = None
+    correlation_id: str = ""
+    decision: str | None = None
+    """The authorization decision: ``allow``, ``deny``, ``ask`` (then answered) or ``error``."""
+    reasons: tuple[str, ...] = ()
+    grant: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def is_error(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def text(self) -> str:
+        """What a text-only model sees."""
+        if self.result is not None and self.status in ("ok", "error"):
+            return self.result.text
+        return self.message or self.status
+
+    def to_model(self) -> dict[str, Any]:
+        """The result as MCP-style content for a model API."""
+        if self.result is not None and self.status in ("ok", "error"):
+            body = self.result.to_json()
+            body["is_error"] = self.status != "ok"
+            return body
+        return {
+            "content": [{"type": "text", "text": self.text}],
+            "structured_content": None,
+            "is_error": True,
+        }
+
+
+@dataclass(slots=True)
+class _Call:
+    """Working state of one call while it moves through the stages."""
+
+    session: Session
+    call_id: str
+    turn_id: str | None
+    name: str
+    arguments: Any
+    correlation_id: str
+    t0: float
+    tool: Tool | None = None
+    withheld: set[str] = field(default_factory=set)
+    secrets: set[str] = field(default_factory=set)
+    record: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, int] = field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        tool = self.tool
+        return {
+            "tool": tool.model_alias if tool else self.name,
+            "qualified_name": tool.qualified_name if tool else None,
+            "model_alias": tool.model_alias if tool else None,
+        }
+
+
+def _us(start: float) -> int:
+    return int((time.perf_counter() - start) * 1_000_000)
+
+
+def new_correlation_id() -> str:
+    return secrets.token_hex(6)
+
+
+class Pipeline:
+    """Runs calls for a :class:`~clearance.harness.session.Harness`."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
+        self.dispatcher = harness.dispatcher
+
+    # -- the call -----------------------------------------------------------------------
+
+    async def call(
+        self,
+        session: Session,
+        name: str,
+        arguments: Any,
+        *,
+        call_id: str | None = None,
+        turn_id: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> CallOutcome:
+        call = _Call(
+            session=session,
+            call_id=call_id if call_id is not None else "call_" + secrets.token_hex(6),
+            turn_id=turn_id,
+            name=name,
+            arguments=arguments,
+            correlation_id=new_correlation_id(),
+            t0=time.perf_counter(),
+        )
+        decided = await self._decide(call, context or {})
+        if decided is not None:
+            return decided
+        return await self._run(call)
+
+    async def _decide(self, call: _Call, context: Mapping[str, Any]) -> CallOutcome | None:
+        """Every stage before dispatch. Returns the outcome when the call ends here."""
+        session, h = call.session, self.harness
+        # Resolve: the name must be a selected tool of this session's agent.
+        tool = session.tools.get(call.name)
+        if tool is None:
+            known = call.name in h.registry
+            msg = (
+                f"tool {call.name!r} is not available to this agent"
+                if known
+                else f"unknown tool {call.name!r}"
+            )
+            return await self._end_early(call, "invalid", msg, stage="resolve")
+        call.tool = tool
+        call.withheld.update(tool.sensitive)
+        # A call id names one call for the session's lifetime.
+        if not isinstance(call.call_id, str) or not call.call_id:
+            return await self._end_early(
+                call, "invalid", "call_id must be a non-empty string", stage="call_id"
+            )
+        if call.call_id in session.call_ids:
+            call.record["duplicate_call_id"] = True
+            return await self._end_early(
+                call,
+                "invalid",
+                f"call id {call.call_id!r} was already used in this session",
+                stage="call_id",
+            )
+        session.call_ids.add(call.call_id)
+
+        # Arguments: a JSON object of bounded size and depth, valid against the schema.
+        t = time.perf_counter()
+        problem = _check_shape(call.arguments, h.max_argument_bytes, h.max_argument_depth)
+        if problem is None:
+            call.secrets.update(_values_at(call.arguments, call.withheld))
+            problem = _schema_problem(tool, call.arguments)
+        call.timing["validate"] = _us(t)
+        call.record["schema"] = {"valid": problem is None, "error": _scrub(problem, call.secrets)}
+        if problem is not None:
+            return await self._end_early(
+                call, "invalid", f"invalid arguments: {problem}", stage="schema"
+            )
+        arguments: dict[str, Any] = call.arguments
+
+        # Argument guardrails, in order; a replace feeds the next one.
+        t = time.perf_counter()
+        asks: list[tuple[str, str]] = []
+        outcomes: list[dict[str, Any]] = []
+        call.record["guardrails"] = outcomes
+        gctx = GuardrailContext(
+            tool.qualified_name,
+            tool.model_alias,
+            session.principal,
+            session.id,
+            call.turn_id,
+            call.call_id,
+            "arguments",
+        )
+        for guard in h.argument_guardrails:
+            if not guard.applies_to(tool.qualified_name):
+                continue
+            entry: dict[str, Any] = {"name": guard.name, "advisory": guard.advisory}
+            outcomes.append(entry)
+            try:
+                outcome = await _run_guardrail(guard, arguments, gctx)
+            except Exception as exc:
+                entry.update(action="error", error=type(exc).__name__)
+                self._diagnose(call, exc, stage=f"guardrail {guard.name}")
+                if guard.advisory:
+                    continue
+                call.timing["guardrails"] = _us(t)
+                return await self._end_early(
+                    call,
+                    "blocked",
+                    f"guardrail {guard.name!r} failed; the call was blocked",
+                    stage="guardrail",
+                )
+            entry["action"] = outcome.action
+            if outcome.message:
+                entry["message"] = _scrub(outcome.message, call.secrets)
+            if guard.advisory:
+                continue
+            if outcome.action == "block":
+                call.timing["guardrails"] = _us(t)
+                return await self._end_early(
+                    call,
+                    "blocked",
+                    f"blocked by guardrail {guard.name!r}: {_scrub(outcome.message, call.secrets)}",
+                    stage="guardrail",
+                )
+            if outcome.action == "redact":
+                entry["pointers"] = list(outcome.pointers)
+                call.withheld.update(outcome.pointers)
+                call.secrets.update(_values_at(arguments, outcome.pointers))
+            elif outcome.action == "ask":
+                asks.append((guard.name, outcome.message or f"guardrail {guard.name} asks"))
+            elif outcome.action == "replace":
+                problem = _check_shape(outcome.value, h.max_argument_bytes, h.max_argument_depth)
+                if problem is None:
+                    problem = _schema_problem(tool, outcome.value)
+                if problem is not None:
+                    entry["error"] = "replacement invalid"
+                    call.timing["guardrails"] = _us(t)
+                    return await self._end_early(
+                        call,
+                        "blocked",
+                        f"guardrail {guard.name!r} produced arguments the schema rejects: "
+                        f"{_scrub(problem, call.secrets)}",
+                        stage="guardrail",
+                    )
+                arguments = outcome.value
+                call.secrets.update(_values_at(arguments, call.withheld))
+        call.timing["guardrails"] = _us(t)
+        call.arguments = arguments
+
+        # Authority: the evaluator sees exactly the arguments the handler will get (R2).
+        t = time.perf_counter()
+        request = AuthzRequest(
+            session.principal, tool.info, arguments, SessionInfo(session.id, call.turn_id), context
+        )
+        evaluator = session.evaluator
+        try:
+            verdict = await evaluate(evaluator, request)
+            failed = False
+        except Exception as exc:
+            self._diagnose(call, exc, stage="evaluator")
+            verdict = Verdict(
+                "deny",
+                errors=(f"{type(exc).__name__}",),
+                message="the authority evaluator failed",
+                evaluator=_evaluator_name(evaluator),
+            )
+            failed = True
+        call.timing["evaluate"] = _us(t)
+        call.record["verdict"] = _verdict_record(verdict, failed, call.secrets)
+        if h.shadow_evaluator is not None:
+            call.record["shadow"] = await self._shadow(call, request, verdict)
+        if verdict.effect == "deny":
+            reason = _scrub(verdict.message, call.secrets) or (
+                "denied by " + ", ".join(verdict.reasons) if verdict.reasons else "denied"
+            )
+            return await self._end_early(
+                call,
+                "denied",
+                reason,
+                stage="evaluator",
+                decision="error" if failed else "deny",
+                reasons=verdict.reasons,
+            )
+
+        # Ask: a matching grant answers; otherwise a person or the app does.
+        grant: Grant | None = None
+        if verdict.effect == "ask" or asks:
+            t = time.perf_counter()
+            policies = tuple(verdict.reasons if verdict.effect == "ask" else ()) + tuple(
+                g for g, _ in asks
+            )
+            why = (
+                "; ".join(
+                    ([verdict.message] if verdict.effect == "ask" and verdict.message else [])
+                    + [r for _, r in asks]
+                )
+                or "approval required"
+            )
+            allowed, grant = await self._ask(call, arguments, _scrub(why, call.secrets), policies)
+            call.timing["ask"] = _us(t)
+            if not allowed:
+                return await self._end_early(
+                    call,
+                    "denied",
+                    call.record["ask"].get("message") or "the approval was denied",
+                    stage="ask",
+                    decision="ask",
+                    reasons=policies,
+                )
+
+        if session.closed:
+            return await self._end_early(
+                call,
+                "cancelled",
+                "the session closed before the call could run",
+                stage="dispatch",
+                decision="allow",
+                reasons=verdict.reasons,
+            )
+        # Admission: refuse at once rather than queue without bound.
+        if not self.dispatcher.admit():
+            return await self._end_early(
+                call,
+                "overloaded",
+                "the harness is overloaded; try again later",
+                stage="dispatch",
+                decision="allow",
+                reasons=verdict.reasons,
+            )
+        try:
+            await self._decided(
+                call,
+                "dispatched",
+                None,
+                "allow" if verdict.effect == "allow" else "ask",
+                verdict.reasons,
+                grant,
+            )
+            await self._record(
+                call,
+                "tool_started",
+                {
+                    **call.identity(),
+                    "arguments": self._visible(call, arguments),
+                    "correlation_id": call.correlation_id,
+                },
+            )
+        except Exception as exc:
+            self.dispatcher.release()
+            self._diagnose(call, exc, stage="journal")
+            return self._outcome(
+                call, "denied", "the journal failed; the call was not run", "error", ()
+            )
+        call.record["reasons"] = verdict.reasons
+        call.record["grant"] = grant.grant_id if grant else None
+        return None
+
+    async def _run(self, call: _Call) -> CallOutcome:
+        """Dispatch an admitted call; always writes exactly one ``tool_finished``."""
+        tool, session = call.tool, call.session
+        assert tool is not None
+        ctx = CallContext(
+            session_id=session.id,
+            turn_id=call.turn_id,
+            call_id=call.call_id,
+            qualified_name=tool.qualified_name,
+            model_alias=tool.model_alias,
+            principal=session.principal,
+            pipeline=self,
+        )
+        status: OutcomeStatus = "failed"
+        result: CallToolResult | None = None
+        message: str | None = None
+        started = time.perf_counter()
+        finished = False
+        session._enter()
+        try:
+            scope = anyio.CancelScope()
+            session.running.add(scope)
+            try:
+                with scope:
+                    async with self.dispatcher.slot(tool, session.lock):
+                        started = time.perf_counter()
+                        status, raw, message = await self._invoke(call, tool, ctx)
+                        if status == "ok":
+                            try:
+                                result = normalize_result(raw)
+                                status = "error" if result.is_error else "ok"
+                            except ResultError as exc:
+                                status, message = (
+                                    "failed",
+                                    f"the tool returned an invalid result: {exc}",
+                                )
+                                self._diagnose(call, exc, stage="result")
+            finally:
+                session.running.discard(scope)
+                self.dispatcher.release()
+                ctx._done = True
+            if scope.cancelled_caught:
+                status, message, result = "cancelled", "the call was cancelled", None
+            if result is not None:
+                status, result, message = await self._guard_result(call, status, result)
+            finished = True
+            await self._finished(call, status, result, message, started)
+        finally:
+            if not finished:  # cancelled from outside: still end the call exactly once (R7)
+                with anyio.CancelScope(shield=True):
+                    await self._finished(call, "cancelled", None, "the call was cancelled", started)
+            session._leave()
+        return self._outcome(
+            call,
+            status,
+            message,
+            call.record.get("decision", "allow"),
+            call.record.get("reasons", ()),
+            result,
+        )
+
+    async def _invoke(
+        self, call: _Call, tool: Tool, ctx: CallContext
+    ) -> tuple[OutcomeStatus, Any, str | None]:
+        deadline: anyio.CancelScope | None = None
+        try:
+            if tool.timeout is None:
+                return "ok", await self.dispatcher.call_handler(tool, call.arguments, ctx), None
+            with anyio.move_on_after(tool.timeout) as deadline:
+                return "ok", await self.dispatcher.call_handler(tool, call.arguments, ctx), None
+        except Exception as exc:
+            if deadline is None or not deadline.cancel_called:
+                self._diagnose(call, exc, stage="handler")
+                if ctx.cancelled:
+                    return "cancelled", None, "the call was cancelled"
+                return "failed", None, f"the tool failed (correlation id {call.correlation_id})"
+        ctx.cancel()
+        return "timeout", None, f"the call timed out after {tool.timeout:g}s"
+
+    async def _guard_result(
+        self, call: _Call, status: OutcomeStatus, result: CallToolResult
+    ) -> tuple[OutcomeStatus, CallToolResult | None, str | None]:
+        tool, session, h = call.tool, call.session, self.harness
+        assert tool is not None
+        guards = [g for g in h.result_guardrails if g.applies_to(tool.qualified_name)]
+        if not guards:
+            return status, result, None
+        gctx = GuardrailContext(
+            tool.qualified_name,
+            tool.model_alias,
+            session.principal,
+            session.id,
+            call.turn_id,
+            call.call_id,
+            "result",
+        )
+        value = result.to_json()
+        entries: list[dict[str, Any]] = []
+        call.record["result_guardrails"] = entries
+        for guard in guards:
+            entry: dict[str, Any] = {"name": guard.name, "advisory": guard.advisory}
+            entries.append(entry)
+            try:
+                outcome = await _run_guardrail(guard, value, gctx)
+            except Exception as exc:
+                entry.update(action="error", error=type(exc).__name__)
+                self._diagnose(call, exc, stage=f"result guardrail {guard.name}")
+                if guard.advisory:
+                    continue
+                return (
+                    "blocked",
+                    None,
+                    f"result guardrail {guard.name!r} failed; the result was withheld (correlation id {call.correlation_id})",
+                )
+            entry["action"] = outcome.action
+            if outcome.message:
+                entry["message"] = outcome.message
+            if guard.advisory:
+                continue
+            if outcome.action == "block":
+                return (
+                    "blocked",
+                    None,
+                    f"the result was withheld by guardrail {guard.name!r}: {outcome.message}",
+                )
+            if outcome.action == "redact":
+                entry["pointers"] = list(outcome.pointers)
+                value = _pointer.redact(value, outcome.pointers)
+            elif outcome.action == "replace":
+                value = outcome.value
+        try:
+            final = _result_from_json(value)
+        except (ResultError, KeyError, TypeError) as exc:
+            self._diagnose(call, exc, stage="result guardrails")
+            return (
+                "blocked",
+                None,
+                f"result guardrails produced an invalid result (correlation id {call.correlation_id})",
+            )
+        return ("error" if final.is_error else "ok"), final, None
+
+    # -- asks ---------------------------------------------------------------------------
+
+    async def _ask(
+        self, call: _Call, arguments: dict[str, Any], reason: str, policies: tuple[str, ...]
+    ) -> tuple[bool, Grant | None]:
+        tool, session, h = call.tool, call.session, self.harness
+        assert tool is not None
+        principal = str(session.principal)
+        record: dict[str, Any] = {"reason": reason, "policies": list(policies)}
+        call.record["ask"] = record
+        grant = h.grants.find(principal, tool.qualified_name, arguments, session.id)
+        if grant is not None:
+            record.update(answer="grant", grant=grant.grant_id)
+            return True, grant
+        ask = PermissionAsk(
+            ask_id="ask_" + secrets.token_hex(6),
+            session_id=session.id,
+            turn_id=call.turn_id,
+            call_id=call.call_id,
+            tool=tool.model_alias,
+            qualified_name=tool.qualified_name,
+            model_alias=tool.model_alias,
+            principal=principal,
+            arguments=self._visible(call, arguments),
+            reason=reason,
+            policies=policies,
+            suggestions=suggest_scopes(arguments),
+        )
+        record["ask_id"] = ask.ask_id
+        await self._record(call, "permission_asked", {**call.identity(), **ask.to_json()})
+        decision, how = await session.answer(ask)
+        record.update(answer=decision.decision if decision else "deny", how=how)
+        if decision is not None and decision.message:
+            record["message"] = _scrub(decision.message, call.secrets)
+        new_grant: Grant | None = None
+        if decision is not None and decision.decision != "deny":
+            try:
+                new_grant = grant_from_answer(ask, decision, arguments)
+                if new_grant is not None:
+                    h.grants.add(new_grant)
+                    record["grant_created"] = new_grant.to_json()
+            except Exception as exc:
+                self._diagnose(call, exc, stage="grant")
+                decision, record["answer"] = None, "deny"
+                record["message"] = "the answer could not be applied; denied"
+        allowed = decision is not None and decision.decision != "deny"
+        if not allowed and "message" not in record:
+            record["message"] = {
+                "timeout": "nobody answered the approval request in time; denied",
+                "closed": "the session closed before the approval was answered; denied",
+                "unanswerable": "this call needs approval and no one is set up to answer; denied",
+                "error": "the approval callback failed; denied",
+            }.get(how, "the approval was denied")
+        await self._record(
+            call,
+            "permission_decided",
+            {
+                **call.identity(),
+                "ask_id": ask.ask_id,
+                "answer": record["answer"],
+                "how": how,
+                "grant": new_grant.grant_id if new_grant else None,
+            },
+        )
+        return allowed, new_grant
+
+    # -- records ------------------------------------------------------------------------
+
+    def _visible(self, call: _Call, arguments: Any) -> Any:
+        return _pointer.redact(arguments, sorted(call.withheld)) if call.withheld else arguments
+
+    async def _record(self, call: _Call, type_: Any, data: dict[str, Any]) -> JournalEvent:
+        event = JournalEvent(type_, call.session.id, call.turn_id, call.call_id, data)
+        event = await self.harness.journal.append(event)
+        self.harness.hub.publish(event)
+        return event
+
+    async def _decided(
+        self,
+        call: _Call,
+        outcome: str,
+        message: str | None,
+        decision: str | None,
+        reasons: Sequence[str],
+        grant: Grant | None,
+    ) -> None:
+        call.timing["total"] = _us(call.t0)
+        data = {
+            **call.identity(),
+            "principal": str(call.session.principal),
+            "arguments": self._visible(call, call.arguments)
+            if isinstance(call.arguments, dict)
+            else None,
+            **call.record,
+            "decision": decision,
+            "reasons": list(reasons),
+            "grant": grant.grant_id if grant else call.record.get("ask", {}).get("grant"),
+            "outcome": outcome,
+            "message": message,
+            "correlation_id": call.correlation_id,
+            "timing_us": dict(call.timing),
+        }
+        call.record["decision"] = decision
+        await self._record(call, "call_decided", data)
+
+    async def _end_early(
+        self,
+        call: _Call,
+        status: OutcomeStatus,
+        message: str,
+        *,
+        stage: str,
+        decision: str | None = None,
+        reasons: Sequence[str] = (),
+    ) -> CallOutcome:
+        call.record["stage"] = stage
+        message = _scrub(message, call.secrets) or status
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._decided(call, status, message, decision, reasons, None)
+        except Exception as exc:
+            self._diagnose(call, exc, stage="journal")
+        return self._outcome(
+            call, status, f"{message} (correlation id {call.correlation_id})", decision, reasons
+        )
+
+    async def _finished(
+        self,
+        call: _Call,
+        status: str,
+        result: CallToolResult | None,
+        message: str | None,
+        started: float,
+    ) -> None:
+        data: dict[str, Any] = {
+            **call.identity(),
+            "status": status,
+            "duration_us": _us(started),
+            "correlation_id": call.correlation_id,
+        }
+        if message:
+            data["message"] = message
+        if result is not None:
+            data["result"] = _result_reference(result)
+        try:
+            await self._record(call, "tool_finished", data)
+        except Exception as exc:
+            self._diagnose(call, exc, stage="journal")
+
+    def _outcome(
+        self,
+        call: _Call,
+        status: OutcomeStatus,
+        message: str | None,
+        decision: str | None,
+        reasons: Sequence[str],
+        result: CallToolResult | None = None,
+    ) -> CallOutcome:
+        ident = call.identity()
+        return CallOutcome(
+            call_id=call.call_id,
+            tool=ident["tool"],
+            qualified_name=ident["qualified_name"],
+            model_alias=ident["model_alias"],
+            status=status,
+            result=result,
+            message=message,
+            correlation_id=call.correlation_id,
+            decision=decision,
+            reasons=tuple(reasons),
+            grant=call.record.get("grant") or call.record.get("ask", {}).get("grant"),
+        )
+
+    async def _shadow(
+        self, call: _Call, request: AuthzRequest, enforced: Verdict
+    ) -> dict[str, Any]:
+        shadow = self.harness.shadow_evaluator
+        assert shadow is not None
+        try:
+            verdict = await evaluate(shadow, request)
+        except Exception as exc:
+            self._diagnose(call, exc, stage="shadow evaluator")
+            return {"effect": "error", "agrees": False}
+        return {
+            "effect": verdict.effect,
+            "reasons": list(verdict.reasons),
+            "agrees": verdict.effect == enforced.effect,
+        }
+
+    async def progress(self, ctx: CallContext, message: str, data: dict[str, Any] | None) -> None:
+        event = JournalEvent(
+            "tool_progress",
+            ctx.session_id,
+            ctx.turn_id,
+            ctx.call_id,
+            {
+                "tool": ctx.model_alias,
+                "qualified_name": ctx.qualified_name,
+                "model_alias": ctx.model_alias,
+                "message": str(message),
+                "data": data,
+            },
+        )
+        try:
+            event = await self.harness.journal.append(event)
+        except Exception as exc:
+            log.warning("journal failed to record progress: %s", exc)
+            return
+        self.harness.hub.publish(event)
+
+    def _diagnose(self, call: _Call, exc: BaseException, *, stage: str) -> None:
+        info = {
+            "call_id": call.call_id,
+            "session_id": call.session.id,
+            "tool": call.name,
+            "stage": stage,
+        }
+        callback = self.harness.diagnostics
+        if callback is None:
+            log.warning(
+                "%s failed in call %s (correlation id %s): %r",
+                stage,
+                call.call_id,
+                call.correlation_id,
+                exc,
+            )
+            return
+        try:
+            callback(call.correlation_id, exc, info)
+        except Exception:
+            log.exception("the diagnostics callback failed")
+
+
+async def _run_guardrail(
+    guard: ArgumentGuardrail | ResultGuardrail, value: Any, ctx: GuardrailContext
+) -> Any:
+    if guard.timeout is None:
+        return await guard.run(value, ctx)
+    with anyio.fail_after(guard.timeout):
+        return await guard.run(value, ctx)
+
+
+def _evaluator_name(evaluator: AuthorityEvaluator) -> str:
+    return str(getattr(evaluator, "name", type(evaluator).__name__))
+
+
+def _verdict_record(verdict: Verdict, failed: bool, secrets_: set[str]) -> dict[str, Any]:
+    return {
+        "effect": "error" if failed else verdict.effect,
+        "reasons": list(verdict.reasons),
+        "annotations": dict(verdict.annotations),
+        "errors": [_scrub(e, secrets_) for e in verdict.errors],
+        "message": _scrub(verdict.message, secrets_),
+        "evaluator": verdict.evaluator,
+    }
+
+
+def _check_shape(value: Any, max_bytes: int, max_depth: int) -> str | None:
+    """A problem with the arguments' shape, or None: a JSON object of bounded size/depth."""
+    if not isinstance(value, dict):
+        return f"arguments must be a JSON object, not {type(value).__name__}"
+    # Walk iteratively: a deeply nested value must not blow the Python stack.
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    estimate = 0
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return f"arguments are nested deeper than {max_depth} levels"
+        if isinstance(node, dict):
+            for key, child in node.items():
+                if not isinstance(key, str):
+                    return "object keys must be strings"
+                estimate += len(key) + 4
+                stack.append((child, depth + 1))
+        elif isinstance(node, list):
+            estimate += 2
+            stack.extend((child, depth + 1) for child in node)
+        elif isinstance(node, str):
+            estimate += len(node) + 2
+        elif isinstance(node, bool) or node is None or isinstance(node, int):
+            estimate += 8
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                return "arguments contain a non-finite number"
+            estimate += 16
+        else:
+            return f"arguments contain a {type(node).__name__}, which is not JSON"
+        if estimate > max_bytes:
+            break
+    if estimate * 6 > max_bytes:  # strings may grow up to 6x when escaped
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+        if size > max_bytes:
+            return f"arguments are {size} bytes serialized; the limit is {max_bytes}"
+    return None
+
+
+def _schema_problem(tool: Tool, arguments: Any) -> str | None:
+    validator = tool.validator
+    if validator.is_valid(arguments):
+        return None
+    errors = list(validator.iter_errors(arguments))[:3]
+    parts = []
+    for err in errors:
+        where = "/" + "/".join(str(p) for p in err.instance_path)
+        parts.append(f"{where}: {_shorten(err.message)}")
+    return "; ".join(parts) or "does not match the schema"
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _values_at(document: Any, pointers: Any) -> set[str]:
+    found: set[str] = set()
+    for pointer in pointers:
+        for _, value in _pointer.find(document, pointer):
+            for _, text in _pointer.iter_strings(value):
+                if text:
+                    found.add(text)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                found.add(str(value))
+    return found
+
+
+def _scrub(text: str | None, secret_values: set[str]) -> str | None:
+    """Remove withheld values from a message (rule R8)."""
+    if text is None or not secret_values:
+        return text
+    for value in sorted(secret_values, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, _pointer.REDACTED)
+        quoted = json.dumps(value)[1:-1]
+        if quoted != value and quoted in text:
+            text = text.replace(quoted, _pointer.REDACTED)
+    return text
+
+
+def _result_reference(result: CallToolResult) -> dict[str, Any]:
+    """What the journal keeps of a result: text and structure, images by reference."""
+    import hashlib
+
+    blocks: list[dict[str, Any]] = []
+    content = result.to_json()["content"]
+    for block in content:
+        if block.get("type") == "image":
+            data = str(block.get("data", ""))
+            blocks.append(
+                {
+                    "type": "image",
+                    "mimeType": block.get("mimeType"),
+                    "sha256": hashlib.sha256(data.encode()).hexdigest(),
+                    "base64_chars": len(data),
+                }
+            )
+        else:
+            blocks.append(block)
+    return {
+        "content": blocks,
+        "structured_content": result.structured_content,
+        "is_error": result.is_error,
+    }
+
+
+def _result_from_json(value: Any) -> CallToolResult:
+    if isinstance(value, CallToolResult):
+        return value
+    if not isinstance(value, dict):
+        return normalize_result(value)
+    return normalize_result(
+        CallToolResult(
+            content=value.get("content") or (),
+            structured_content=value.get("structured_content"),
+            is_error=bool(value.get("is_error", False)),
+        )
+    )

@@ -1,0 +1,396 @@
+"""The harness (tools + evaluator + guardrails + journal + limits) and its sessions.
+
+::
+
+    async with Harness(registry, evaluator=LocalEvaluator(allow=["files.*"])) as harness:
+        session = await harness.create_session(principal=Principal("User", "alice"))
+        outcome = await session.call_tool("files__read_file", {"path": "notes.txt"}, call_id="c1")
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import secrets
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from clearance.errors import AskError, ClosedError
+from clearance.guardrails.base import ArgumentGuardrail, ResultGuardrail
+from clearance.harness.approvals import (
+    AskCallback,
+    GrantStore,
+    MemoryGrantStore,
+    PermissionAsk,
+    PermissionDecision,
+    coerce_decision,
+)
+from clearance.harness.dispatch import Dispatcher, SessionLock
+from clearance.harness.journal import EventHub, EventStream, Journal, JournalEvent, MemoryJournal
+from clearance.harness.pipeline import CallOutcome, Diagnostics, Pipeline
+from clearance.harness.tools import Tool, ToolRegistry
+from clearance.policy.base import AllOf, AuthorityEvaluator, Principal, bind
+
+if TYPE_CHECKING:
+    from clearance.harness.providers import Provider, Run
+
+__all__ = ["AgentDefinition", "Harness", "Session"]
+
+log = logging.getLogger("clearance")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    """An agent: its name, the tools it may see, and its instructions."""
+
+    name: str
+    tools: Sequence[str] | None = None
+    """Qualified-name globs of the tools this agent may call; ``None`` means all."""
+    instructions: str = ""
+    capabilities: Sequence[str] | None = None
+    """Extra local allow rules that narrow the harness evaluator for this agent's sessions
+    (a call must pass both); ``None`` adds nothing."""
+
+
+class Harness:
+    """Tools, the authority evaluator, guardrails, journal and limits, shared by sessions.
+
+    Args:
+        registry: the tools. It freezes when the first session is created.
+        evaluator: decides allow / deny / ask. Required: there is no implicit allow-all
+            (rule R4); pass ``NoopEvaluator()`` to allow everything on purpose.
+        argument_guardrails: run in order on validated arguments, before the evaluator.
+        result_guardrails: run in order on results, before the model and journal see them.
+        journal: where events go (default: a ``MemoryJournal``).
+        grant_store: where ``allow_session``/``allow_always`` grants live.
+        shadow_evaluator: a candidate evaluated beside ``evaluator`` on every call, whose
+            disagreements are recorded but never enforced.
+        max_concurrency: handlers running at once, harness-wide.
+        max_queue: calls that may wait for a slot; beyond that calls end ``overloaded``.
+        ask_timeout: seconds an ask waits for an answer before it is denied.
+        max_argument_bytes: the largest serialized arguments accepted (default 1 MiB).
+        max_argument_depth: the deepest nesting accepted (default 64).
+        diagnostics: ``(correlation_id, exception, info)``, called with the exceptions
+            behind generic failures; those never reach the model.
+        cancel_grace: seconds a cancelled sync handler gets to notice ``ctx.cancelled``.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        evaluator: AuthorityEvaluator,
+        argument_guardrails: Iterable[ArgumentGuardrail | Callable[..., Any]] = (),
+        result_guardrails: Iterable[ResultGuardrail | Callable[..., Any]] = (),
+        journal: Journal | None = None,
+        grant_store: GrantStore | None = None,
+        shadow_evaluator: AuthorityEvaluator | None = None,
+        max_concurrency: int = 16,
+        max_queue: int = 256,
+        ask_timeout: float = 300.0,
+        max_argument_bytes: int = 1 << 20,
+        max_argument_depth: int = 64,
+        diagnostics: Diagnostics | None = None,
+        cancel_grace: float = 5.0,
+        event_buffer: int = 1024,
+    ) -> None:
+        if not isinstance(registry, ToolRegistry):
+            raise TypeError("registry must be a ToolRegistry")
+        if evaluator is None or not callable(getattr(evaluator, "evaluate", None)):
+            raise TypeError(
+                "evaluator must be an authority evaluator (NoopEvaluator() to allow all)"
+            )
+        if ask_timeout <= 0:
+            raise ValueError("ask_timeout must be positive")
+        self.registry = registry
+        self.evaluator = evaluator
+        self.argument_guardrails = tuple(
+            _as_guardrail(g, ArgumentGuardrail) for g in argument_guardrails
+        )
+        self.result_guardrails = tuple(_as_guardrail(g, ResultGuardrail) for g in result_guardrails)
+        self.journal: Journal = journal if journal is not None else MemoryJournal()
+        self.grants: GrantStore = grant_store if grant_store is not None else MemoryGrantStore()
+        self.shadow_evaluator = shadow_evaluator
+        self.ask_timeout = ask_timeout
+        self.max_argument_bytes = max_argument_bytes
+        self.max_argument_depth = max_argument_depth
+        self.diagnostics = diagnostics
+        self.dispatcher = Dispatcher(
+            max_concurrency=max_concurrency, max_queue=max_queue, cancel_grace=cancel_grace
+        )
+        self.hub = EventHub(event_buffer)
+        self.pipeline = Pipeline(self)
+        self.sessions: dict[str, Session] = {}
+        self._bound = False
+        self._closed = False
+
+    async def __aenter__(self) -> Harness:
+        if getattr(self.evaluator, "allows_everything", False):
+            log.warning("clearance harness started with NoopEvaluator: every call is allowed")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every session (cancelling running calls) and the journal."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            for session in list(self.sessions.values()):
+                await session.aclose()
+            self.hub.close()
+            await self.journal.aclose()
+
+    def freeze(self) -> None:
+        """Freeze the registry and check the evaluator's rules against it (once)."""
+        if not self._bound:
+            bind(self.evaluator, self.registry)
+            if self.shadow_evaluator is not None:
+                bind(self.shadow_evaluator, self.registry)
+            self._bound = True
+        self.registry.freeze()
+
+    async def create_session(
+        self,
+        *,
+        principal: Principal,
+        agent: AgentDefinition | None = None,
+        on_permission_ask: AskCallback | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Open a session for ``principal`` running ``agent``.
+
+        Raises:
+            ClosedError: the harness is closed.
+            UnknownToolError: the agent names a tool that is not registered.
+            ConfigError: the evaluator's rules do not fit the registered tools.
+        """
+        if self._closed:
+            raise ClosedError("the harness is closed")
+        if not isinstance(principal, Principal):
+            raise TypeError("principal must be a Principal")
+        self.freeze()
+        agent = agent or AgentDefinition("default")
+        selected = self.registry.select(agent.tools)
+        evaluator = self.evaluator
+        if agent.capabilities is not None:
+            from clearance.policy.local import LocalEvaluator
+
+            narrow = LocalEvaluator(allow=agent.capabilities)
+            narrow.bind(self.registry)
+            evaluator = AllOf(self.evaluator, narrow)
+        sid = session_id or "s_" + secrets.token_hex(8)
+        if sid in self.sessions:
+            raise ValueError(f"session id {sid!r} is in use")
+        session = Session(self, sid, principal, agent, selected, evaluator, on_permission_ask)
+        self.sessions[sid] = session
+        await self.journal.append(
+            JournalEvent(
+                "session_created",
+                sid,
+                None,
+                None,
+                {"principal": str(principal), "agent": agent.name, "tools": sorted(selected)},
+            )
+        )
+        return session
+
+    def events(self) -> EventStream:
+        """Events of every session, from now on."""
+        return self.hub.subscribe(None)
+
+
+class Session:
+    """One conversation of one principal with one agent. Create with
+    :meth:`Harness.create_session`."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        session_id: str,
+        principal: Principal,
+        agent: AgentDefinition,
+        selected: Mapping[str, Tool],
+        evaluator: AuthorityEvaluator,
+        on_permission_ask: AskCallback | None,
+    ) -> None:
+        self.harness = harness
+        self.id = session_id
+        self.principal = principal
+        self.agent = agent
+        self.evaluator = evaluator
+        self.on_permission_ask = on_permission_ask
+        self.tools: dict[str, Tool] = {}
+        for tool in selected.values():
+            self.tools[tool.qualified_name] = tool
+            self.tools[tool.model_alias] = tool
+        self.call_ids: set[str] = set()
+        self.lock = SessionLock()
+        self.running: set[anyio.CancelScope] = set()
+        self.closed = False
+        self._inflight = 0
+        self._idle: anyio.Event | None = None
+        self._open_asks: dict[str, PermissionAsk] = {}
+        self._ask_listeners = 0
+        self._ask_send: MemoryObjectSendStream[PermissionAsk]
+        self._ask_receive: MemoryObjectReceiveStream[PermissionAsk]
+        self._ask_send, self._ask_receive = anyio.create_memory_object_stream[PermissionAsk](
+            math.inf
+        )
+
+    @property
+    def selected_tools(self) -> list[Tool]:
+        """The tools this session's agent may call (each once)."""
+        return list({t.qualified_name: t for t in self.tools.values()}.values())
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Any,
+        *,
+        call_id: str | None = None,
+        turn_id: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> CallOutcome:
+        """Run one tool call through the pipeline and return how it ended.
+
+        ``name`` is the model alias (``files__read_file``) or the qualified name. Denials,
+        blocks, invalid arguments and tool failures come back as a ``CallOutcome`` the
+        model can be shown; only misuse (a closed session) raises.
+
+        Raises:
+            ClosedError: the session or harness is closed.
+        """
+        if self.closed:
+            raise ClosedError(f"session {self.id} is closed")
+        return await self.harness.pipeline.call(
+            self, name, arguments, call_id=call_id, turn_id=turn_id, context=context
+        )
+
+    def run(self, prompt: str, *, provider: Provider, max_turns: int = 50) -> Run:
+        """Start an agent run: the provider's tool calls go through the pipeline."""
+        from clearance.harness.providers import Run
+
+        return Run(self, prompt, provider, max_turns=max_turns)
+
+    def events(self) -> EventStream:
+        """This session's events, from now on (bounded buffer; see ``EventItem.dropped``)."""
+        return self.harness.hub.subscribe(self.id)
+
+    async def permission_asks(self) -> Any:
+        """Asks of this session, to answer with ``await ask.respond(...)``.
+
+        Used when the session has no ``on_permission_ask`` callback. While at least one
+        iterator is open, asks wait here (up to the harness ``ask_timeout``); with none
+        open and no callback, an ask is denied at once.
+        """
+        self._ask_listeners += 1
+        try:
+            async with self._ask_receive.clone() as receive:
+                async for ask in receive:
+                    if not ask.answered and ask._closed is None:
+                        yield ask
+        finally:
+            self._ask_listeners -= 1
+
+    def _enter(self) -> None:
+        self._inflight += 1
+
+    def _leave(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0 and self._idle is not None:
+            self._idle.set()
+
+    @property
+    def open_asks(self) -> list[PermissionAsk]:
+        return list(self._open_asks.values())
+
+    async def answer(self, ask: PermissionAsk) -> tuple[PermissionDecision | None, str]:
+        """Get an answer for ``ask``: ``(decision or None for deny, how it was answered)``."""
+        self._open_asks[ask.ask_id] = ask
+        try:
+            with anyio.move_on_after(self.harness.ask_timeout):
+                if self.on_permission_ask is not None:
+                    try:
+                        value: Any = self.on_permission_ask(ask)
+                        if inspect.isawaitable(value):
+                            value = await value
+                        decision = coerce_decision(value)
+                    except Exception as exc:
+                        # R1: a callback that raises or answers nonsense denies.
+                        if self.harness.diagnostics is not None:
+                            self.harness.diagnostics(ask.ask_id, exc, {"stage": "ask callback"})
+                        else:
+                            log.warning("permission callback failed for %s: %r", ask.call_id, exc)
+                        ask._close("error")
+                        return None, "error"
+                    try:
+                        ask._settle(decision)
+                    except AskError:
+                        return None, "closed"
+                    return decision, "callback"
+                if self._ask_listeners == 0:
+                    ask._close("unanswerable")
+                    return None, "unanswerable"
+                self._ask_send.send_nowait(ask)
+                await ask._event.wait()
+                if ask._answer is not None:
+                    return ask._answer, "stream"
+                return None, ask._closed or "closed"
+            ask._close("timeout")
+            if ask._answer is not None:  # answered at the very last moment
+                return ask._answer, "stream"
+            return None, "timeout"
+        except anyio.get_cancelled_exc_class():
+            ask._close("withdrawn")
+            raise
+        finally:
+            self._open_asks.pop(ask.ask_id, None)
+
+    async def aclose(self) -> None:
+        """Close the session: deny open asks, cancel running and queued calls, drop its
+        session grants and event streams."""
+        if self.closed:
+            return
+        self.closed = True
+        for ask in list(self._open_asks.values()):
+            ask._close("closed")
+        for scope in list(self.running):
+            scope.cancel()
+        # Let cancelled calls write their tool_finished before the session is gone.
+        if self._inflight:
+            self._idle = anyio.Event()
+            with anyio.CancelScope(shield=True):
+                await self._idle.wait()
+        self._ask_send.close()
+        self.harness.grants.end_session(self.id)
+        self.harness.hub.close_session(self.id)
+        self.harness.sessions.pop(self.id, None)
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.harness.journal.append(
+                    JournalEvent("session_closed", self.id, None, None, {})
+                )
+            except Exception as exc:
+                log.warning("journal failed to record session close: %r", exc)
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _as_guardrail(value: Any, kind: type[ArgumentGuardrail] | type[ResultGuardrail]) -> Any:
+    if all(hasattr(value, a) for a in ("applies_to", "run", "advisory", "name", "timeout")):
+        return value
+    if callable(value):
+        return kind(value)
+    raise TypeError(f"{value!r} is not a guardrail")

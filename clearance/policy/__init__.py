@@ -1,0 +1,38 @@
+"""Authority evaluators: who may call which tool with which arguments."""
+
+from clearance.policy.base import (
+    AllOf,
+    AuthorityEvaluator,
+    AuthzRequest,
+    Effect,
+    Principal,
+    SessionInfo,
+    ToolInfo,
+    Verdict,
+)
+from clearance.policy.local import LocalEvaluator
+from clearance.policy.noop import NoopEvaluator
+
+__all__ = [
+    "AllOf",
+    "AuthorityEvaluator",
+    "AuthzRequest",
+    "CedarEngine",
+    "CedarEvaluator",
+    "Effect",
+    "LocalEvaluator",
+    "NoopEvaluator",
+    "Principal",
+    "SessionInfo",
+    "ToolInfo",
+    "Verdict",
+]
+
+
+def __getattr__(name: str) -> object:
+    # Cedar loads cedarpy; import it only when asked for.
+    if name in ("CedarEvaluator", "CedarEngine"):
+        from clearance.policy import cedar
+
+        return getattr(cedar, name)
+    raise AttributeError(f"module 'clearance.policy' has no attribute {name!r}")
