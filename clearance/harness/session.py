@@ -13,11 +13,12 @@ import inspect
 import logging
 import math
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from clearance.errors import AskError, ClosedError
@@ -128,11 +129,25 @@ class Harness:
         self.sessions: dict[str, Session] = {}
         self._bound = False
         self._closed = False
+        self._task_group: TaskGroup | None = None
+        self.close_hooks: list[Callable[[], Awaitable[None]]] = []
+        """Async callables run (last first) when the harness closes, before the journal."""
 
     async def __aenter__(self) -> Harness:
         if getattr(self.evaluator, "allows_everything", False):
             log.warning("clearance harness started with NoopEvaluator: every call is allowed")
+        # Background work (MCP server connections, watchers) runs in this task group and
+        # ends when the harness closes: no unowned tasks.
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
         return self
+
+    @property
+    def task_group(self) -> TaskGroup:
+        """The harness's task group, for background work; only inside ``async with``."""
+        if self._task_group is None:
+            raise ClosedError("the harness is not started: use 'async with Harness(...)'")
+        return self._task_group
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
@@ -146,6 +161,17 @@ class Harness:
             for session in list(self.sessions.values()):
                 await session.aclose()
             self.hub.close()
+            for hook in reversed(self.close_hooks):
+                try:
+                    await hook()
+                except Exception as exc:
+                    log.warning("a harness close hook failed: %r", exc)
+        if self._task_group is not None:
+            # Exited outside the shielded scope: cancel scopes must nest.
+            self._task_group.cancel_scope.cancel()
+            await self._task_group.__aexit__(None, None, None)
+            self._task_group = None
+        with anyio.CancelScope(shield=True):
             await self.journal.aclose()
 
     def freeze(self) -> None:
@@ -205,6 +231,36 @@ class Harness:
     def events(self) -> EventStream:
         """Events of every session, from now on."""
         return self.hub.subscribe(None)
+
+    async def start_mcp_server(
+        self,
+        *,
+        name: str,
+        program: str,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> list[Tool]:
+        """Start an MCP server over stdio and register its tools under namespace ``name``.
+
+        See :func:`clearance.mcp.sources.start_stdio_server` for the options.
+        """
+        from clearance.mcp.sources import start_stdio_server
+
+        return await start_stdio_server(
+            self, name=name, program=program, args=args, env=env, **options
+        )
+
+    async def connect_mcp_server(
+        self, *, name: str, transport: str = "streamable-http", url: str, **options: Any
+    ) -> list[Tool]:
+        """Connect to a remote MCP server and register its tools under namespace ``name``.
+
+        See :func:`clearance.mcp.sources.connect_server` for the options.
+        """
+        from clearance.mcp.sources import connect_server
+
+        return await connect_server(self, name=name, transport=transport, url=url, **options)
 
 
 class Session:
@@ -370,6 +426,7 @@ class Session:
             with anyio.CancelScope(shield=True):
                 await self._idle.wait()
         self._ask_send.close()
+        self._ask_receive.close()
         self.harness.grants.end_session(self.id)
         self.harness.hub.close_session(self.id)
         self.harness.sessions.pop(self.id, None)

@@ -1,0 +1,3 @@
+from clearance.cli import main
+
+main()

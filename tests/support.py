@@ -1,0 +1,71 @@
+"""Builders shared by the tests: registries with handlers that record what they saw."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clearance import CallContext, Harness, Principal, Tool, ToolRegistry
+from clearance.harness.journal import MemoryJournal
+
+ALICE = Principal("User", "alice")
+BOB = Principal("User", "bob")
+
+PATH_SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}},
+    "required": ["path"],
+    "additionalProperties": False,
+}
+WRITE_SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+    "required": ["path", "content"],
+    "additionalProperties": False,
+}
+COMMAND_SCHEMA = {
+    "type": "object",
+    "properties": {"command": {"type": "string"}},
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+class Recorder:
+    """Handlers that append (qualified name, arguments) to ``calls`` when they run."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def handler(self, qualified: str) -> Any:
+        async def run(arguments: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+            self.calls.append((qualified, arguments))
+            return {"ran": qualified}
+
+        return run
+
+    def names(self) -> list[str]:
+        return [q for q, _ in self.calls]
+
+
+def coding_registry(recorder: Recorder) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register(
+        "files",
+        [
+            Tool("read_file", recorder.handler("files.read_file"), input_schema=PATH_SCHEMA, read_only=True),
+            Tool("write_file", recorder.handler("files.write_file"), input_schema=WRITE_SCHEMA),
+            Tool("list_dir", recorder.handler("files.list_dir"), input_schema=PATH_SCHEMA, read_only=True),
+        ],
+    )
+    registry.register(
+        "shell", [Tool("run", recorder.handler("shell.run"), input_schema=COMMAND_SCHEMA)]
+    )
+    return registry
+
+
+TOOLS = ["files.read_file", "files.write_file", "files.list_dir", "shell.run"]
+
+
+def harness(registry: ToolRegistry, **options: Any) -> Harness:
+    options.setdefault("journal", MemoryJournal())
+    return Harness(registry, **options)
