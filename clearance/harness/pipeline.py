@@ -14,6 +14,8 @@ module turns them into outcomes.
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import json
 import logging
 import math
@@ -122,11 +124,14 @@ class _Call:
     timing: dict[str, int] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
+        """The tool's names for records: a fresh dict each time (records own their data)."""
         tool = self.tool
+        if tool is None:
+            return {"tool": self.name, "qualified_name": None, "model_alias": None}
         return {
-            "tool": tool.model_alias if tool else self.name,
-            "qualified_name": tool.qualified_name if tool else None,
-            "model_alias": tool.model_alias if tool else None,
+            "tool": tool.model_alias,
+            "qualified_name": tool.qualified_name,
+            "model_alias": tool.model_alias,
         }
 
 
@@ -134,8 +139,14 @@ def _us(start: float) -> int:
     return int((time.perf_counter() - start) * 1_000_000)
 
 
+_CORRELATION_PREFIX = secrets.token_hex(3)
+_correlation_counter = itertools.count(1)
+
+
 def new_correlation_id() -> str:
-    return secrets.token_hex(6)
+    """A short id unique within the process (random prefix + counter): it joins what the
+    model sees to the diagnostics and the journal; it is not a secret."""
+    return f"{_CORRELATION_PREFIX}{next(_correlation_counter):06x}"
 
 
 class Pipeline:
@@ -144,6 +155,8 @@ class Pipeline:
     def __init__(self, harness: Harness) -> None:
         self.harness = harness
         self.dispatcher = harness.dispatcher
+        self._argument_guards: dict[str, tuple[Any, ...]] = {}
+        self._result_guards: dict[str, tuple[Any, ...]] = {}
 
     # -- the call -----------------------------------------------------------------------
 
@@ -216,74 +229,21 @@ class Pipeline:
         arguments: dict[str, Any] = call.arguments
 
         # Argument guardrails, in order; a replace feeds the next one.
-        t = time.perf_counter()
         asks: list[tuple[str, str]] = []
-        outcomes: list[dict[str, Any]] = []
-        call.record["guardrails"] = outcomes
-        gctx = GuardrailContext(
-            tool.qualified_name,
-            tool.model_alias,
-            session.principal,
-            session.id,
-            call.turn_id,
-            call.call_id,
-            "arguments",
-        )
-        for guard in h.argument_guardrails:
-            if not guard.applies_to(tool.qualified_name):
-                continue
-            entry: dict[str, Any] = {"name": guard.name, "advisory": guard.advisory}
-            outcomes.append(entry)
-            try:
-                outcome = await _run_guardrail(guard, arguments, gctx)
-            except Exception as exc:
-                entry.update(action="error", error=type(exc).__name__)
-                self._diagnose(call, exc, stage=f"guardrail {guard.name}")
-                if guard.advisory:
-                    continue
-                call.timing["guardrails"] = _us(t)
-                return await self._end_early(
-                    call,
-                    "blocked",
-                    f"guardrail {guard.name!r} failed; the call was blocked",
-                    stage="guardrail",
-                )
-            entry["action"] = outcome.action
-            if outcome.message:
-                entry["message"] = _scrub(outcome.message, call.secrets)
-            if guard.advisory:
-                continue
-            if outcome.action == "block":
-                call.timing["guardrails"] = _us(t)
-                return await self._end_early(
-                    call,
-                    "blocked",
-                    f"blocked by guardrail {guard.name!r}: {_scrub(outcome.message, call.secrets)}",
-                    stage="guardrail",
-                )
-            if outcome.action == "redact":
-                entry["pointers"] = list(outcome.pointers)
-                call.withheld.update(outcome.pointers)
-                call.secrets.update(_values_at(arguments, outcome.pointers))
-            elif outcome.action == "ask":
-                asks.append((guard.name, outcome.message or f"guardrail {guard.name} asks"))
-            elif outcome.action == "replace":
-                problem = _check_shape(outcome.value, h.max_argument_bytes, h.max_argument_depth)
-                if problem is None:
-                    problem = _schema_problem(tool, outcome.value)
-                if problem is not None:
-                    entry["error"] = "replacement invalid"
-                    call.timing["guardrails"] = _us(t)
-                    return await self._end_early(
-                        call,
-                        "blocked",
-                        f"guardrail {guard.name!r} produced arguments the schema rejects: "
-                        f"{_scrub(problem, call.secrets)}",
-                        stage="guardrail",
-                    )
-                arguments = outcome.value
-                call.secrets.update(_values_at(arguments, call.withheld))
-        call.timing["guardrails"] = _us(t)
+        guards = self._argument_guards.get(tool.qualified_name)
+        if guards is None:
+            guards = self._argument_guards[tool.qualified_name] = tuple(
+                g for g in h.argument_guardrails if g.applies_to(tool.qualified_name)
+            )
+        if guards:
+            t = time.perf_counter()
+            ended = await self._argument_guardrails(call, guards, asks)
+            call.timing["guardrails"] = _us(t)
+            if isinstance(ended, CallOutcome):
+                return ended
+            arguments = ended
+        else:
+            call.record["guardrails"] = []
         call.arguments = arguments
 
         # Authority: the evaluator sees exactly the arguments the handler will get (R2).
@@ -293,7 +253,9 @@ class Pipeline:
         )
         evaluator = session.evaluator
         try:
-            verdict = await evaluate(evaluator, request)
+            verdict = evaluator.evaluate(request)  # type: ignore[assignment]
+            if type(verdict) is not Verdict:  # async evaluators, or a wrong answer
+                verdict = await _settle_verdict(evaluator, verdict)
             failed = False
         except Exception as exc:
             self._diagnose(call, exc, stage="evaluator")
@@ -388,11 +350,84 @@ class Pipeline:
             self.dispatcher.release()
             self._diagnose(call, exc, stage="journal")
             return self._outcome(
-                call, "denied", "the journal failed; the call was not run", "error", ()
+                call,
+                "denied",
+                f"the journal failed; the call was not run (correlation id {call.correlation_id})",
+                "error",
+                (),
             )
         call.record["reasons"] = verdict.reasons
         call.record["grant"] = grant.grant_id if grant else None
         return None
+
+    async def _argument_guardrails(
+        self, call: _Call, guards: tuple[Any, ...], asks: list[tuple[str, str]]
+    ) -> dict[str, Any] | CallOutcome:
+        """Run the argument guardrails; the final arguments, or the outcome that ends the call."""
+        tool, session, h = call.tool, call.session, self.harness
+        assert tool is not None
+        arguments: dict[str, Any] = call.arguments
+        outcomes: list[dict[str, Any]] = []
+        call.record["guardrails"] = outcomes
+        gctx = GuardrailContext(
+            tool.qualified_name,
+            tool.model_alias,
+            session.principal,
+            session.id,
+            call.turn_id,
+            call.call_id,
+            "arguments",
+        )
+        for guard in guards:
+            entry: dict[str, Any] = {"name": guard.name, "advisory": guard.advisory}
+            outcomes.append(entry)
+            try:
+                outcome = await _run_guardrail(guard, arguments, gctx)
+            except Exception as exc:
+                entry.update(action="error", error=type(exc).__name__)
+                self._diagnose(call, exc, stage=f"guardrail {guard.name}")
+                if guard.advisory:
+                    continue
+                return await self._end_early(
+                    call,
+                    "blocked",
+                    f"guardrail {guard.name!r} failed; the call was blocked",
+                    stage="guardrail",
+                )
+            entry["action"] = outcome.action
+            if outcome.message:
+                entry["message"] = _scrub(outcome.message, call.secrets)
+            if guard.advisory:
+                continue
+            if outcome.action == "block":
+                return await self._end_early(
+                    call,
+                    "blocked",
+                    f"blocked by guardrail {guard.name!r}: {_scrub(outcome.message, call.secrets)}",
+                    stage="guardrail",
+                )
+            if outcome.action == "redact":
+                entry["pointers"] = list(outcome.pointers)
+                call.withheld.update(outcome.pointers)
+                call.secrets.update(_values_at(arguments, outcome.pointers))
+            elif outcome.action == "ask":
+                asks.append((guard.name, outcome.message or f"guardrail {guard.name} asks"))
+            elif outcome.action == "replace":
+                problem = _check_shape(outcome.value, h.max_argument_bytes, h.max_argument_depth)
+                if problem is None:
+                    problem = _schema_problem(tool, outcome.value)
+                if problem is not None:
+                    entry["error"] = "replacement invalid"
+                    return await self._end_early(
+                        call,
+                        "blocked",
+                        f"guardrail {guard.name!r} produced arguments the schema rejects: "
+                        f"{_scrub(problem, call.secrets)}",
+                        stage="guardrail",
+                    )
+                arguments = outcome.value
+                call.secrets.update(_values_at(arguments, call.withheld))
+        return arguments
 
     async def _run(self, call: _Call) -> CallOutcome:
         """Dispatch an admitted call; always writes exactly one ``tool_finished``."""
@@ -418,19 +453,20 @@ class Pipeline:
             session.running.add(scope)
             try:
                 with scope:
-                    async with self.dispatcher.slot(tool, session.lock):
+                    await self.dispatcher.acquire_slot(tool, session.lock)
+                    try:
                         started = time.perf_counter()
                         status, raw, message = await self._invoke(call, tool, ctx)
-                        if status == "ok":
-                            try:
-                                result = normalize_result(raw)
-                                status = "error" if result.is_error else "ok"
-                            except ResultError as exc:
-                                status, message = (
-                                    "failed",
-                                    f"the tool returned an invalid result: {exc}",
-                                )
-                                self._diagnose(call, exc, stage="result")
+                    finally:
+                        self.dispatcher.release_slot(tool, session.lock)
+                    if status == "ok":
+                        try:
+                            result = normalize_result(raw)
+                            status = "error" if result.is_error else "ok"
+                        except ResultError as exc:
+                            status = "failed"
+                            message = f"the tool returned an invalid result: {exc}"
+                            self._diagnose(call, exc, stage="result")
             finally:
                 session.running.discard(scope)
                 self.dispatcher.release()
@@ -478,7 +514,11 @@ class Pipeline:
     ) -> tuple[OutcomeStatus, CallToolResult | None, str | None]:
         tool, session, h = call.tool, call.session, self.harness
         assert tool is not None
-        guards = [g for g in h.result_guardrails if g.applies_to(tool.qualified_name)]
+        guards = self._result_guards.get(tool.qualified_name)
+        if guards is None:
+            guards = self._result_guards[tool.qualified_name] = tuple(
+                g for g in h.result_guardrails if g.applies_to(tool.qualified_name)
+            )
         if not guards:
             return status, result, None
         gctx = GuardrailContext(
@@ -775,6 +815,14 @@ async def _run_guardrail(
         return await guard.run(value, ctx)
     with anyio.fail_after(guard.timeout):
         return await guard.run(value, ctx)
+
+
+async def _settle_verdict(evaluator: AuthorityEvaluator, value: Any) -> Verdict:
+    if inspect.isawaitable(value):
+        value = await value
+    if not isinstance(value, Verdict) or value.effect not in ("allow", "deny", "ask"):
+        raise TypeError(f"{_evaluator_name(evaluator)} returned {value!r}, not a Verdict")
+    return value
 
 
 def _evaluator_name(evaluator: AuthorityEvaluator) -> str:

@@ -538,22 +538,22 @@ class CallContext:
         self.model_alias = model_alias
         self.principal = principal
         self._pipeline = pipeline
-        self._cancelled = threading.Event()
+        self._cancelled = False
         self._done = False
         self._loop_thread = threading.get_ident()
 
     @property
     def cancelled(self) -> bool:
         """True once the call was cancelled or timed out (for sync handlers to poll)."""
-        return self._cancelled.is_set()
+        return self._cancelled
 
     def raise_if_cancelled(self) -> None:
         """Raise ``CancelledError`` in a sync handler whose call was cancelled."""
-        if self._cancelled.is_set():
+        if self._cancelled:
             raise CancelledError(f"call {self.call_id!r} was cancelled")
 
     def cancel(self) -> None:
-        self._cancelled.set()
+        self._cancelled = True  # a plain store: sync handlers poll it from their thread
 
     def progress(self, message: str, data: Mapping[str, Any] | None = None) -> Awaitable[None]:
         """Report progress: ``await ctx.progress("step 2")`` in an async handler, or plain

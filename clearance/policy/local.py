@@ -20,7 +20,7 @@ import json
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,6 +36,7 @@ __all__ = ["LocalEvaluator", "Rule"]
 RuleKind = Literal["allow", "ask", "deny"]
 _TOOL_GLOB = re.compile(r"^[a-z0-9_\-*?\[\]!.]+$")
 _ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_SEPARATORS = re.compile(r"[/\\]")
 
 
 def _glob_to_regex(glob: str) -> re.Pattern[str]:
@@ -100,26 +101,35 @@ class Rule:
         return fnmatchcase(qualified_name, self.tool_glob)
 
     def matches_args(self, arguments: Mapping[str, Any]) -> bool:
+        deny = self.kind == "deny"
         for c in self.args:
-            if c.name not in arguments:
+            value = arguments.get(c.name, _MISSING)
+            if value is _MISSING:
                 return False
-            value = arguments[c.name]
-            items = value if isinstance(value, list) else [value]
-            if self.kind == "deny":
-                if not any(self._match(c, item) for item in items):
+            if type(value) is str:  # the common case, without building a list
+                if not self._match(c, value, deny):
                     return False
-            elif not items or not all(self._match(c, item) for item in items):
+                continue
+            items = value if isinstance(value, list) else [value]
+            if deny:
+                if not any(self._match(c, item, deny) for item in items):
+                    return False
+            elif not items or not all(self._match(c, item, deny) for item in items):
                 return False
         return True
 
-    def _match(self, c: ArgConstraint, value: Any) -> bool:
-        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-        if not c.pattern.fullmatch(text):
+    @staticmethod
+    def _match(c: ArgConstraint, value: Any, deny: bool) -> bool:
+        text = value if type(value) is str else json.dumps(value, sort_keys=True)
+        if c.pattern.fullmatch(text) is None:
             return False
-        if self.kind != "deny" and not c.allows_dotdot:
+        if not deny and ".." in text and not c.allows_dotdot:
             # A wildcard must not smuggle a parent-directory step past an allow rule.
-            return ".." not in re.split(r"[/\\]", text)
+            return ".." not in _SEPARATORS.split(text)
         return True
+
+
+_MISSING: Any = object()
 
 
 def parse_rule(
@@ -253,7 +263,7 @@ class LocalEvaluator:
                 self._exact.setdefault(rule.tool_glob, []).append(rule)
             else:
                 self._globbed.append(rule)
-        self._by_tool: dict[str, tuple[tuple[Rule, ...], tuple[Rule, ...], tuple[Rule, ...]]] = {}
+        self._by_tool: dict[str, tuple[_Step, ...]] = {}
 
     @classmethod
     def from_file(cls, path: str | Path) -> LocalEvaluator:
@@ -317,36 +327,68 @@ class LocalEvaluator:
                         line=rule.line,
                     )
 
-    def _rules_for(
-        self, qualified_name: str
-    ) -> tuple[tuple[Rule, ...], tuple[Rule, ...], tuple[Rule, ...]]:
-        found = self._by_tool.get(qualified_name)
-        if found is None:
+    def _plan(self, qualified_name: str) -> tuple[_Step, ...]:
+        """The rules that apply to one tool, by effect, deny first (cached per tool)."""
+        plan = self._by_tool.get(qualified_name)
+        if plan is None:
             rules = self._exact.get(qualified_name, []) + [
                 r for r in self._globbed if r.matches_tool(qualified_name)
             ]
-            found = (
-                tuple(r for r in rules if r.kind == "deny"),
-                tuple(r for r in rules if r.kind == "ask"),
-                tuple(r for r in rules if r.kind == "allow"),
-            )
+            steps = []
+            for kind in ("deny", "ask", "allow"):
+                of_kind = [r for r in rules if r.kind == kind]
+                if of_kind:
+                    plain = tuple(r.id for r in of_kind if not r.args)
+                    steps.append(
+                        _Step(
+                            kind,
+                            tuple(r for r in of_kind if r.args),
+                            plain,
+                            Verdict(kind, plain, evaluator="local") if plain else None,  # type: ignore[arg-type]
+                        )
+                    )
+            plan = tuple(steps)
             if len(self._by_tool) < 100_000:
-                self._by_tool[qualified_name] = found
-        return found
+                self._by_tool[qualified_name] = plan
+        return plan
 
     def evaluate(self, request: AuthzRequest) -> Verdict:
-        deny, ask, allow = self._rules_for(request.tool.qualified_name)
         args = request.arguments
-        for rules, effect in ((deny, "deny"), (ask, "ask"), (allow, "allow")):
-            hits = tuple(r.id for r in rules if not r.args or r.matches_args(args))
+        for step in self._plan(request.tool.qualified_name):
+            if not step.conditional:
+                if step.verdict is not None:
+                    return step.verdict
+                continue
+            hits = step.plain
+            for rule in step.conditional:
+                if rule.matches_args(args):
+                    hits += (rule.id,)
             if hits:
-                return Verdict(effect, hits, evaluator="local")  # type: ignore[arg-type]
+                verdict = step.verdicts.get(hits)
+                if verdict is None:
+                    verdict = Verdict(step.kind, hits, evaluator="local")
+                    if len(step.verdicts) < 1024:
+                        step.verdicts[hits] = verdict
+                return verdict
+            if step.verdict is not None:
+                return step.verdict
         return Verdict(
             "deny",
             (),
             evaluator="local",
             message=f"no rule allows {request.tool.qualified_name} with these arguments",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    kind: RuleKind
+    conditional: tuple[Rule, ...]
+    plain: tuple[str, ...]
+    verdict: Verdict | None
+    """The verdict when only the unconditional rules hit (shared, immutable)."""
+    verdicts: dict[tuple[str, ...], Verdict] = field(default_factory=dict)
+    """Verdicts already built, by the ids that hit (verdicts are immutable, so shared)."""
 
 
 def _has_argument(schema: Mapping[str, Any], name: str) -> bool:
