@@ -50,58 +50,152 @@ class Finding:
 class Detector:
     """One kind of thing to find.
 
-    Example: ``Detector("ticket", re.compile(r"TICKET-\\d{6}"), hints=("ticket-",))``.
+    Example: ``Detector("ticket", re.compile(r"TICKET-\\d{6}"), starts=("TICKET-",))``.
     """
 
     kind: str
     """The name reported in findings and written into ``[REDACTED:<kind>]``."""
     regex: re.Pattern[str]
     """What to find."""
+    starts: tuple[str, ...] = ()
+    """Literals every match starts with (lower-case if ``regex`` ignores case). When
+    given, the regex is tried only where one of them occurs, found with ``str.find``:
+    far cheaper than letting the regex engine try every position, which it does as soon
+    as a pattern opens with a look-behind or a case-insensitive alternation. Detectors of
+    one scanner that share a literal share its search."""
     hints: tuple[str, ...] = ()
-    """Lower-case substrings one of which must occur in the text for the regex to run at
-    all (a cheap pre-filter); empty means always run."""
+    """For detectors without ``starts``: lower-case substrings one of which must occur in
+    the text for the regex to run at all."""
     groups: tuple[str, ...] = ()
     """Named groups holding the part to report and redact (the first that matched);
     empty means the whole match."""
     validate: Callable[[str], bool] | None = None
     """Further check on the found text (a checksum, an entropy threshold)."""
 
+    @property
+    def ignore_case(self) -> bool:
+        return bool(self.regex.flags & re.IGNORECASE)
+
     def find(self, text: str) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` of each finding in ``text``."""
+        for start, end, _ in _Plan([self]).spans(text):
+            yield start, end
+
+    def scan(self, text: str, lowered: str | None) -> Iterator[tuple[int, int]]:
+        """Findings of a detector without ``starts`` (a regex scan of the whole text)."""
+        if self.hints:
+            haystack = text.lower() if lowered is None else lowered
+            if not any(hint in haystack for hint in self.hints):
+                return
         for match in self.regex.finditer(text):
-            start, end = match.span()
-            for group in self.groups:
-                if match.group(group) is not None:
-                    start, end = match.span(group)
-                    break
-            if end <= start:
+            span = self.accept(match, text)
+            if span is not None:
+                yield span
+
+    def accept(self, match: re.Match[str], text: str) -> tuple[int, int] | None:
+        """The span to report for ``match``, or None if validation rejects it."""
+        start, end = match.span()
+        for group in self.groups:
+            if match.group(group) is not None:
+                start, end = match.span(group)
+                break
+        if end <= start:
+            return None
+        if self.validate is not None and not self.validate(text[start:end]):
+            return None
+        return start, end
+
+
+class _Plan:
+    """How a list of detectors scans a string: one ``str.find`` pass per distinct start
+    literal, shared by the detectors that declare it; a regex scan for the others."""
+
+    def __init__(self, detectors: Iterable[Detector]) -> None:
+        self.detectors = tuple(detectors)
+        exact: dict[str, list[int]] = {}
+        folded: dict[str, list[int]] = {}
+        free: list[int] = []
+        for i, detector in enumerate(self.detectors):
+            if not detector.starts:
+                free.append(i)
                 continue
-            if self.validate is None or self.validate(text[start:end]):
-                yield start, end
+            table = folded if detector.ignore_case else exact
+            for literal in detector.starts:
+                table.setdefault(literal, []).append(i)
+        self.exact = tuple((lit, tuple(ix)) for lit, ix in exact.items())
+        self.folded = tuple((lit, tuple(ix)) for lit, ix in folded.items())
+        self.free = tuple(free)
+        self.needs_lower = bool(folded) or any(self.detectors[i].hints for i in free)
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Non-overlapping ``(start, end, kind)`` spans in ``text``, sorted by start.
+
+        Earlier detectors win overlaps. Text inside a ``[REDACTED...]`` marker is never
+        found again, which makes redaction idempotent.
+        """
+        detectors = self.detectors
+        lowered = text.lower() if self.needs_lower else None
+        hits: dict[int, list[int]] = {}
+        _collect(text, self.exact, hits)
+        free = self.free
+        if self.folded:
+            assert lowered is not None
+            if len(lowered) == len(text):
+                _collect(lowered, self.folded, hits)
+            else:
+                # lower() changed the length (some non-ASCII text): offsets would not
+                # line up, so these detectors scan the plain text with their regex.
+                free += tuple(sorted({i for _, ix in self.folded for i in ix}))
+        candidates: list[tuple[int, int, int]] = []
+        for i, positions in hits.items():
+            detector = detectors[i]
+            if len(detector.starts) > 1:
+                positions = sorted(set(positions))
+            end = 0
+            for pos in positions:
+                if pos < end:  # inside this detector's previous match, as finditer skips
+                    continue
+                match = detector.regex.match(text, pos)
+                if match is not None:
+                    end = match.end()
+                    span = detector.accept(match, text)
+                    if span is not None:
+                        candidates.append((i, *span))
+        for i in free:
+            candidates.extend((i, s, e) for s, e in detectors[i].scan(text, lowered))
+        if not candidates:
+            return []
+        candidates.sort()
+        taken: list[tuple[int, int]] = []
+        if _MARKER_HINT in text:
+            taken = [m.span() for m in _MARKER.finditer(text)]
+        found: list[tuple[int, int, str]] = []
+        for i, start, end in candidates:
+            if not any(start < e and s < end for s, e in taken):
+                taken.append((start, end))
+                found.append((start, end, detectors[i].kind))
+        found.sort()
+        return found
+
+
+def _collect(
+    haystack: str, table: tuple[tuple[str, tuple[int, ...]], ...], hits: dict[int, list[int]]
+) -> None:
+    for literal, indexes in table:
+        i = haystack.find(literal)
+        if i == -1:
+            continue
+        positions = []
+        while i != -1:
+            positions.append(i)
+            i = haystack.find(literal, i + 1)
+        for index in indexes:
+            hits.setdefault(index, []).extend(positions)
 
 
 def spans(detectors: Iterable[Detector], text: str) -> list[tuple[int, int, str]]:
-    """Non-overlapping ``(start, end, kind)`` spans in ``text``, sorted by start.
-
-    Earlier detectors win overlaps. Text inside a ``[REDACTED...]`` marker is never found
-    again, which makes redaction idempotent.
-    """
-    lowered: str | None = None
-    taken: list[tuple[int, int, str]] = []
-    if _MARKER_HINT in text:
-        taken = [(m.start(), m.end(), "") for m in _MARKER.finditer(text)]
-    found: list[tuple[int, int, str]] = []
-    for detector in detectors:
-        if detector.hints:
-            if lowered is None:
-                lowered = text.lower()
-            if not any(hint in lowered for hint in detector.hints):
-                continue
-        for start, end in detector.find(text):
-            if not any(start < e and s < end for s, e, _ in taken):
-                taken.append((start, end, detector.kind))
-                found.append((start, end, detector.kind))
-    found.sort()
-    return found
+    """Non-overlapping ``(start, end, kind)`` spans of ``detectors`` in ``text``."""
+    return _Plan(detectors).spans(text)
 
 
 def rewrite(text: str, found: list[tuple[int, int, str]]) -> str:
@@ -160,7 +254,8 @@ class TextScanGuardrail(Guardrail):
         if action not in _ACTIONS:
             raise ValueError(f"action must be one of {', '.join(_ACTIONS)}, not {action!r}")
         self.action: ScanAction = action
-        self.detectors = tuple(detectors)
+        self._plan = _Plan(detectors)
+        self.detectors = self._plan.detectors
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -169,18 +264,18 @@ class TextScanGuardrail(Guardrail):
 
     def scan(self, text: str) -> list[Finding]:
         """Everything found in one string (pointer ``""``)."""
-        return [Finding(kind, "", s, e) for s, e, kind in spans(self.detectors, text)]
+        return [Finding(kind, "", s, e) for s, e, kind in self._plan.spans(text)]
 
     def redact_text(self, text: str) -> str:
         """``text`` with everything found replaced by ``[REDACTED:<kind>]``."""
-        return rewrite(text, spans(self.detectors, text))
+        return rewrite(text, self._plan.spans(text))
 
     def findings(self, value: Any) -> list[Finding]:
         """Everything found in the selected fields of ``value``, in document order."""
         out: list[Finding] = []
         for pointer, text, in_key in self._texts(value):
             out.extend(
-                Finding(kind, pointer, s, e, in_key) for s, e, kind in spans(self.detectors, text)
+                Finding(kind, pointer, s, e, in_key) for s, e, kind in self._plan.spans(text)
             )
         return out
 
@@ -189,7 +284,7 @@ class TextScanGuardrail(Guardrail):
         changes: dict[str, str] = {}
         findings: list[Finding] = []
         for pointer, text, in_key in self._texts(value):
-            found = spans(self.detectors, text)
+            found = self._plan.spans(text)
             if not found:
                 continue
             findings.extend(Finding(kind, pointer, s, e, in_key) for s, e, kind in found)

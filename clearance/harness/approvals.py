@@ -252,7 +252,7 @@ def coerce_decision(
     """Turn a callback's return value into a decision, or raise ``AskError``."""
     if isinstance(value, PermissionDecision):
         if scope is not None or message is not None:
-            value = replace(value, scope=scope or value.scope, message=message or value.message)
+            return replace(value, scope=scope or value.scope, message=message or value.message)
         return value
     if isinstance(value, str) and value in ANSWERS:
         return PermissionDecision(value, scope=scope, message=message)  # type: ignore[arg-type]

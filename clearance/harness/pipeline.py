@@ -253,7 +253,7 @@ class Pipeline:
         )
         evaluator = session.evaluator
         try:
-            verdict = evaluator.evaluate(request)  # type: ignore[assignment]
+            verdict = evaluator.evaluate(request)
             if type(verdict) is not Verdict:  # async evaluators, or a wrong answer
                 verdict = await _settle_verdict(evaluator, verdict)
             failed = False
@@ -297,7 +297,9 @@ class Pipeline:
                 )
                 or "approval required"
             )
-            allowed, grant = await self._ask(call, arguments, _scrub(why, call.secrets), policies)
+            allowed, grant = await self._ask(
+                call, arguments, _scrub(why, call.secrets) or why, policies
+            )
             call.timing["ask"] = _us(t)
             if not allowed:
                 return await self._end_early(

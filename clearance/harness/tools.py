@@ -11,7 +11,7 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Literal
@@ -331,7 +331,7 @@ def _from_signature(qualified: str, fn: Callable[..., Any]) -> tuple[dict[str, A
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, default)
     try:
-        model = pydantic.create_model(  # type: ignore[call-overload]
+        model = pydantic.create_model(
             f"{qualified}.arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
         )
         schema = model.model_json_schema()
@@ -500,8 +500,9 @@ def _image_result(value: ToolImageResult) -> CallToolResult:
 class _Done:
     """An awaitable that is already complete (what ``progress`` returns in a worker thread)."""
 
-    def __await__(self) -> Iterator[None]:
-        return iter(())
+    def __await__(self) -> Generator[Any, Any, None]:
+        return
+        yield
 
 
 class CallContext:

@@ -298,7 +298,7 @@ class LocalEvaluator:
                 raise RuleError(kind, f"{kind} must be a list of rule strings", path=path)
             for text in texts:
                 line = _line_of(source, text) if source and isinstance(text, str) else None
-                rules.append(parse_rule(kind, text, path=path, line=line))  # type: ignore[arg-type]
+                rules.append(parse_rule(kind, text, path=path, line=line))
         return cls(_rules=rules, _path=path)
 
     def narrowed(self, allow: Iterable[str]) -> LocalEvaluator:
@@ -344,7 +344,7 @@ class LocalEvaluator:
                             kind,
                             tuple(r for r in of_kind if r.args),
                             plain,
-                            Verdict(kind, plain, evaluator="local") if plain else None,  # type: ignore[arg-type]
+                            Verdict(kind, plain, evaluator="local") if plain else None,
                         )
                     )
             plan = tuple(steps)

@@ -159,13 +159,12 @@ def to_cedar(typ: CedarType, value: Any, path: str, need: Need = None) -> Any:
 def _long(value: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueMismatch(path, f"expected an integer, got {_kind(value)}")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise ValueMismatch(path, f"expected an integer, got {value!r}")
-        value = int(value)
-    if not LONG_MIN <= value <= LONG_MAX:
-        raise ValueMismatch(path, f"{value} is outside Cedar's Long range (64-bit)")
-    return value
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueMismatch(path, f"expected an integer, got {value!r}")
+    number = int(value)
+    if not LONG_MIN <= number <= LONG_MAX:
+        raise ValueMismatch(path, f"{number} is outside Cedar's Long range (64-bit)")
+    return number
 
 
 def decimal_text(value: Any, path: str) -> str:

@@ -350,7 +350,12 @@ def build_schema(
             raise ValueError(f"the name {name!r} is used by the generated schema")
         if not isinstance(decl, Mapping):
             raise ValueError(f"entity type {name!r} must be a Cedar JSON entity declaration")
-    principals = tuple(declared) if principal_types is None else tuple(principal_types)
+    if principal_types is None:
+        # Group types (named in another type's memberOfTypes) are not principals by default.
+        groups = {g for decl in declared.values() for g in decl.get("memberOfTypes") or ()}
+        principals = tuple(name for name in declared if name not in groups)
+    else:
+        principals = tuple(principal_types)
     if not principals:
         raise ValueError("at least one principal type is needed")
     for name in principals:
@@ -442,7 +447,9 @@ def generate_schema(
         entity_types: principal and other entity types, as Cedar JSON schema entity
             declarations (``{"User": {"memberOfTypes": ["Team"], "shape": {...}},
             "Team": {}}``). Default: ``User`` and ``Agent`` without attributes.
-        principal_types: which of ``entity_types`` may be a principal. Default: all.
+        principal_types: which of ``entity_types`` may be a principal. Default: every
+            declared type that no declared type lists in its ``memberOfTypes`` (so
+            ``User in [Team]`` makes ``User`` a principal type and ``Team`` a group).
         namespace: a Cedar namespace for everything generated (``""``, the default, puts
             it in the empty namespace: ``Tool::"files.read_file"``).
 
