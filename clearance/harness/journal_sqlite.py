@@ -24,12 +24,12 @@ import concurrent.futures
 import json
 import logging
 import os
-import queue
 import sqlite3
 import threading
 import time
 import urllib.parse
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -89,7 +89,8 @@ _OPEN_STARTS = """
     ORDER BY s.seq
 """
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_BATCH = 1024
+_BATCH = 4096
+_LINGER = 0.002
 
 Row = tuple[int, float, str, str, str | None, str | None, int, str]
 
@@ -171,9 +172,10 @@ class SqliteJournal:
         self.durability = _check_durability(durability)
         self._closed = False
         self._failure: JournalError | None = None
-        self._queue: queue.SimpleQueue[tuple[Row, _Waiter | None] | _Control | str] = (
-            queue.SimpleQueue()
-        )
+        self._pending: deque[tuple[Row, _Waiter | None] | _Control | str] = deque()
+        self._wake = threading.Event()
+        self._idle = False
+        self._urgent = False
         self._lock = _FileLock(Path(f"{self.path}.lock"))
         try:
             self._db = _connect(self.path, durability)
@@ -224,10 +226,12 @@ class SqliteJournal:
         if self.durability == "off" or (
             self.durability == "normal" and event.type != "tool_started"
         ):
-            self._queue.put((row, None))
+            self._pending.append((row, None))
+            if self._idle:
+                self._wake.set()
             return event
         waiter = _Waiter()
-        self._queue.put((row, waiter))
+        self._put((row, waiter))
         # Once queued the record will be committed; a cancellation must not make the
         # caller believe otherwise, so it takes effect after the commit (see Journal).
         with anyio.CancelScope(shield=True):
@@ -253,8 +257,8 @@ class SqliteJournal:
         self._closed = True
         _OPEN.discard(self)
         waiter = _Waiter()
-        self._queue.put(_Control(None, waiter=waiter))
-        self._queue.put(_STOP)
+        self._put(_Control(None, waiter=waiter))
+        self._put(_STOP)
         with anyio.CancelScope(shield=True):
             await waiter.done.wait()
             await anyio.to_thread.run_sync(self._thread.join)
@@ -266,7 +270,7 @@ class SqliteJournal:
             return
         self._closed = True
         _OPEN.discard(self)
-        self._queue.put(_STOP)
+        self._put(_STOP)
         self._thread.join()
         self._lock.release()
 
@@ -287,7 +291,7 @@ class SqliteJournal:
 
         if not self._closed and self._thread.is_alive():
             future: concurrent.futures.Future[list[JournalEvent]] = concurrent.futures.Future()
-            self._queue.put(_Control(query, future=future))
+            self._put(_Control(query, future=future))
             while True:
                 try:
                     return future.result(timeout=0.25)
@@ -302,20 +306,34 @@ class SqliteJournal:
         if self._closed:
             return
         waiter = _Waiter()
-        self._queue.put(_Control(fn, waiter=waiter))
+        self._put(_Control(fn, waiter=waiter))
         with anyio.CancelScope(shield=True):
             await waiter.done.wait()
 
+    def _put(self, item: tuple[Row, _Waiter | None] | _Control | str) -> None:
+        """Queue work someone waits for: the writer takes it at once."""
+        self._pending.append(item)
+        self._urgent = True  # after the append: the writer resets it before it drains
+        self._wake.set()
+
     def _run(self) -> None:
-        get, get_nowait = self._queue.get, self._queue.get_nowait
+        # Records nobody waits for are not worth a thread switch each: while busy the
+        # writer lingers up to _LINGER seconds to commit them together with the next
+        # awaited record; an awaited record or a control item wakes it at once.
+        pending, wake = self._pending, self._wake
         try:
             while True:
-                items = [get()]
-                while len(items) < _BATCH:
-                    try:
-                        items.append(get_nowait())
-                    except queue.Empty:
-                        break
+                if not pending:
+                    self._idle = True
+                    if not pending:
+                        wake.wait()
+                    self._idle = False
+                wake.clear()
+                if not self._urgent:
+                    wake.wait(_LINGER)
+                    wake.clear()
+                self._urgent = False
+                items = [pending.popleft() for _ in range(min(len(pending), _BATCH))]
                 rows: list[Row] = []
                 waiters: list[_Waiter] = []
                 for n, item in enumerate(items):
@@ -390,11 +408,10 @@ class SqliteJournal:
         while True:
             if items:
                 item = items.pop(0)
+            elif self._pending:
+                item = self._pending.popleft()
             else:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    return
+                return
             if type(item) is tuple and item[1] is not None:
                 _wake([item[1]], error)
             elif isinstance(item, _Control):

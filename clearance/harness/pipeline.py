@@ -244,6 +244,7 @@ class Pipeline:
             arguments = ended
         else:
             call.record["guardrails"] = []
+            call.timing["guardrails"] = 0
         call.arguments = arguments
 
         # Authority: the evaluator sees exactly the arguments the handler will get (R2).
