@@ -11,7 +11,7 @@ Schema (versioned from the first release; ``MIGRATIONS`` lists every step)::
     meta(key TEXT PRIMARY KEY, value TEXT)          schema_version, scan_from, created_at
     events(seq INTEGER PRIMARY KEY, ts REAL, type TEXT, session_id TEXT, turn_id TEXT,
            call_id TEXT, version INTEGER, data TEXT)   -- data: the record's JSON
-    indexes: (session_id, call_id), (call_id), (type)
+    indexes: (session_id, call_id), (call_id), (seq) WHERE type = 'tool_started'
 
 ``scan_from`` bounds crash recovery: no ``tool_started`` before it is left open, so an
 open reads only the records written since the last clean close.
@@ -71,7 +71,9 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             )""",
             "CREATE INDEX events_session_call ON events (session_id, call_id)",
             "CREATE INDEX events_call ON events (call_id)",
-            "CREATE INDEX events_type ON events (type)",
+            # Recovery looks up starts by type; a partial index costs nothing for the
+            # other types (listings read in seq order anyway).
+            "CREATE INDEX events_started ON events (seq) WHERE type = 'tool_started'",
         ),
     ),
 )

@@ -42,7 +42,7 @@ from clearance.policy.base import AuthorityEvaluator, AuthzRequest, SessionInfo,
 if TYPE_CHECKING:
     from clearance.harness.session import Harness, Session
 
-__all__ = ["CallOutcome", "OutcomeStatus", "Pipeline"]
+__all__ = ["CallOutcome", "Decision", "OutcomeStatus", "Pipeline"]
 
 log = logging.getLogger("clearance")
 
@@ -107,6 +107,43 @@ class CallOutcome:
 
 
 @dataclass(slots=True)
+class Decision:
+    """What the pipeline would do with a call, without running it (``Harness.decide``).
+
+    ``outcome`` is ``allow``, ``ask``, ``deny``, ``error`` (the evaluator failed: enforced
+    as deny), ``blocked`` (a guardrail) or ``invalid`` (unknown tool, bad arguments).
+    ``stage`` names the stage that decided.
+    """
+
+    outcome: Literal["allow", "ask", "deny", "error", "blocked", "invalid"]
+    stage: str
+    reasons: tuple[str, ...] = ()
+    message: str | None = None
+    verdict: dict[str, Any] | None = None
+    guardrails: list[dict[str, Any]] = field(default_factory=list)
+    schema: dict[str, Any] | None = None
+    timing_us: dict[str, int] = field(default_factory=dict)
+    arguments: dict[str, Any] | None = None
+    qualified_name: str | None = None
+    shadow: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "stage": self.stage,
+            "reasons": list(self.reasons),
+            "message": self.message,
+            "verdict": self.verdict,
+            "guardrails": self.guardrails,
+            "schema": self.schema,
+            "timing_us": self.timing_us,
+            "arguments": self.arguments,
+            "qualified_name": self.qualified_name,
+            "shadow": self.shadow,
+        }
+
+
+@dataclass(slots=True)
 class _Call:
     """Working state of one call while it moves through the stages."""
 
@@ -122,6 +159,8 @@ class _Call:
     secrets: set[str] = field(default_factory=set)
     record: dict[str, Any] = field(default_factory=dict)
     timing: dict[str, int] = field(default_factory=dict)
+    dry: bool = False
+    """Decide only: no journal, no call-id bookkeeping, no asks, no dispatch."""
 
     def identity(self) -> dict[str, Any]:
         """The tool's names for records: a fresh dict each time (records own their data)."""
@@ -184,6 +223,51 @@ class Pipeline:
             return decided
         return await self._run(call)
 
+    async def decide(
+        self,
+        session: Session,
+        name: str,
+        arguments: Any,
+        *,
+        context: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """Run every stage before dispatch (resolve, schema, argument guardrails, evaluator)
+        and say what would happen, without journaling, asking or running anything."""
+        call = _Call(
+            session=session,
+            call_id="decide",
+            turn_id=None,
+            name=name,
+            arguments=arguments,
+            correlation_id=new_correlation_id(),
+            t0=time.perf_counter(),
+            dry=True,
+        )
+        ended = await self._decide(call, context or {})
+        call.timing["total"] = _us(call.t0)
+        record = call.record
+        if ended is None:
+            outcome = "ask" if record.get("decision") == "ask" else "allow"
+        else:
+            outcome = {"invalid": "invalid", "blocked": "blocked"}.get(ended.status, "deny")
+            if record.get("decision") == "error":
+                outcome = "error"
+        return Decision(
+            outcome=outcome,  # type: ignore[arg-type]
+            stage=record.get("stage", "evaluator"),
+            reasons=tuple(record.get("reasons", ())),
+            message=record.get("message"),
+            verdict=record.get("verdict"),
+            guardrails=list(record.get("guardrails", [])),
+            schema=record.get("schema"),
+            timing_us=dict(call.timing),
+            arguments=self._visible(call, call.arguments)
+            if isinstance(call.arguments, dict)
+            else None,
+            qualified_name=call.tool.qualified_name if call.tool else None,
+            shadow=record.get("shadow"),
+        )
+
     async def _decide(self, call: _Call, context: Mapping[str, Any]) -> CallOutcome | None:
         """Every stage before dispatch. Returns the outcome when the call ends here."""
         session, h = call.session, self.harness
@@ -204,7 +288,9 @@ class Pipeline:
             return await self._end_early(
                 call, "invalid", "call_id must be a non-empty string", stage="call_id"
             )
-        if call.call_id in session.call_ids:
+        if call.dry:
+            pass
+        elif call.call_id in session.call_ids:
             call.record["duplicate_call_id"] = True
             return await self._end_early(
                 call,
@@ -212,7 +298,8 @@ class Pipeline:
                 f"call id {call.call_id!r} was already used in this session",
                 stage="call_id",
             )
-        session.call_ids.add(call.call_id)
+        else:
+            session.call_ids.add(call.call_id)
 
         # Arguments: a JSON object of bounded size and depth, valid against the schema.
         t = time.perf_counter()
@@ -298,6 +385,9 @@ class Pipeline:
                 )
                 or "approval required"
             )
+            if call.dry:
+                call.record.update(stage="ask", decision="ask", reasons=policies, message=why)
+                return None
             allowed, grant = await self._ask(
                 call, arguments, _scrub(why, call.secrets) or why, policies
             )
@@ -312,6 +402,9 @@ class Pipeline:
                     reasons=policies,
                 )
 
+        if call.dry:
+            call.record.update(stage="evaluator", decision="allow", reasons=verdict.reasons)
+            return None
         if session.closed:
             return await self._end_early(
                 call,
@@ -695,6 +788,9 @@ class Pipeline:
     ) -> CallOutcome:
         call.record["stage"] = stage
         message = _scrub(message, call.secrets) or status
+        if call.dry:
+            call.record.update(decision=decision, reasons=reasons, message=message)
+            return self._outcome(call, status, message, decision, reasons)
         try:
             with anyio.CancelScope(shield=True):
                 await self._decided(call, status, message, decision, reasons, None)

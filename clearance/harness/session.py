@@ -33,7 +33,7 @@ from clearance.harness.approvals import (
 )
 from clearance.harness.dispatch import Dispatcher, SessionLock
 from clearance.harness.journal import EventHub, EventStream, Journal, JournalEvent, MemoryJournal
-from clearance.harness.pipeline import CallOutcome, Diagnostics, Pipeline
+from clearance.harness.pipeline import CallOutcome, Decision, Diagnostics, Pipeline
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import AllOf, AuthorityEvaluator, Principal, bind
 
@@ -130,6 +130,7 @@ class Harness:
         self._bound = False
         self._closed = False
         self._task_group: TaskGroup | None = None
+        self._decide_sessions: dict[tuple[str, str, int | None], Session] = {}
         self.close_hooks: list[Callable[[], Awaitable[None]]] = []
         """Async callables run (last first) when the harness closes, before the journal."""
 
@@ -205,13 +206,7 @@ class Harness:
         self.freeze()
         agent = agent or AgentDefinition("default")
         selected = self.registry.select(agent.tools)
-        evaluator = self.evaluator
-        if agent.capabilities is not None:
-            from clearance.policy.local import LocalEvaluator
-
-            narrow = LocalEvaluator(allow=agent.capabilities)
-            narrow.bind(self.registry)
-            evaluator = AllOf(self.evaluator, narrow)
+        evaluator = self._agent_evaluator(agent)
         sid = session_id or "s_" + secrets.token_hex(8)
         if sid in self.sessions:
             raise ValueError(f"session id {sid!r} is in use")
@@ -231,6 +226,43 @@ class Harness:
     def events(self) -> EventStream:
         """Events of every session, from now on."""
         return self.hub.subscribe(None)
+
+    async def decide(
+        self,
+        *,
+        principal: Principal,
+        tool: str,
+        arguments: Any,
+        agent: AgentDefinition | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """What the pipeline would decide for one call, without running, asking or
+        journaling anything: schema check, argument guardrails and the evaluator (an ask
+        stays ``ask``; grants are not consulted). For ``clearance policy explain`` and
+        ``clearance replay``."""
+        if self._closed:
+            raise ClosedError("the harness is closed")
+        self.freeze()
+        key = (principal.type, principal.id, id(agent) if agent is not None else None)
+        session = self._decide_sessions.get(key)
+        if session is None or session.principal.attrs != principal.attrs:
+            agent = agent or AgentDefinition("default")
+            evaluator = self._agent_evaluator(agent)
+            session = Session(
+                self, "decide", principal, agent, self.registry.select(agent.tools), evaluator, None
+            )
+            if len(self._decide_sessions) < 10_000:
+                self._decide_sessions[key] = session
+        return await self.pipeline.decide(session, tool, arguments, context=context)
+
+    def _agent_evaluator(self, agent: AgentDefinition) -> AuthorityEvaluator:
+        if agent.capabilities is None:
+            return self.evaluator
+        from clearance.policy.local import LocalEvaluator
+
+        narrow = LocalEvaluator(allow=agent.capabilities)
+        narrow.bind(self.registry)
+        return AllOf(self.evaluator, narrow)
 
     async def start_mcp_server(
         self,
@@ -295,11 +327,11 @@ class Session:
         self._idle: anyio.Event | None = None
         self._open_asks: dict[str, PermissionAsk] = {}
         self._ask_listeners = 0
-        self._ask_send: MemoryObjectSendStream[PermissionAsk]
-        self._ask_receive: MemoryObjectReceiveStream[PermissionAsk]
-        self._ask_send, self._ask_receive = anyio.create_memory_object_stream[PermissionAsk](
-            math.inf
-        )
+        # The ask stream is made on first use: most sessions answer through a callback.
+        self._ask_stream: (
+            tuple[MemoryObjectSendStream[PermissionAsk], MemoryObjectReceiveStream[PermissionAsk]]
+            | None
+        ) = None
 
     @property
     def selected_tools(self) -> list[Tool]:
@@ -349,7 +381,9 @@ class Session:
         """
         self._ask_listeners += 1
         try:
-            async with self._ask_receive.clone() as receive:
+            if self._ask_stream is None:
+                self._ask_stream = anyio.create_memory_object_stream[PermissionAsk](math.inf)
+            async with self._ask_stream[1].clone() as receive:
                 async for ask in receive:
                     if not ask.answered and ask._closed is None:
                         yield ask
@@ -395,7 +429,8 @@ class Session:
                 if self._ask_listeners == 0:
                     ask._close("unanswerable")
                     return None, "unanswerable"
-                self._ask_send.send_nowait(ask)
+                assert self._ask_stream is not None
+                self._ask_stream[0].send_nowait(ask)
                 await ask._event.wait()
                 if ask._answer is not None:
                     return ask._answer, "stream"
@@ -425,8 +460,9 @@ class Session:
             self._idle = anyio.Event()
             with anyio.CancelScope(shield=True):
                 await self._idle.wait()
-        self._ask_send.close()
-        self._ask_receive.close()
+        if self._ask_stream is not None:
+            self._ask_stream[0].close()
+            self._ask_stream[1].close()
         self.harness.grants.end_session(self.id)
         self.harness.hub.close_session(self.id)
         self.harness.sessions.pop(self.id, None)

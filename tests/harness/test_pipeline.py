@@ -461,3 +461,37 @@ async def test_agent_capabilities_only_narrow() -> None:
 
 async def test_path_schema_used_by_support() -> None:
     assert PATH_SCHEMA["required"] == ["path"]
+
+
+async def test_decide_runs_every_stage_but_nothing_else() -> None:
+    rec = Recorder()
+    journal = MemoryJournal()
+
+    def no_env(arguments: dict[str, Any], ctx: Any) -> GuardrailOutcome:
+        if arguments.get("path", "").endswith(".env"):
+            return GuardrailOutcome.block("no .env files")
+        return GuardrailOutcome.allow()
+
+    async with harness(
+        coding_registry(rec),
+        evaluator=LocalEvaluator(allow=["files.read_file"], ask=["files.write_file"]),
+        argument_guardrails=[ArgumentGuardrail(no_env)],
+        journal=journal,
+    ) as h:
+        allow = await h.decide(principal=ALICE, tool="files.read_file", arguments={"path": "a"})
+        ask = await h.decide(
+            principal=ALICE, tool="files__write_file", arguments={"path": "a", "content": "x"}
+        )
+        deny = await h.decide(principal=ALICE, tool="shell.run", arguments={"command": "ls"})
+        blocked = await h.decide(principal=ALICE, tool="files.read_file", arguments={"path": ".env"})
+        invalid = await h.decide(principal=ALICE, tool="files.read_file", arguments={})
+        unknown = await h.decide(principal=ALICE, tool="git.push", arguments={})
+    assert (allow.outcome, allow.stage, allow.reasons) == ("allow", "evaluator", ("allow:files.read_file",))
+    assert (ask.outcome, ask.reasons) == ("ask", ("ask:files.write_file",))
+    assert (deny.outcome, deny.stage) == ("deny", "evaluator")
+    assert (blocked.outcome, blocked.stage) == ("blocked", "guardrail")
+    assert "no .env files" in (blocked.message or "")
+    assert (invalid.outcome, invalid.stage) == ("invalid", "schema")
+    assert (unknown.outcome, unknown.stage) == ("invalid", "resolve")
+    assert "evaluate" in allow.timing_us and allow.to_json()["outcome"] == "allow"
+    assert rec.calls == [] and len(journal) == 0
