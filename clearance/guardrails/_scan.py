@@ -28,6 +28,7 @@ _ACTIONS = ("block", "redact", "withhold")
 _MARKER = re.compile(r"\[REDACTED(?::[A-Za-z0-9_.-]+)?\]")
 _MARKER_HINT = "[REDACTED"
 _MAX_LISTED = 5
+_GATE_BELOW = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,9 @@ class Detector:
     far cheaper than letting the regex engine try every position, which it does as soon
     as a pattern opens with a look-behind or a case-insensitive alternation. Detectors of
     one scanner that share a literal share its search."""
+    offset: int = 0
+    """How many characters before the literal in ``starts`` a match begins (to search
+    for a rarer literal than the match's first characters)."""
     hints: tuple[str, ...] = ()
     """For detectors without ``starts``: lower-case substrings one of which must occur in
     the text for the regex to run at all."""
@@ -110,8 +114,16 @@ class _Plan:
     """How a list of detectors scans a string: one ``str.find`` pass per distinct start
     literal, shared by the detectors that declare it; a regex scan for the others."""
 
-    def __init__(self, detectors: Iterable[Detector]) -> None:
+    def __init__(
+        self,
+        detectors: Iterable[Detector],
+        *,
+        gate: re.Pattern[str] | None = None,
+        min_length: int = 1,
+    ) -> None:
         self.detectors = tuple(detectors)
+        self.gate = gate
+        self.min_length = min_length
         exact: dict[str, list[int]] = {}
         folded: dict[str, list[int]] = {}
         free: list[int] = []
@@ -121,10 +133,16 @@ class _Plan:
                 continue
             table = folded if detector.ignore_case else exact
             for literal in detector.starts:
-                table.setdefault(literal, []).append(i)
+                key = literal.lower() if detector.ignore_case else literal
+                table.setdefault(key, []).append(i)
         self.exact = tuple((lit, tuple(ix)) for lit, ix in exact.items())
         self.folded = tuple((lit, tuple(ix)) for lit, ix in folded.items())
         self.free = tuple(free)
+        # Plain detectors run inline (no generator per detector: a few hundred
+        # nanoseconds each, which adds up over a dozen detectors and many strings).
+        self.inline = tuple(
+            type(self.detectors[i]).scan is Detector.scan for i in range(len(self.detectors))
+        )
         self.needs_lower = bool(folded) or any(self.detectors[i].hints for i in free)
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
@@ -133,6 +151,12 @@ class _Plan:
         Earlier detectors win overlaps. Text inside a ``[REDACTED...]`` marker is never
         found again, which makes redaction idempotent.
         """
+        if len(text) < self.min_length:
+            return []
+        # Short strings (keys, paths, names) are most of the strings in a call and each
+        # pass has a fixed cost: one combined regex rules most of them out at once.
+        if self.gate is not None and len(text) < _GATE_BELOW and not self.gate.search(text):
+            return []
         detectors = self.detectors
         lowered = text.lower() if self.needs_lower else None
         hits: dict[int, list[int]] = {}
@@ -152,7 +176,9 @@ class _Plan:
             if len(detector.starts) > 1:
                 positions = sorted(set(positions))
             end = 0
-            for pos in positions:
+            offset = detector.offset
+            for hit in positions:
+                pos = hit - offset
                 if pos < end:  # inside this detector's previous match, as finditer skips
                     continue
                 match = detector.regex.match(text, pos)
@@ -161,8 +187,22 @@ class _Plan:
                     span = detector.accept(match, text)
                     if span is not None:
                         candidates.append((i, *span))
+        inline = self.inline
         for i in free:
-            candidates.extend((i, s, e) for s, e in detectors[i].scan(text, lowered))
+            detector = detectors[i]
+            if not inline[i]:
+                candidates.extend((i, s, e) for s, e in detector.scan(text, lowered))
+                continue
+            if detector.hints:
+                haystack = text.lower() if lowered is None else lowered
+                if not any(hint in haystack for hint in detector.hints):
+                    continue
+            match = detector.regex.search(text)
+            while match is not None:
+                span = detector.accept(match, text)
+                if span is not None:
+                    candidates.append((i, *span))
+                match = detector.regex.search(text, max(match.end(), match.start() + 1))
         if not candidates:
             return []
         candidates.sort()
@@ -191,11 +231,6 @@ def _collect(
             i = haystack.find(literal, i + 1)
         for index in indexes:
             hits.setdefault(index, []).extend(positions)
-
-
-def spans(detectors: Iterable[Detector], text: str) -> list[tuple[int, int, str]]:
-    """Non-overlapping ``(start, end, kind)`` spans of ``detectors`` in ``text``."""
-    return _Plan(detectors).spans(text)
 
 
 def rewrite(text: str, found: list[tuple[int, int, str]]) -> str:
@@ -244,6 +279,8 @@ class TextScanGuardrail(Guardrail):
         detectors: Iterable[Detector],
         *,
         action: ScanAction,
+        gate: re.Pattern[str] | None,
+        min_length: int,
         tools: str | Iterable[str],
         fields: Iterable[str] | None,
         advisory: bool,
@@ -254,7 +291,7 @@ class TextScanGuardrail(Guardrail):
         if action not in _ACTIONS:
             raise ValueError(f"action must be one of {', '.join(_ACTIONS)}, not {action!r}")
         self.action: ScanAction = action
-        self._plan = _Plan(detectors)
+        self._plan = _Plan(detectors, gate=gate, min_length=min_length)
         self.detectors = self._plan.detectors
 
     @property
@@ -271,74 +308,108 @@ class TextScanGuardrail(Guardrail):
         return rewrite(text, self._plan.spans(text))
 
     def findings(self, value: Any) -> list[Finding]:
-        """Everything found in the selected fields of ``value``, in document order."""
+        """Everything found in the selected fields of ``value``, in document order.
+
+        A finding in an object key points at the object holding the key (the key's own
+        pointer would repeat what was found).
+        """
         out: list[Finding] = []
         for pointer, text, in_key in self._texts(value):
-            out.extend(
-                Finding(kind, pointer, s, e, in_key) for s, e, kind in self._plan.spans(text)
-            )
+            where = _parent(pointer) if in_key else pointer
+            out.extend(Finding(kind, where, s, e, in_key) for s, e, kind in self._plan.spans(text))
         return out
 
     def check(self, value: Any, ctx: GuardrailContext) -> GuardrailOutcome:
         """Block, rewrite (``redact``) or withhold what the detectors find."""
         changes: dict[str, str] = {}
-        findings: list[Finding] = []
+        findings: list[tuple[str, str, bool]] = []  # (kind, pointer, in_key)
         for pointer, text, in_key in self._texts(value):
             found = self._plan.spans(text)
             if not found:
                 continue
-            findings.extend(Finding(kind, pointer, s, e, in_key) for s, e, kind in found)
+            findings.extend((kind, pointer, in_key) for _, _, kind in found)
             if not in_key:
                 changes[pointer] = rewrite(text, found) if self.action == "redact" else text
         if not findings:
             return GuardrailOutcome.allow()
         # A key cannot be rewritten or withheld without changing the document's shape.
-        if self.action == "block" or any(f.in_key for f in findings):
+        if self.action == "block" or any(in_key for _, _, in_key in findings):
             return GuardrailOutcome.block(self._message(findings))
         if self.action == "withhold":
             return GuardrailOutcome.redact(changes)
         return GuardrailOutcome.replace(_apply(value, changes))
 
-    def _message(self, findings: list[Finding]) -> str:
-        seen = list(dict.fromkeys((f.kind, f.pointer or "/", f.in_key) for f in findings))
+    def _message(self, findings: list[tuple[str, str, bool]]) -> str:
+        # A pointer through a flagged key would spell the key out: show such places by
+        # the object that holds the key instead.
+        flagged = sorted({pointer for _, pointer, in_key in findings if in_key}, key=len)
+
+        def shown(pointer: str) -> str:
+            for key_pointer in flagged:
+                if pointer == key_pointer or pointer.startswith(key_pointer + "/"):
+                    return _parent(key_pointer) or "/"
+            return pointer or "/"
+
+        seen = list(dict.fromkeys((kind, shown(p), in_key) for kind, p, in_key in findings))
         listed = [
-            f"{kind} in {'a key under ' if in_key else ''}{pointer}"
+            f"{kind} in {'a key of ' if in_key else ''}{pointer}"
             for kind, pointer, in_key in seen[:_MAX_LISTED]
         ]
         more = f" and {len(seen) - _MAX_LISTED} more" if len(seen) > _MAX_LISTED else ""
         return f"{self.name}: {self._label} found: {'; '.join(listed)}{more}"
 
-    def _texts(self, value: Any) -> Iterator[tuple[str, str, bool]]:
+    def _texts(self, value: Any) -> list[tuple[str, str, bool]]:
         """``(pointer, text, in_key)`` for every string in the selected fields."""
-        seen: set[str] = set()
+        result = self.stage == "result"
+        if self.fields is None:
+            out: list[tuple[str, str, bool]] = []
+            _walk(value, "", result, out)
+            return out
+        collected: dict[tuple[str, bool], str] = {}
         for base, selected in self.selected(value):
-            for pointer, text, in_key in _walk(selected, base, self.stage == "result"):
-                key = f"{int(in_key)}{pointer}"
-                if key not in seen:  # two field pointers may select the same string
-                    seen.add(key)
-                    yield pointer, text, in_key
+            part: list[tuple[str, str, bool]] = []
+            _walk(selected, base, result, part)
+            for pointer, text, in_key in part:
+                # two field pointers may select the same string: scan it once
+                collected.setdefault((pointer, in_key), text)
+        return [(pointer, text, in_key) for (pointer, in_key), text in collected.items()]
 
 
 _BINARY_BLOCKS = frozenset({"image", "audio"})
 
 
-def _walk(node: Any, here: str, result: bool) -> Iterator[tuple[str, str, bool]]:
+def _parent(pointer: str) -> str:
+    return pointer.rpartition("/")[0]
+
+
+def _walk(node: Any, here: str, result: bool, out: list[tuple[str, str, bool]]) -> None:
+    """Append ``(pointer, text, in_key)`` for every string and key under ``node`` (a key
+    comes with its own pointer, the one its value has)."""
     if isinstance(node, str):
-        yield here, node, False
+        out.append((here, node, False))
     elif isinstance(node, dict):
         # Base64 pixels of an image block are not text anyone reads; scanning them costs a
         # lot and only finds noise.
         skip_data = result and node.get("type") in _BINARY_BLOCKS
         for key, item in node.items():
-            child = f"{here}/{str(key).replace('~', '~0').replace('/', '~1')}"
+            token = str(key)
+            if "~" in token or "/" in token:
+                token = token.replace("~", "~0").replace("/", "~1")
+            child = f"{here}/{token}"
             if isinstance(key, str):
-                yield child, key, True
+                out.append((child, key, True))
             if skip_data and key == "data":
                 continue
-            yield from _walk(item, child, result)
+            if isinstance(item, str):
+                out.append((child, item, False))
+            elif isinstance(item, dict | list):
+                _walk(item, child, result, out)
     elif isinstance(node, list):
         for i, item in enumerate(node):
-            yield from _walk(item, f"{here}/{i}", result)
+            if isinstance(item, str):
+                out.append((f"{here}/{i}", item, False))
+            elif isinstance(item, dict | list):
+                _walk(item, f"{here}/{i}", result, out)
 
 
 def _apply(document: Any, changes: Mapping[str, Any]) -> Any:

@@ -281,7 +281,10 @@ class _FileLock:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX
             return
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise JournalError(f"{path}: cannot open the journal: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -469,7 +472,8 @@ def read_jsonl(
             if event.type not in EVENT_TYPES or not isinstance(event.session_id, str):
                 raise ValueError(f"unknown record type {event.type!r}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            if offset == len(raw) and not line.endswith(b"\n"):
+            # A torn last line; when only reading, a file of nothing else is no journal.
+            if offset == len(raw) and not line.endswith(b"\n") and (repair or events):
                 torn = start if repair else None
                 break
             raise JournalError(f"{where}:{number}: not a journal record ({exc})") from None

@@ -93,6 +93,9 @@ _OPEN_STARTS = """
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _BATCH = 4096
 _LINGER = 0.002
+# Records queued without a waiter, at most; beyond it append waits for the writer (which a
+# busy event loop can starve of the GIL), so memory and what a crash can lose stay bounded.
+_MAX_PENDING = 10_000
 
 Row = tuple[int, float, str, str, str | None, str | None, int, str]
 
@@ -147,8 +150,11 @@ class SqliteJournal:
     - ``"full"``. Every ``append`` returns after its commit, with ``synchronous=FULL``
       (an fsync per commit; concurrent calls share commits). Every record whose
       ``append`` returned survives a power loss. Costs a disk flush per event.
-    - ``"off"``. ``append`` never waits; records are committed in the background as in
-      ``"normal"``. A crash can also lose a ``tool_started`` whose handler ran.
+    - ``"off"``. ``append`` does not wait; records are committed in the background as
+      in ``"normal"``. A crash can also lose a ``tool_started`` whose handler ran.
+
+    In every mode at most 10,000 records wait for the writer: beyond that ``append``
+    waits for a commit, so memory, and what a crash can lose, stay bounded.
 
     Opening the file creates or migrates the schema, continues ``seq`` and appends an
     ``interrupted`` ``tool_finished`` for every ``tool_started`` left without an end.
@@ -225,9 +231,10 @@ class SqliteJournal:
             event.version,
             data,
         )
-        if self.durability == "off" or (
-            self.durability == "normal" and event.type != "tool_started"
-        ):
+        if (
+            self.durability == "off"
+            or (self.durability == "normal" and event.type != "tool_started")
+        ) and len(self._pending) < _MAX_PENDING:
             self._pending.append((row, None))
             if self._idle:
                 self._wake.set()
@@ -258,11 +265,8 @@ class SqliteJournal:
             return
         self._closed = True
         _OPEN.discard(self)
-        waiter = _Waiter()
-        self._put(_Control(None, waiter=waiter))
-        self._put(_STOP)
+        self._put(_STOP)  # the writer commits everything queued before it, then stops
         with anyio.CancelScope(shield=True):
-            await waiter.done.wait()
             await anyio.to_thread.run_sync(self._thread.join)
         self._lock.release()
 
@@ -310,7 +314,9 @@ class SqliteJournal:
         waiter = _Waiter()
         self._put(_Control(fn, waiter=waiter))
         with anyio.CancelScope(shield=True):
-            await waiter.done.wait()
+            while not waiter.done.is_set() and self._thread.is_alive():
+                with anyio.move_on_after(1):
+                    await waiter.done.wait()
 
     def _put(self, item: tuple[Row, _Waiter | None] | _Control | str) -> None:
         """Queue work someone waits for: the writer takes it at once."""

@@ -388,9 +388,14 @@ class Pipeline:
             if call.dry:
                 call.record.update(stage="ask", decision="ask", reasons=policies, message=why)
                 return None
-            allowed, grant = await self._ask(
-                call, arguments, _scrub(why, call.secrets) or why, policies
-            )
+            try:
+                allowed, grant = await self._ask(
+                    call, arguments, _scrub(why, call.secrets) or why, policies
+                )
+            except Exception as exc:  # the journal or grant store failed: fail closed (R1)
+                self._diagnose(call, exc, stage="ask")
+                call.record.setdefault("ask", {})["message"] = "the approval could not be recorded"
+                allowed, grant = False, None
             call.timing["ask"] = _us(t)
             if not allowed:
                 return await self._end_early(

@@ -1,5 +1,7 @@
 """Authority evaluators: who may call which tool with which arguments."""
 
+from typing import TYPE_CHECKING
+
 from clearance.policy.base import (
     AllOf,
     AuthorityEvaluator,
@@ -12,6 +14,9 @@ from clearance.policy.base import (
 )
 from clearance.policy.local import LocalEvaluator
 from clearance.policy.noop import NoopEvaluator
+
+if TYPE_CHECKING:
+    from clearance.policy.cedar import CedarEngine, CedarEvaluator
 
 __all__ = [
     "AllOf",

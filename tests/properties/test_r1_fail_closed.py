@@ -14,7 +14,17 @@ from clearance.policy import AuthzRequest, Verdict
 
 pytestmark = pytest.mark.anyio
 
-FAULTS = ["guardrail", "guardrail_async", "evaluator", "ask_callback", "journal_decided", "journal_started", "guardrail_type", "evaluator_type", "ask_answer"]
+FAULTS = [
+    "guardrail",
+    "guardrail_async",
+    "evaluator",
+    "ask_callback",
+    "journal_decided",
+    "journal_started",
+    "guardrail_type",
+    "evaluator_type",
+    "ask_answer",
+]
 
 
 class Fault(Exception):
@@ -72,8 +82,16 @@ async def test_r1_fail_closed(fault: str, effect: str, tool: str, path: str) -> 
             return "yes please"
         return "allow_once"
 
-    journal = Journal({"journal_decided": "call_decided", "journal_started": "tool_started"}.get(fault))
-    arguments = {"command": path} if tool == "shell__run" else {"path": path, "content": "x"} if "write" in tool else {"path": path}
+    journal = Journal(
+        {"journal_decided": "call_decided", "journal_started": "tool_started"}.get(fault)
+    )
+    arguments = (
+        {"command": path}
+        if tool == "shell__run"
+        else {"path": path, "content": "x"}
+        if "write" in tool
+        else {"path": path}
+    )
     # The fault must be on the call's path: asks only happen for "ask" verdicts.
     if fault in ("ask_callback", "ask_answer"):
         effect = "ask"
@@ -90,3 +108,18 @@ async def test_r1_fail_closed(fault: str, effect: str, tool: str, path: str) -> 
     assert outcome.correlation_id and outcome.correlation_id in outcome.text
     assert "Fault" not in outcome.text
     assert not [e for e in journal.events() if e.type == "tool_started"]
+
+
+@given(fail_on=st.sampled_from(["permission_asked", "permission_decided"]))
+async def test_r1_journal_failure_during_an_ask_denies(fail_on: str) -> None:
+    rec = Recorder()
+    journal = Journal(fail_on)
+    async with Harness(
+        coding_registry(rec), evaluator=Evaluator("none", "ask"), journal=journal
+    ) as h:
+        session = await h.create_session(
+            principal=ALICE, on_permission_ask=lambda ask: "allow_once"
+        )
+        outcome = await session.call_tool("files__read_file", {"path": "a"}, call_id="c1")
+    assert rec.calls == []
+    assert outcome.status == "denied" and outcome.correlation_id in outcome.text

@@ -6,16 +6,21 @@ mirrors Cedar's own response: a decision, the determining policy ids (``reasons`
 policies that errored (``errors``). Nothing from ``cedarpy`` appears in the public API.
 
 Slicing (DESIGN rule R10): a request is evaluated only against the policies whose *scope*
-(``principal`` / ``action`` / ``resource`` constraints) could match it. Scopes are read from
-``PolicySet.to_pst()`` and indexed by the entity each constraint names (``==``, ``in``,
-``is in``, an ``action in [...]`` list, a linked template's slot values) or by entity type
-(``is``); policies that constrain nothing go to an always-included bucket. At request time the
-engine looks up the request's entities and their ancestors (the parents graph of the engine's
-entities, the schema's action groups and the per-request entities), unions the buckets it finds,
-and evaluates a ``PolicySet`` built for that union, cached in a bounded LRU keyed by the buckets.
-``when`` / ``unless`` conditions are never indexed. A policy whose scope does not match can
-neither be satisfied nor error (Cedar checks the scope before the conditions), so the sliced
-answer equals the whole-set answer: same decision, same reasons, same errors.
+(``principal`` / ``action`` / ``resource`` constraints) matches it. Scopes are read once from
+``PolicySet.to_pst()``; each policy is indexed under its most selective constraint: the entity
+it names (``==``, ``in``, ``is in``, every entity of an ``action in [...]`` list, a linked
+template's slot value) or the entity type (``is``); policies that constrain nothing go to an
+always-included bucket. For a request the engine computes the ancestors-and-self closure of
+the principal, action and resource (the engine's entities, the schema's action groups and the
+per-request entities, which replace engine entities with the same uid), looks each one up,
+checks the candidates' three constraints with Cedar's semantics, and evaluates a ``PolicySet``
+of exactly the matching policies: built from the PST nodes once per distinct set and kept in
+a bounded LRU, with a memo from (principal, action, resource) to that handle in front of it.
+
+``when`` / ``unless`` conditions are never indexed. Cedar checks a policy's scope before its
+conditions, so a policy whose scope does not match can neither be satisfied nor error: the
+sliced answer equals the whole-set answer (same decision, same reasons, same errors), and the
+cost of a decision depends on how many policies match a request, not on how many exist.
 """
 
 from __future__ import annotations
@@ -383,6 +388,49 @@ def _keys(scope: ScopeConstraint) -> tuple[Any, ...]:
     return tuple((e.type, e.id) for e in scope.entities)
 
 
+# How a candidate policy's scope constraint is checked against a request entity, its
+# ancestors-and-self closure and its type: (op, operand, operand).
+_ANY, _EQ, _IN, _IS, _IS_IN, _IN_ANY = range(6)
+_Matcher: TypeAlias = tuple[int, Any, Any]
+_Parents: TypeAlias = Mapping[_Uid, tuple[_Uid, ...]]
+_Merged: TypeAlias = tuple[Any, _Parents, dict[tuple[_Uid, _Uid, _Uid], Any]]
+"""An entity handle with per-request entities added, their parents, and its slice memo."""
+_MEMO_SIZE = 8192
+"""Bound of each request → slice memo and of the closure memo (cleared when full)."""
+
+
+def _matcher(scope: ScopeConstraint) -> _Matcher:
+    uids = tuple((e.type, e.id) for e in scope.entities)
+    if scope.op == "==" and len(uids) == 1:
+        return (_EQ, uids[0], None)
+    if scope.op == "in" and len(uids) == 1:
+        return (_IN, uids[0], None)
+    if scope.op == "in" and uids:
+        return (_IN_ANY, frozenset(uids), None)
+    if scope.op == "is":
+        return (_IS, scope.entity_type, None)
+    if scope.op == "is in" and len(uids) == 1:
+        return (_IS_IN, scope.entity_type, uids[0])
+    # "any", or something unexpected (an unfilled slot): keep the policy, never drop it.
+    return (_ANY, None, None)
+
+
+def _matches(matcher: _Matcher, uid: _Uid, closure: frozenset[_Uid]) -> bool:
+    """Cedar's scope semantics: ``in`` is "equal to or a descendant of"."""
+    op, first, second = matcher
+    if op == _ANY:
+        return True
+    if op == _EQ:
+        return bool(uid == first)
+    if op == _IN:
+        return first in closure
+    if op == _IS:
+        return bool(uid[0] == first)
+    if op == _IS_IN:
+        return bool(uid[0] == first) and second in closure
+    return not closure.isdisjoint(first)
+
+
 _ERROR_PREFIX = "error while evaluating policy `"
 _ERROR_RE = re.compile(r"error while evaluating policy `(.*?)`: (.*)", re.DOTALL)
 
@@ -510,8 +558,8 @@ class CedarEngine:
         self._slicing = slicing
         self._cache_size = max(1, cache_size)
         self._lock = threading.Lock()
-        self._slices: OrderedDict[Any, Any] = OrderedDict()
-        self._merged: OrderedDict[str, Any] = OrderedDict()
+        self._slices: OrderedDict[frozenset[str], Any] = OrderedDict()
+        self._merged: OrderedDict[str, _Merged] = OrderedDict()
         self._hits = 0
         self._misses = 0
 
@@ -570,6 +618,7 @@ class CedarEngine:
 
         self._tree = tree
         self._infos = infos
+        self._policy_list = tuple(infos[policy_id] for policy_id in order)
         self._order = {policy_id: n for n, policy_id in enumerate(order)}
         self._annotations: dict[str, Mapping[str, str]] = {
             policy_id: i.annotations for policy_id, i in infos.items()
@@ -584,7 +633,7 @@ class CedarEngine:
     @property
     def policies(self) -> tuple[PolicyInfo, ...]:
         """Every policy, template and link, in source order (links last)."""
-        return tuple(sorted(self._infos.values(), key=lambda i: self._order[i.id]))
+        return self._policy_list
 
     def policy(self, policy_id: str) -> PolicyInfo:
         """The policy, template or link with this Cedar id.
@@ -595,7 +644,7 @@ class CedarEngine:
         return self._infos[policy_id]
 
     def validate(self, schema: str | Mapping[str, Any] | None = None) -> tuple[PolicyProblem, ...]:
-        """Validate the policies against a schema (Cedar's validator, strict mode).
+        """Validate the policies (templates included) against a schema with Cedar's validator.
 
         Args:
             schema: the schema to validate against; defaults to the engine's.
@@ -636,9 +685,10 @@ class CedarEngine:
         an ``action in [...]`` list) or, for ``is``, the entity type. A request can only match
         the constraint if one of its keys is the request's entity, one of that entity's
         ancestors, or its type, so looking those up finds every policy that can match.
-        Indexing one constraint per policy is enough; the cheapest is the one whose keys are
-        shared by the fewest policies (so a thousand ``principal in Group::"devs"`` policies
-        spread over a thousand actions land in the action buckets).
+        Indexing one constraint per policy is enough, since the candidates are then checked
+        against all three; the cheapest is the one whose keys are shared by the fewest
+        policies (a thousand ``principal in Group::"devs"`` policies spread over a thousand
+        actions land in the action buckets).
         """
         options: list[list[tuple[int, tuple[Any, ...]]]] = []
         counts: dict[tuple[int, Any], int] = {}
@@ -657,29 +707,33 @@ class CedarEngine:
                 for key in keys:
                     counts[(dim, key)] = counts.get((dim, key), 0) + 1
 
-        members: dict[tuple[int, Any], list[str]] = {}
-        always: list[str] = []
-        for unit, unit_options in zip(self._units, options, strict=True):
+        members: dict[tuple[int, Any], list[int]] = {}
+        always: list[int] = []
+        for index, unit_options in enumerate(options):
             if not unit_options:
-                always.append(unit.id)
+                always.append(index)
                 continue
             dim, keys = min(unit_options, key=lambda o: sum(counts[(o[0], k)] for k in o[1]))
             for key in keys:
-                members.setdefault((dim, key), []).append(unit.id)
+                members.setdefault((dim, key), []).append(index)
 
-        # One lookup table per (dimension, key kind), mapping a key to a small bucket number;
-        # a slice is then identified by the frozenset of bucket numbers a request hits.
-        self._tables: tuple[dict[Any, int], ...] = tuple({} for _ in range(_TABLES))
-        self._buckets: list[tuple[str, ...]] = []
-        for (dim, key), ids in members.items():
-            self._tables[dim + (1 if isinstance(key, str) else 0)][key] = len(self._buckets)
-            self._buckets.append(tuple(ids))
+        # One lookup table per (dimension, key kind): entity uid → policies, entity type →
+        # policies. Buckets hold positions in self._matchers.
+        self._tables: tuple[dict[Any, tuple[int, ...]], ...] = tuple({} for _ in range(_TABLES))
+        for (dim, key), indices in members.items():
+            self._tables[dim + (1 if isinstance(key, str) else 0)][key] = tuple(indices)
+        self._bucket_count = len(members)
         self._always = tuple(always)
-        self._closures: dict[_Uid, tuple[_Uid, ...]] = {}
+        self._matchers: list[tuple[str, _Matcher, _Matcher, _Matcher]] = [
+            (u.id, _matcher(u.principal), _matcher(u.action), _matcher(u.resource))
+            for u in self._units
+        ]
+        self._closures: dict[_Uid, frozenset[_Uid]] = {}
+        # Request (principal, action, resource) → sliced PolicySet, for requests without
+        # per-request entities (those have a memo of their own in _merged).
+        self._memo: dict[tuple[_Uid, _Uid, _Uid], Any] = {}
 
-    def _closure(
-        self, uid: _Uid, overlay: Mapping[_Uid, tuple[_Uid, ...]] | None
-    ) -> tuple[_Uid, ...]:
+    def _closure(self, uid: _Uid, overlay: _Parents | None) -> frozenset[_Uid]:
         """``uid`` and all its ancestors, through the engine's parents graph and ``overlay``
         (per-request entities, which replace engine entities with the same uid)."""
         if overlay is None:
@@ -696,51 +750,59 @@ class CedarEngine:
                 if parent not in seen:
                     seen.add(parent)
                     stack.append(parent)
-        closure = tuple(seen)
+        closure = frozenset(seen)
         if overlay is None:
-            # The engine's graph never changes, so its closures are cached for good; plain
-            # dict assignment is atomic, and two threads computing the same one agree.
+            # The engine's graph never changes, so its closures stay valid; the memo is only
+            # bounded (requests may name ever new resources). Plain dict operations are
+            # atomic, and two threads computing the same closure agree.
+            if len(self._closures) >= _MEMO_SIZE:
+                self._closures.clear()
             self._closures[uid] = closure
         return closure
 
-    def _bucket_key(
-        self,
-        principal: _Uid,
-        action: _Uid,
-        resource: _Uid,
-        overlay: Mapping[_Uid, tuple[_Uid, ...]] | None,
-    ) -> frozenset[int]:
+    def _select(
+        self, principal: _Uid, action: _Uid, resource: _Uid, overlay: _Parents | None
+    ) -> frozenset[str]:
+        """The ids of exactly the policies whose scope matches the request."""
         tables = self._tables
-        hit: list[int] = []
+        candidates = set(self._always)
+        closures = []
         for dim, uid in ((_PRINCIPAL, principal), (_ACTION, action), (_RESOURCE, resource)):
+            closure = self._closure(uid, overlay)
+            closures.append(closure)
             by_uid = tables[dim]
             if by_uid:
-                for node in self._closure(uid, overlay):
+                for node in closure:
                     bucket = by_uid.get(node)
                     if bucket is not None:
-                        hit.append(bucket)
+                        candidates.update(bucket)
             bucket = tables[dim + 1].get(uid[0])
             if bucket is not None:
-                hit.append(bucket)
-        return frozenset(hit)
+                candidates.update(bucket)
+        p_closure, a_closure, r_closure = closures
+        matchers = self._matchers
+        return frozenset(
+            policy_id
+            for policy_id, p, a, r in (matchers[i] for i in candidates)
+            if _matches(p, principal, p_closure)
+            and _matches(a, action, a_closure)
+            and _matches(r, resource, r_closure)
+        )
 
-    def _slice_ids(self, key: frozenset[int]) -> set[str]:
-        ids = set(self._always)
-        for bucket in key:
-            ids.update(self._buckets[bucket])
-        return ids
+    def _slice_handle(self, ids: frozenset[str]) -> Any:
+        """The ``PolicySet`` of exactly these policies, from the LRU or built from the PST.
 
-    def _slice_handle(self, key: frozenset[int]) -> Any:
-        """The ``PolicySet`` for a slice, from the LRU or built (once) from the PST."""
+        Building costs Cedar about as much per policy as parsing it, so slices are kept and
+        shared by every request whose scope matches the same policies.
+        """
         with self._lock:
-            handle = self._slices.get(key)
+            handle = self._slices.get(ids)
             if handle is not None:
-                self._slices.move_to_end(key)
+                self._slices.move_to_end(ids)
                 self._hits += 1
                 return handle
             self._misses += 1
         tree = self._tree
-        ids = self._slice_ids(key)
         static = {i: tree.static_policies[i] for i in ids if i in tree.static_policies}
         links = tuple(link for link in tree.template_links if link.new_id in ids)
         templates = {link.template_id: tree.templates[link.template_id] for link in links}
@@ -748,7 +810,7 @@ class CedarEngine:
             pst.PolicySet(templates=templates, static_policies=static, template_links=links)
         )
         with self._lock:
-            self._slices[key] = handle
+            self._slices[ids] = handle
             if len(self._slices) > self._cache_size:
                 self._slices.popitem(last=False)
         return handle
@@ -762,21 +824,24 @@ class CedarEngine:
     ) -> frozenset[str]:
         """The ids of the policies ``is_authorized`` evaluates for such a request.
 
-        A superset of the policies whose scope matches the request (never a policy that
-        cannot match is missed): for tests, benchmarks and explanations. Without slicing it is
-        every evaluable policy.
+        Exactly the evaluable policies (static policies and template links) whose scope
+        matches the request, with ``in`` resolved through the entities' parents and the
+        schema's action groups; every policy without slicing. For tests, benchmarks and
+        explanations.
 
         Args:
             principal: as for ``is_authorized``.
             action: as for ``is_authorized``.
             resource: as for ``is_authorized``.
             entities: as for ``is_authorized``; their parents count for ``in``.
+
+        Raises:
+            ValueError: an entity is not a ``{"type", "id"}`` dict.
         """
         if not self._slicing:
-            return frozenset(u.id for u in self._units)
+            return frozenset(m[0] for m in self._matchers)
         overlay = _parents_of(entities) if entities else None
-        key = self._bucket_key(_as_uid(principal), _as_uid(action), _as_uid(resource), overlay)
-        return frozenset(self._slice_ids(key))
+        return self._select(_as_uid(principal), _as_uid(action), _as_uid(resource), overlay)
 
     # ---- evaluation --------------------------------------------------------------------------
 
@@ -814,31 +879,38 @@ class CedarEngine:
             "resource": resource,
             "context": context if context is not None else {},
         }
-        overlay: Mapping[_Uid, tuple[_Uid, ...]] | None = None
         if entities:
             try:
-                entity_handle, overlay = self._merged_entities(entities)
+                merged = self._merged_entities(entities)
             except ValueError as exc:
                 return CedarResponse("deny", (), (CedarError(None, str(exc)),))
+            entity_handle, overlay, memo = merged
         else:
-            entity_handle = self._entities
+            entity_handle, overlay, memo = self._entities, None, self._memo
         if self._slicing:
             try:
-                p = (principal["type"], principal["id"])
-                a = (action["type"], action["id"])
-                r = (resource["type"], resource["id"])
+                key = (
+                    (principal["type"], principal["id"]),
+                    (action["type"], action["id"]),
+                    (resource["type"], resource["id"]),
+                )
+                policy_set = memo.get(key)
             except (KeyError, TypeError):
-                p, a, r = _as_uid(principal), _as_uid(action), _as_uid(resource)
-            policy_set = self._slice_handle(self._bucket_key(p, a, r, overlay))
+                # Not plain {"type", "id"} dicts: normalize (or raise ValueError).
+                key = (_as_uid(principal), _as_uid(action), _as_uid(resource))
+                policy_set = memo.get(key)
+            if policy_set is None:
+                policy_set = self._slice_handle(self._select(*key, overlay))
+                if len(memo) >= _MEMO_SIZE:
+                    memo.clear()
+                memo[key] = policy_set
         else:
             policy_set = self._policy_set
         result = cedarpy.is_authorized(request, policy_set, entity_handle, self._schema_handle)
         return self._response(result)
 
-    def _merged_entities(
-        self, entities: Sequence[Mapping[str, Any]]
-    ) -> tuple[Any, Mapping[_Uid, tuple[_Uid, ...]]]:
-        """The engine's entities plus ``entities``, and their parents for the index.
+    def _merged_entities(self, entities: Sequence[Mapping[str, Any]]) -> _Merged:
+        """The engine's entities plus ``entities``, their parents, and a slice memo for them.
 
         Cached by the entities' JSON: merging clones the whole entity store (and revalidates it
         against the schema), which costs far more than a decision, while the same principal or
@@ -849,7 +921,7 @@ class CedarEngine:
             cached = self._merged.get(delta)
             if cached is not None:
                 self._merged.move_to_end(delta)
-                return cached  # type: ignore[no-any-return]
+                return cached
         overlay = _parents_of(entities)
         try:
             handle = self._entities.with_added_json_str(delta, self._schema_handle)
@@ -857,32 +929,41 @@ class CedarEngine:
             if "duplicate entity entry" not in str(exc):
                 raise
             # A per-request entity replaces the engine's entity with the same uid.
-            merged = [e for e in self._raw_entities if _as_uid(e["uid"]) not in overlay]
-            merged.extend(dict(e) for e in entities)
-            handle = cedarpy.Entities.from_json_str(json.dumps(merged), self._schema_handle)
+            kept = [e for e in self._raw_entities if _as_uid(e["uid"]) not in overlay]
+            kept.extend(dict(e) for e in entities)
+            handle = cedarpy.Entities.from_json_str(json.dumps(kept), self._schema_handle)
+        merged: _Merged = (handle, overlay, {})
         with self._lock:
-            self._merged[delta] = (handle, overlay)
+            self._merged[delta] = merged
             if len(self._merged) > self._cache_size:
                 self._merged.popitem(last=False)
-        return handle, overlay
+        return merged
 
     def _response(self, result: Any) -> CedarResponse:
+        # On the hot path: a decision usually has one or two reasons and no errors, so the
+        # sorting and the error parsing are skipped when there is nothing to do.
+        diagnostics = result.diagnostics
+        reasons: Sequence[str] = diagnostics.reasons
         order = self._order
         last = len(order)
-        reasons = tuple(sorted(result.diagnostics.reasons, key=lambda pid: order.get(pid, last)))
-        errors = tuple(
-            sorted(
-                (self._error(text) for text in result.diagnostics.errors),
-                key=lambda e: order.get(e.policy_id, last) if e.policy_id else last + 1,
+        if len(reasons) > 1:
+            reasons = sorted(reasons, key=lambda pid: order.get(pid, last))
+        known = self._annotations
+        annotations = {pid: known.get(pid, _EMPTY_ANNOTATIONS) for pid in reasons}
+        errors: tuple[CedarError, ...] = ()
+        if diagnostics.errors:
+            errors = tuple(
+                sorted(
+                    (self._error(text) for text in diagnostics.errors),
+                    key=lambda e: order.get(e.policy_id, last) if e.policy_id else last + 1,
+                )
             )
+            for error in errors:
+                if error.policy_id:
+                    annotations[error.policy_id] = known.get(error.policy_id, _EMPTY_ANNOTATIONS)
+        return CedarResponse(
+            "allow" if result.allowed else "deny", tuple(reasons), errors, annotations
         )
-        annotations: dict[str, Mapping[str, str]] = {}
-        for policy_id in (*reasons, *(e.policy_id for e in errors if e.policy_id)):
-            annotations[policy_id] = self._annotations.get(policy_id, _EMPTY_ANNOTATIONS)
-        decision: Literal["allow", "deny"] = (
-            "allow" if result.decision == cedarpy.Decision.Allow else "deny"
-        )
-        return CedarResponse(decision, reasons, errors, annotations)
 
     def _error(self, text: str) -> CedarError:
         m = _ERROR_RE.match(text)
@@ -903,7 +984,7 @@ class CedarEngine:
                 policies=len(self._units),
                 templates=len(self._tree.templates),
                 links=len(self._tree.template_links),
-                buckets=len(self._buckets),
+                buckets=self._bucket_count,
                 always=len(self._always),
                 slices_cached=len(self._slices),
                 slice_hits=self._hits,

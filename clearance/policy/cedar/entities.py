@@ -152,7 +152,8 @@ def to_cedar(typ: CedarType, value: Any, path: str, need: Need = None) -> Any:
     if isinstance(typ, ExtensionType):
         if not isinstance(value, str):
             raise ValueMismatch(path, f"expected {typ.name} text, got {_kind(value)}")
-        return {"__extn": {"fn": typ.name, "arg": value}}
+        # Cedar's JSON names the ipaddr constructor `ip`.
+        return {"__extn": {"fn": "ip" if typ.name == "ipaddr" else typ.name, "arg": value}}
     raise ValueMismatch(path, f"no conversion to {typ!r}")  # pragma: no cover
 
 

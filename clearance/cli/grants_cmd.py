@@ -1,0 +1,122 @@
+"""``clearance grants``: list and revoke the persisted ``allow_always`` grants.
+
+Grants live in the SQLite grant store named by ``[approvals] grants`` (default: the journal
+file, ``clearance.db``), or the file given with ``--db``. Session grants die with their
+session and are never in the file.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from clearance.cli.main import cli, fail, print_json, print_table
+from clearance.cli.run_cmd import config_option, load_cli_config
+from clearance.harness.approvals import Grant, SqliteGrantStore
+from clearance.policy.base import Principal
+
+__all__ = ["grants"]
+
+
+def _db_option(fn: click.decorators.FC) -> click.decorators.FC:
+    return click.option(
+        "--db",
+        metavar="PATH",
+        default=None,
+        help="The grant store (default: [approvals] grants of the configuration, else "
+        "clearance.db).",
+    )(fn)
+
+
+def _open_store(db: str | None, config_path: str | None) -> SqliteGrantStore:
+    path = Path(db) if db is not None else load_cli_config(config_path).grants_path
+    if not path.is_file():
+        fail(f"no grant store at {str(path)!r} (give the file with --db)")
+    return SqliteGrantStore(path)
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@cli.group("grants")
+def grants() -> None:
+    """List and revoke remembered approvals ("allow always" answers)."""
+
+
+@grants.command("list")
+@_db_option
+@config_option
+@click.option(
+    "--principal", metavar="ENTITY", default=None, help="Only this principal's: 'User::\"alice\"'."
+)
+@click.option(
+    "--tool", metavar="NAME", default=None, help="Only grants for this tool (qualified name)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the grants as JSON.")
+def list_command(
+    db: str | None,
+    config_path: str | None,
+    principal: str | None,
+    tool: str | None,
+    as_json: bool,
+) -> None:
+    """List the persisted grants: who may call which tool with which arguments."""
+    if principal is not None:
+        try:
+            principal = str(Principal.parse(principal))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--principal'") from None
+    store = _open_store(db, config_path)
+    try:
+        found: list[Grant] = sorted(
+            store.list(principal=principal, tool=tool), key=lambda g: g.created_at
+        )
+    finally:
+        store.close()
+    if as_json:
+        print_json([g.to_json() for g in found])
+        return
+    if not found:
+        click.echo("no grants")
+        return
+    print_table(
+        ["ID", "PRINCIPAL", "TOOL", "SCOPE", "CREATED", "EXPIRES", "BY"],
+        [
+            [
+                g.grant_id,
+                g.principal,
+                g.tool,
+                g.scope.description or g.scope.kind,
+                _when(g.created_at),
+                _when(g.expires_at),
+                g.decided_by or "-",
+            ]
+            for g in found
+        ],
+    )
+
+
+@grants.command("revoke")
+@click.argument("grant_id", metavar="ID")
+@_db_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def revoke_command(grant_id: str, db: str | None, config_path: str | None, as_json: bool) -> None:
+    """Revoke the grant ID: later calls it covered are asked again.
+
+    Exits 2 when no grant has this id.
+    """
+    store = _open_store(db, config_path)
+    try:
+        revoked = store.revoke(grant_id)
+    finally:
+        store.close()
+    if not revoked:
+        fail(f"no grant with id {grant_id!r} in {store.path}")
+    if as_json:
+        print_json({"revoked": grant_id})
+    else:
+        click.echo(f"revoked {grant_id}")

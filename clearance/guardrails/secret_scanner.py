@@ -1,0 +1,292 @@
+"""``SecretScanner``: find credentials in tool results (or arguments) and block or redact them.
+
+One scanning engine, two stages. ``SecretScanner`` is a result guardrail (what a tool
+returned, before the model and the journal see it); ``SecretScanner.for_arguments(...)``
+builds an :class:`ArgumentSecretScanner`, an argument guardrail with the same options
+(what the model is about to send out). Both are the same code; only the stage differs,
+because the pipeline tells the two stages apart by class.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from clearance.guardrails._scan import (
+    Detector,
+    ScanAction,
+    TextScanGuardrail,
+    custom_detectors,
+    entropy,
+)
+from clearance.guardrails.base import ArgumentGuardrail, ResultGuardrail
+
+__all__ = ["SECRET_KINDS", "ArgumentSecretScanner", "SecretScanner"]
+
+_PLACEHOLDER = re.compile(r"^(?:\$\{?\w+\}?|<[^>]*>|%\(\w+\)s|\{\{.*\}\}|\*+|x+|X+)$")
+
+
+def _random_looking(token: str) -> bool:
+    # Real keys mix letters and digits; "sk-learn-tutorial-for-beginners" does not.
+    return any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
+
+
+def _not_placeholder(value: str) -> bool:
+    return not _PLACEHOLDER.match(value)
+
+
+def _assignment_value(min_entropy: float, min_length: int) -> Any:
+    def validate(value: str) -> bool:
+        if len(value) < min_length or _PLACEHOLDER.match(value):
+            return False
+        classes = sum(
+            (
+                any(c.islower() for c in value),
+                any(c.isupper() for c in value),
+                any(c.isdigit() for c in value),
+                any(not c.isalnum() for c in value),
+            )
+        )
+        # Words and identifiers (production-service, get_password_from_vault) have
+        # entropy too; passwords and keys almost always carry a digit or three classes.
+        has_digit = any(c.isdigit() for c in value)
+        return (classes >= 3 or (has_digit and classes >= 2)) and entropy(value) >= min_entropy
+
+    return validate
+
+
+# Where a secret-sounding name can start; "key" stands for api_key, access-key,
+# privatekey ..., whose prefix the regex checks by looking behind.
+_ASSIGNMENT_STARTS = ("pass", "secret", "token", "key")
+
+# Speed matters here (a result guardrail reads every result). The regex engine scans
+# quickly only for a pattern that opens with a literal, so patterns without ``starts``
+# open with their fixed prefix and check what precedes it with a look-behind placed
+# after it: ``AKIA(?<![A-Za-z0-9]....)`` is "AKIA not preceded by a letter or digit".
+# Case-insensitive names are found with ``str.find`` on the lower-cased text (``starts``).
+
+
+def _detectors(min_entropy: float, min_length: int) -> list[Detector]:
+    """The built-in detectors, most specific first (earlier ones win overlaps)."""
+    return [
+        Detector(
+            "private_key",
+            re.compile(
+                r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+                # an unterminated block (a truncated read) is still key material
+                r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
+                re.DOTALL,
+            ),
+        ),
+        Detector(
+            "aws_access_key_id",
+            re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)(?<![A-Za-z0-9]....)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        ),
+        Detector(
+            "aws_secret_access_key",
+            re.compile(
+                r"(?i)(?:(?<=aws)|(?<=aws_))secret_?(?:access_?)?key[\"']?\s*(?:=>|:=|[:=])\s*"
+                r"[\"']?(?P<value>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+            ),
+            starts=("secret",),
+            groups=("value",),
+        ),
+        Detector(
+            "github_token",
+            re.compile(
+                r"(?:gh[pousr]_(?<![A-Za-z0-9_]....)[A-Za-z0-9]{36,251}"
+                r"|github_pat_(?<![A-Za-z0-9_].{11})[A-Za-z0-9_]{22,244})(?![A-Za-z0-9_])"
+            ),
+        ),
+        Detector(
+            "slack_token",
+            re.compile(r"xox[abposre]-(?<![A-Za-z0-9].{5})[A-Za-z0-9-]{10,}"),
+        ),
+        Detector(
+            "slack_webhook",
+            re.compile(r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,}"),
+            starts=("://",),  # shares the url_password search
+            offset=len("https"),
+        ),
+        Detector(
+            "stripe_key",
+            re.compile(r"(?<![A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+            # a pattern opening with [sr] would be tried at every s and r
+            starts=("k_live_", "k_test_"),
+            offset=1,
+        ),
+        Detector(
+            "google_api_key",
+            re.compile(r"AIza(?<![A-Za-z0-9_-]....)[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"),
+        ),
+        Detector(
+            "anthropic_api_key",
+            re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}"),
+            starts=("sk-",),
+        ),
+        Detector(
+            "openai_api_key",
+            re.compile(r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+            starts=("sk-",),
+            validate=_random_looking,
+        ),
+        Detector(
+            "jwt",
+            re.compile(
+                r"eyJ(?<![A-Za-z0-9_-]...)[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"
+            ),
+        ),
+        Detector(
+            "url_password",
+            # From "://" on; the password runs to the last "@" of the authority, as URL
+            # parsers read it.
+            re.compile(r"://[^\s:/?#\[\]]*:(?P<value>[^\s/?#]+)@"),
+            starts=("://",),
+            groups=("value",),
+            validate=_not_placeholder,
+        ),
+        Detector(
+            "bearer_token",
+            re.compile(r"(?i)(?<![a-z0-9_])bearer\s+(?P<value>[A-Za-z0-9._~+/-]{16,}=*)"),
+            starts=("bearer",),
+            groups=("value",),
+            validate=_assignment_value(min_entropy, min_length),
+        ),
+        Detector(
+            "secret_assignment",
+            re.compile(
+                r"(?i)(?:pass(?:word|wd|phrase)|secret|token|"
+                r"(?:(?<=api)|(?<=api[_-])|(?<=access)|(?<=access[_-])|(?<=private)|"
+                r"(?<=private[_-]))key)"
+                r"[A-Za-z0-9_.-]*[\"']?\s*(?:=>|:=|[:=])\s*"
+                r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|"
+                r"(?P<bare>[^\s\"'`,;&]{1,512}))"
+            ),
+            starts=_ASSIGNMENT_STARTS,
+            groups=("dq", "sq", "bare"),
+            validate=_assignment_value(min_entropy, min_length),
+        ),
+    ]
+
+
+# Matches wherever any built-in detector could (a superset): short strings that it
+# does not match are skipped without running every detector.
+_GATE = re.compile(
+    r"-----BEGIN|A(?:KIA|SIA|BIA|CCA|Iza)|gh[pousr]_|github_pat_|xox|hooks\.slack\.com|[sr]k_"
+    r"|sk-|eyJ|://|(?i:secret|bearer|pass|token|key)"
+)
+_MIN_LENGTH = 6  # "://:p@" is the shortest thing a built-in detector finds
+
+SECRET_KINDS: tuple[str, ...] = tuple(d.kind for d in _detectors(3.0, 8))
+"""Every kind the built-in detectors report."""
+
+
+class _SecretScanning(TextScanGuardrail):
+    """The options and detectors shared by both stages; see :class:`SecretScanner`."""
+
+    _label = "possible secrets"
+
+    def __init__(
+        self,
+        *,
+        tools: str | Iterable[str] = "*",
+        fields: Iterable[str] | None = None,
+        action: ScanAction = "block",
+        kinds: Collection[str] | None = None,
+        patterns: Mapping[str, str | re.Pattern[str]] | None = None,
+        min_entropy: float = 3.0,
+        min_length: int = 8,
+        advisory: bool = False,
+        name: str | None = None,
+        timeout: float | None = 5.0,
+    ) -> None:
+        detectors = _detectors(min_entropy, min_length)
+        if kinds is not None:
+            unknown = set(kinds) - set(SECRET_KINDS)
+            if unknown:
+                raise ValueError(
+                    f"unknown secret kinds {sorted(unknown)}; known: {', '.join(SECRET_KINDS)}"
+                )
+            detectors = [d for d in detectors if d.kind in kinds]
+        custom = custom_detectors(patterns)
+        super().__init__(
+            [*custom, *detectors],  # the user's own patterns are the more specific
+            action=action,
+            gate=None if custom else _GATE,
+            min_length=1 if custom else _MIN_LENGTH,
+            tools=tools,
+            fields=fields,
+            advisory=advisory,
+            name=name,
+            timeout=timeout,
+        )
+
+    @classmethod
+    def for_arguments(cls, **options: Any) -> ArgumentSecretScanner:
+        """The same scanner as an argument guardrail (same keyword options)."""
+        return ArgumentSecretScanner(**options)
+
+    @classmethod
+    def for_results(cls, **options: Any) -> SecretScanner:
+        """The same scanner as a result guardrail (same keyword options)."""
+        return SecretScanner(**options)
+
+
+class SecretScanner(_SecretScanning, ResultGuardrail):
+    """Find credentials in what a tool returned; block the result or redact them.
+
+    Finds AWS access key ids and secret keys, GitHub tokens (``ghp_``, ``gho_``,
+    ``github_pat_`` ...), Slack tokens and webhooks, Stripe secret keys, Google API keys,
+    OpenAI- and Anthropic-style keys (``sk-...``, ``sk-ant-...``), JWTs, PEM private key
+    blocks (also unterminated ones), passwords in URLs (``scheme://user:pass@host``),
+    bearer tokens, and high-entropy values assigned to secret-sounding names
+    (``password=...``, ``"token": "..."``, ``DB_SECRET: ...``).
+
+    Actions:
+
+    - ``"block"`` (default): the call ends; the message names each kind and the JSON
+      pointer where it was found, never the secret itself.
+    - ``"redact"``: only the secret substring becomes ``[REDACTED:<kind>]`` (through
+      ``GuardrailOutcome.replace``); the rest of the text stays. Running it again changes
+      nothing (markers are never matched).
+    - ``"withhold"``: the whole strings that contain a secret are withheld
+      (``GuardrailOutcome.redact(pointers)``): from the model and records for a result;
+      from records and asks only for arguments (the tool still gets them).
+
+    A secret inside an object key cannot be rewritten, so it always blocks.
+
+    Example::
+
+        harness = Harness(registry, result_guardrails=[SecretScanner(action="redact")],
+                          argument_guardrails=[SecretScanner.for_arguments(tools="http.*")])
+
+        SecretScanner().scan("key=AKIAIOSFODNN7EXAMPLE")
+        # [Finding(kind='aws_access_key_id', pointer='', start=4, end=24)]
+
+    Args:
+        tools: glob(s) over qualified tool names this guardrail applies to.
+        fields: JSON pointers to scan; ``None`` scans every string (image data excepted).
+        action: ``"block"``, ``"redact"`` or ``"withhold"``, as above.
+        kinds: only look for these kinds (see ``SECRET_KINDS``); default all.
+        patterns: extra ``{kind: regex}`` detectors; a group named ``value`` narrows what
+            is redacted.
+        min_entropy: bits per character a value assigned to a secret-sounding name (or a
+            bearer token) must reach to count.
+        min_length: characters such a value must have to count.
+        advisory: record the outcome but never enforce it.
+        name: the name used in records.
+        timeout: seconds the check may take.
+    """
+
+
+class ArgumentSecretScanner(_SecretScanning, ArgumentGuardrail):
+    """:class:`SecretScanner` as an argument guardrail: stop secrets leaving in arguments.
+
+    Build it with ``SecretScanner.for_arguments(...)``; the options are the same. With
+    ``action="redact"`` the tool receives the redacted text.
+
+    Example::
+
+        SecretScanner.for_arguments(tools=["http.*", "mail.*"], fields=["/body"])
+    """

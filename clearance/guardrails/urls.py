@@ -1,0 +1,210 @@
+"""``UrlAllowlist``: every URL in the selected arguments must go to an allowed scheme and host."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Literal
+from urllib.parse import SplitResult, urlsplit
+
+from clearance import _pointer
+from clearance.guardrails.base import ArgumentGuardrail, GuardrailContext, GuardrailOutcome
+
+__all__ = ["UrlAllowlist"]
+
+# URLs inside free text: anything with "scheme://", and the schemes that run or embed
+# content without an authority part.
+_URL_IN_TEXT = re.compile(
+    r"(?<![A-Za-z0-9+.\-])"
+    # "File: notes.txt" in prose is not a URL: those schemes need a character right after
+    r"(?:[A-Za-z][A-Za-z0-9+.\-]*://|(?i:javascript|vbscript|data|file|blob):(?=\S))"
+    r"[^\s<>\"'`]*"
+)
+_TRAILING = ".,;:!?)]}>'\""
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_DOTS = re.compile("[\u002e\u3002\uff0e\uff61]")
+
+
+class UrlAllowlist(ArgumentGuardrail):
+    """Refuse URLs whose scheme, host or port is not allowed.
+
+    Every URL found in the selected fields is parsed with :mod:`urllib.parse`; its scheme
+    must be in ``schemes`` and its host must match one of ``hosts``. Host names are
+    lower-cased and IDNA-encoded before comparison, so a look-alike of ``example.com``
+    spelled with Cyrillic letters (``"\\u0435\\u0445\\u0430mple.com"``) becomes
+    ``xn--...`` and does not match ``example.com``; a host that
+    changes under IDNA normalization (full-width letters, invisible characters) is refused
+    as ambiguous, since clients disagree on how to map it. Also refused: any user-info
+    (``https://allowed.com@evil.com`` goes to ``evil.com``; with ``allow_userinfo=True`` the
+    host is still checked), backslashes (browsers read them as ``/``), control characters,
+    ``%`` in the host, an empty host, and a port that is neither the scheme's default nor
+    in ``ports``.
+
+    Host patterns: ``"api.example.com"`` matches exactly that host (a trailing dot is
+    ignored); ``"*.github.com"`` matches any subdomain of ``github.com`` but neither
+    ``github.com`` itself nor ``evilgithub.com``; ``"*"`` matches every host.
+
+    URLs are found as ``scheme://...`` anywhere in a string, ``javascript:``, ``data:``,
+    ``file:``, ``vbscript:`` and ``blob:`` URLs anywhere, and a whole value starting with
+    ``//``. With ``require_url=True`` each selected string must itself be one absolute URL
+    (for a ``/url`` argument, so that ``evil.com`` cannot slip through as "not a URL").
+
+    Example::
+
+        UrlAllowlist(schemes=("https",), hosts=("api.example.com", "*.github.com"),
+                     tools="http.*", fields=["/url"], require_url=True)
+
+    The block message names the field and the scheme or host, never user-info or query.
+
+    Args:
+        schemes: allowed schemes (compared lower-case).
+        hosts: allowed host patterns, as above.
+        ports: explicit ports allowed besides each scheme's default.
+        allow_userinfo: accept ``user:pass@`` in URLs (the host is checked either way).
+        require_url: each selected string must be exactly one absolute URL.
+        action: ``"block"`` (default) or ``"ask"`` a person about a URL that is not allowed.
+        tools: glob(s) over qualified tool names this guardrail applies to.
+        fields: JSON pointers to inspect; ``None`` inspects every string in the arguments.
+        advisory: record the outcome but never enforce it.
+        name: the name used in records.
+        timeout: seconds the check may take.
+    """
+
+    def __init__(
+        self,
+        *,
+        schemes: Iterable[str] = ("https",),
+        hosts: Iterable[str] = (),
+        ports: Iterable[int] = (),
+        allow_userinfo: bool = False,
+        require_url: bool = False,
+        action: Literal["block", "ask"] = "block",
+        tools: str | Iterable[str] = "*",
+        fields: Iterable[str] | None = None,
+        advisory: bool = False,
+        name: str | None = None,
+        timeout: float | None = 5.0,
+    ) -> None:
+        super().__init__(tools=tools, fields=fields, advisory=advisory, name=name, timeout=timeout)
+        if isinstance(schemes, str) or isinstance(hosts, str):
+            raise ValueError("schemes and hosts take a list of strings, not one string")
+        if action not in ("block", "ask"):
+            raise ValueError(f"action must be 'block' or 'ask', not {action!r}")
+        self.schemes = frozenset(s.lower().rstrip(":/") for s in schemes)
+        self.ports = frozenset(int(p) for p in ports)
+        self.allow_userinfo = allow_userinfo
+        self.require_url = require_url
+        self.action = action
+        self._any_host = False
+        exact: set[str] = set()
+        suffixes: list[str] = []
+        for pattern in hosts:
+            if pattern == "*":
+                self._any_host = True
+            elif pattern.startswith("*."):
+                suffixes.append("." + _normalize_pattern(pattern[2:]))
+            elif "*" in pattern:
+                raise ValueError(f"host pattern {pattern!r}: '*' may only be a leading '*.' label")
+            else:
+                exact.add(_normalize_pattern(pattern))
+        self._exact = frozenset(exact)
+        self._suffixes = tuple(suffixes)
+
+    def host_allowed(self, host: str) -> bool:
+        """True if the normalized ``host`` matches an allowed pattern."""
+        return self._any_host or host in self._exact or host.endswith(self._suffixes)
+
+    def check(self, value: Any, ctx: GuardrailContext) -> GuardrailOutcome:
+        """Block (or ask) if any URL in the selected fields is not allowed."""
+        for base, selected in self.selected(value):
+            for pointer, text in _pointer.iter_strings(selected, base):
+                problem = self.problem(text)
+                if problem is not None:
+                    message = f"{self.name}: URL in {pointer or '/'}: {problem}"
+                    if self.action == "ask":
+                        return GuardrailOutcome.ask(message)
+                    return GuardrailOutcome.block(message)
+        return GuardrailOutcome.allow()
+
+    def problem(self, text: str) -> str | None:
+        """Why some URL in ``text`` is not allowed, or None if every URL is."""
+        if self.require_url:
+            return self._url_problem(text, whole=True)
+        if text.startswith("//") and not _CONTROL.search(text):
+            return self._url_problem(text, whole=True)
+        for match in _URL_IN_TEXT.finditer(text):
+            problem = self._url_problem(match.group().rstrip(_TRAILING), whole=False)
+            if problem is not None:
+                return problem
+        return None
+
+    def _url_problem(self, url: str, *, whole: bool) -> str | None:
+        if "\\" in url:
+            return "backslashes are not allowed in URLs"
+        if _CONTROL.search(url):
+            return "whitespace or control characters are not allowed in a URL"
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return "the URL is malformed"
+        if not parts.scheme:
+            return "not an absolute URL (scheme missing)" if whole else None
+        scheme = parts.scheme.lower()
+        if scheme not in self.schemes:
+            return f"scheme {scheme!r} is not allowed"
+        return self._authority_problem(parts, scheme)
+
+    def _authority_problem(self, parts: SplitResult, scheme: str) -> str | None:
+        netloc = parts.netloc
+        if "@" in netloc and not self.allow_userinfo:
+            return "user-info ('user@' or 'user:password@') is not allowed in URLs"
+        host = netloc.rpartition("@")[2]
+        if host.startswith("["):
+            host = host[1 : host.find("]")] if "]" in host else ""
+        else:
+            host = host.partition(":")[0]
+        if not host:
+            return "the URL has no host"
+        if "%" in host:
+            return "percent-encoding is not allowed in the host"
+        normalized = _normalize_host(host)
+        if normalized is None:
+            return "the host name is not a valid or unambiguous IDNA name"
+        if not self.host_allowed(normalized):
+            return f"host {normalized!r} is not allowed"
+        try:
+            port = parts.port
+        except ValueError:
+            return "the port is not a valid number"
+        if port is not None and port not in self.ports and port != _DEFAULT_PORTS.get(scheme):
+            return f"port {port} is not allowed"
+        return None
+
+
+def _normalize_pattern(host: str) -> str:
+    normalized = _normalize_host(host)
+    if normalized is None:
+        raise ValueError(f"host pattern {host!r} is not a valid host name")
+    return normalized
+
+
+def _normalize_host(host: str) -> str | None:
+    """The lower-case ASCII (punycode) form of ``host``, or None if it is invalid or
+    ambiguous (changes under IDNA's mapping, which clients apply differently)."""
+    host = _DOTS.sub(".", host.lower())
+    if host.endswith("."):
+        host = host[:-1]
+    if ":" in host:  # an IPv6 literal: compared as written
+        return host if re.fullmatch(r"[0-9a-f:.]+", host) else None
+    if host.isascii():
+        labels = host.split(".")
+        ok = all(0 < len(label) <= 63 for label in labels)
+        return host if ok else None
+    try:
+        encoded = host.encode("idna").decode("ascii")
+        if encoded.encode("ascii").decode("idna") != host:
+            return None
+    except UnicodeError:
+        return None
+    return encoded

@@ -1,0 +1,26 @@
+"""Cedar policies for tool calls: the evaluator, the schema generator and the engine under them.
+
+``cedarpy`` is imported only inside this package; nothing it defines appears in the public API.
+"""
+
+from clearance.policy.cedar.engine import (
+    CedarEngine,
+    CedarError,
+    CedarResponse,
+    PolicyInfo,
+    PolicyProblem,
+)
+from clearance.policy.cedar.evaluator import CedarEvaluator
+from clearance.policy.cedar.schema import generate_schema, schema_to_text, untyped_arguments
+
+__all__ = [
+    "CedarEngine",
+    "CedarError",
+    "CedarEvaluator",
+    "CedarResponse",
+    "PolicyInfo",
+    "PolicyProblem",
+    "generate_schema",
+    "schema_to_text",
+    "untyped_arguments",
+]

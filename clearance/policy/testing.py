@@ -1,0 +1,385 @@
+"""Decision tests: example calls and the decision a policy set must give them.
+
+Decision tests live next to the policies, in ``*.tests.json`` files::
+
+    {"tests": [
+        {"name": "reading is free",
+         "principal": "User::\\"alice\\"",
+         "tool": "files.read_file",
+         "arguments": {"path": "README.md"},
+         "expect": "allow",
+         "policies": ["read-freely"]}
+    ]}
+
+``principal`` is ``Type::"id"`` text or ``{"type", "id", "attrs", "parents"}`` (parents as
+``[["Team", "infra"]]``); ``arguments`` defaults to ``{}``; ``expect`` is ``allow``,
+``deny`` or ``ask``; ``policies``, when given, must equal the set of policies that decided
+(their ``@id`` names, as in ``Verdict.reasons``). Optional ``session`` (``{"id", "turn"}``)
+and ``context`` (extra application context) complete the request.
+
+Arguments are checked against the tool's JSON Schema first, as the pipeline would: a case
+whose arguments the pipeline would reject fails with that message rather than testing a
+call that can never reach the evaluator.
+
+``run_decision_tests(directory, registry=registry)`` runs every case and returns a
+:class:`TestReport`; ``clearance policy test DIR`` prints it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from clearance.errors import ConfigError
+from clearance.policy.base import (
+    AuthorityEvaluator,
+    AuthzRequest,
+    Effect,
+    Principal,
+    SessionInfo,
+    Verdict,
+)
+
+if TYPE_CHECKING:
+    from clearance.harness.tools import Tool, ToolRegistry
+
+__all__ = [
+    "CaseResult",
+    "DecisionTest",
+    "TestReport",
+    "load_decision_tests",
+    "run_decision_tests",
+]
+
+TEST_GLOB = "*.tests.json"
+_EFFECTS = ("allow", "deny", "ask")
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionTest:
+    """One case from a ``*.tests.json`` file."""
+
+    __test__ = False  # not a pytest class
+
+    name: str
+    principal: Principal
+    tool: str
+    """The tool's qualified name (``files.write_file``)."""
+    arguments: Mapping[str, Any]
+    expect: Effect
+    policies: tuple[str, ...] | None = None
+    """The ``@id`` names expected as the verdict's reasons (compared as a set), if given."""
+    session: SessionInfo = field(default_factory=lambda: SessionInfo("decision-test"))
+    context: Mapping[str, Any] = field(default_factory=dict)
+    path: str = ""
+    """The file the case came from."""
+    index: int = 0
+    """The case's 0-based position in its file."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """What happened to one case."""
+
+    test: DecisionTest
+    passed: bool
+    actual: Effect | Literal["error"]
+    """The decision the evaluator gave; ``"error"`` when the case could not be evaluated."""
+    reasons: tuple[str, ...] = ()
+    message: str | None = None
+    """The verdict's message (the ``@ask`` reason, why it was denied)."""
+    errors: tuple[str, ...] = ()
+    problem: str | None = None
+    """Why the case failed, in one sentence; ``None`` when it passed."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.test.name,
+            "path": self.test.path,
+            "index": self.test.index,
+            "tool": self.test.tool,
+            "principal": str(self.test.principal),
+            "expect": self.test.expect,
+            "expect_policies": list(self.test.policies) if self.test.policies is not None else None,
+            "actual": self.actual,
+            "reasons": list(self.reasons),
+            "message": self.message,
+            "errors": list(self.errors),
+            "passed": self.passed,
+            "problem": self.problem,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TestReport:
+    """Every case's result, in file and case order."""
+
+    __test__ = False  # not a pytest class
+
+    results: tuple[CaseResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when every case passed (and there was at least one)."""
+        return bool(self.results) and all(r.passed for r in self.results)
+
+    @property
+    def failures(self) -> tuple[CaseResult, ...]:
+        return tuple(r for r in self.results if not r.passed)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        failed = len(self.failures)
+        return {"total": len(self.results), "passed": len(self.results) - failed, "failed": failed}
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.counts, "results": [r.to_json() for r in self.results]}
+
+    def format(self) -> str:
+        """A plain-text report: one line per case, then the totals."""
+        lines = []
+        for r in self.results:
+            mark = "PASS" if r.passed else "FAIL"
+            why = f" ({', '.join(r.reasons)})" if r.reasons else ""
+            line = f"{mark}  {Path(r.test.path).name}: {r.test.name}: {r.actual}{why}"
+            if r.problem:
+                line += f"\n      {r.problem}"
+            lines.append(line)
+        c = self.counts
+        lines.append(f"{c['passed']} passed, {c['failed']} failed, {c['total']} total")
+        return "\n".join(lines)
+
+
+def load_decision_tests(directory: str | os.PathLike[str]) -> list[DecisionTest]:
+    """Read every ``*.tests.json`` under ``directory`` (sorted by path).
+
+    Raises:
+        ConfigError: a file is not JSON or a case is malformed (``.path``, ``.line``).
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise ConfigError("the policy directory does not exist", path=str(root))
+    cases: list[DecisionTest] = []
+    for path in sorted(root.rglob(TEST_GLOB)):
+        cases.extend(_load_file(path))
+    return cases
+
+
+def _load_file(path: Path) -> list[DecisionTest]:
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except OSError as exc:
+        raise ConfigError(f"cannot read decision tests: {exc.strerror}", path=where) from None
+    except UnicodeDecodeError:
+        raise ConfigError("decision tests are not UTF-8 text", path=where) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"decision tests are not JSON: {exc.msg}", path=where, line=exc.lineno
+        ) from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("tests"), list):
+        raise ConfigError('decision tests must be {"tests": [...]}', path=where)
+    return [_case(item, where, i) for i, item in enumerate(data["tests"])]
+
+
+def _case(item: Any, path: str, index: int) -> DecisionTest:
+    def bad(message: str) -> ConfigError:
+        name = item.get("name") if isinstance(item, Mapping) else None
+        label = f"test {name!r}" if isinstance(name, str) else f"test #{index + 1}"
+        return ConfigError(f"{label}: {message}", path=path)
+
+    if not isinstance(item, Mapping):
+        raise bad("each test must be an object")
+    unknown = set(item) - {
+        "name", "principal", "tool", "arguments", "expect", "policies", "session", "context",
+    }  # fmt: skip
+    if unknown:
+        raise bad(f"unknown keys {sorted(unknown)}")
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise bad("'name' must be a non-empty string")
+    tool = item.get("tool")
+    if not isinstance(tool, str) or not tool:
+        raise bad("'tool' must be a qualified tool name like files.read_file")
+    expect = item.get("expect")
+    if expect not in _EFFECTS:
+        raise bad("'expect' must be allow, deny or ask")
+    arguments = item.get("arguments", {})
+    if not isinstance(arguments, Mapping):
+        raise bad("'arguments' must be an object")
+    policies = item.get("policies")
+    if policies is not None and (
+        not isinstance(policies, list) or not all(isinstance(p, str) for p in policies)
+    ):
+        raise bad("'policies' must be a list of policy ids")
+    context = item.get("context", {})
+    if not isinstance(context, Mapping):
+        raise bad("'context' must be an object")
+    session = item.get("session")
+    if session is None:
+        session_info = SessionInfo("decision-test")
+    elif isinstance(session, Mapping) and isinstance(session.get("id"), str):
+        turn = session.get("turn")
+        if turn is not None and not isinstance(turn, str):
+            raise bad("'session.turn' must be a string")
+        session_info = SessionInfo(session["id"], turn)
+    else:
+        raise bad('\'session\' must be {"id": ..., "turn": ...}')
+    try:
+        principal = _principal(item.get("principal"))
+    except ValueError as exc:
+        raise bad(str(exc)) from None
+    return DecisionTest(
+        name=name,
+        principal=principal,
+        tool=tool,
+        arguments=dict(arguments),
+        expect=expect,
+        policies=tuple(policies) if policies is not None else None,
+        session=session_info,
+        context=dict(context),
+        path=path,
+        index=index,
+    )
+
+
+def _principal(value: Any) -> Principal:
+    if isinstance(value, str):
+        return Principal.parse(value)
+    if isinstance(value, Mapping):
+        kind, ident = value.get("type"), value.get("id")
+        if not isinstance(kind, str) or not isinstance(ident, str):
+            raise ValueError("'principal' needs a string 'type' and 'id'")
+        attrs = value.get("attrs", {})
+        if not isinstance(attrs, Mapping):
+            raise ValueError("'principal.attrs' must be an object")
+        parents = value.get("parents", [])
+        pairs: list[tuple[str, str]] = []
+        for parent in parents if isinstance(parents, list) else [None]:
+            if (
+                isinstance(parent, list)
+                and len(parent) == 2
+                and all(isinstance(p, str) for p in parent)
+            ):
+                pairs.append((parent[0], parent[1]))
+            elif isinstance(parent, str):
+                p = Principal.parse(parent)
+                pairs.append((p.type, p.id))
+            else:
+                raise ValueError('\'principal.parents\' must be a list like [["Team", "infra"]]')
+        return Principal(kind, ident, dict(attrs), tuple(pairs))
+    raise ValueError('\'principal\' must be like "User::\\"alice\\"" or {"type", "id"}')
+
+
+def run_decision_tests(
+    directory: str | os.PathLike[str],
+    evaluator: AuthorityEvaluator | None = None,
+    registry: ToolRegistry | None = None,
+) -> TestReport:
+    """Run every decision test under ``directory``.
+
+    Args:
+        directory: where the ``*.tests.json`` files are (searched recursively).
+        evaluator: the evaluator to test. Default: ``CedarEvaluator.from_directory(directory)``.
+        registry: the tools the cases call. Needed unless ``evaluator`` is already bound to
+            one; an evaluator that has a ``bind`` hook and is not bound yet is bound to it.
+
+    Returns:
+        One result per case; ``report.passed`` tells whether all passed.
+
+    Raises:
+        ConfigError: a test file is malformed, there are no tests, or no registry is known.
+        PolicyError: the default evaluator's policies do not parse or validate.
+    """
+    cases = load_decision_tests(directory)
+    if not cases:
+        raise ConfigError(f"no decision tests ({TEST_GLOB}) found", path=str(directory))
+    if evaluator is None:
+        from clearance.policy.cedar import CedarEvaluator
+
+        evaluator = CedarEvaluator.from_directory(directory)
+    tools = _tools(evaluator, registry)
+    return TestReport(tuple(_run(case, evaluator, tools) for case in cases))
+
+
+def _tools(evaluator: AuthorityEvaluator, registry: ToolRegistry | None) -> Mapping[str, Tool]:
+    if registry is not None:
+        if getattr(evaluator, "bound", True) is False:
+            hook = getattr(evaluator, "bind", None)
+            if hook is not None:
+                hook(registry)
+        return {t.qualified_name: t for t in registry}
+    bound_tools = getattr(evaluator, "bound_tools", None)
+    if bound_tools is None or getattr(evaluator, "bound", True) is False:
+        raise ConfigError("decision tests need the tools they call: pass registry=")
+    tools: Sequence[Tool] = bound_tools
+    return {t.qualified_name: t for t in tools}
+
+
+def _run(
+    case: DecisionTest, evaluator: AuthorityEvaluator, tools: Mapping[str, Tool]
+) -> CaseResult:
+    tool = tools.get(case.tool)
+    if tool is None:
+        return CaseResult(case, False, "error", problem=f"no registered tool {case.tool!r}")
+    validator = getattr(tool, "validator", None)
+    if validator is not None:
+        try:
+            errors = [str(e).splitlines()[0] for e in validator.iter_errors(dict(case.arguments))]
+        except Exception as exc:  # a validator failure is a failed case, not a crash
+            errors = [f"{type(exc).__name__}: {exc}"]
+        if errors:
+            return CaseResult(
+                case,
+                False,
+                "error",
+                problem="the arguments do not match the tool's schema (the pipeline would "
+                f"reject the call before any evaluator): {errors[0]}",
+            )
+    request = AuthzRequest(case.principal, tool.info, case.arguments, case.session, case.context)
+    try:
+        verdict = _evaluate(evaluator, request)
+    except Exception as exc:  # the pipeline would deny; the report says why
+        return CaseResult(
+            case, False, "error", problem=f"the evaluator raised {type(exc).__name__}: {exc}"
+        )
+    problems = []
+    if verdict.effect != case.expect:
+        problems.append(f"expected {case.expect}, got {verdict.effect}")
+    if case.policies is not None and set(case.policies) != set(verdict.reasons):
+        want = ", ".join(case.policies) or "none"
+        got = ", ".join(verdict.reasons) or "none"
+        problems.append(f"expected policies [{want}], got [{got}]")
+    if problems and verdict.message:
+        problems.append(f"message: {verdict.message}")
+    return CaseResult(
+        case,
+        not problems,
+        verdict.effect,
+        verdict.reasons,
+        verdict.message,
+        verdict.errors,
+        "; ".join(problems) or None,
+    )
+
+
+def _evaluate(evaluator: AuthorityEvaluator, request: AuthzRequest) -> Verdict:
+    result: Any = evaluator.evaluate(request)
+    if inspect.isawaitable(result):
+        import anyio
+
+        awaitable = result
+
+        async def wait() -> Any:
+            return await awaitable
+
+        result = anyio.run(wait)
+    if not isinstance(result, Verdict):
+        raise TypeError(f"evaluate returned {result!r}, not a Verdict")
+    return result

@@ -1,0 +1,18 @@
+"""Bundled tool namespaces.
+
+- :mod:`clearance.toolsets.files`: workspace file tools confined to one root
+  (``read_file``, ``write_file``, ``move_file``, ``list_dir``, ``search``).
+- :mod:`clearance.toolsets.shell`: ``run(command)`` without a shell, bounded in output
+  and time.
+
+Example::
+
+    registry = ToolRegistry()
+    register_files(registry, "/srv/workspace")
+    register_shell(registry, "/srv/workspace", allowed_programs={"git", "pytest"})
+"""
+
+from clearance.toolsets.files import files_guardrail, files_tools, register_files
+from clearance.toolsets.shell import register_shell, shell_tools
+
+__all__ = ["files_guardrail", "files_tools", "register_files", "register_shell", "shell_tools"]

@@ -1,0 +1,440 @@
+"""Workspace file tools: read, write, move, list and search files under one root.
+
+Every tool opens paths through :class:`~clearance.guardrails.PathScope` (``open``,
+``open_dir``, ``open_parent``), so it stays inside its root even when no guardrail runs:
+absolute paths, ``..`` and symlinks that lead out are refused, and a symlink swapped in
+after the argument check is refused at open time rather than followed. Run the
+``PathScope`` guardrail as well (:func:`files_guardrail`) so that such calls are blocked,
+and journaled as blocked, before they are authorized.
+
+Expected failures (a missing file, a refused path, a bad regex) come back as
+``CallToolResult(..., is_error=True)`` with a message the model can act on.
+
+Example::
+
+    registry = ToolRegistry()
+    register_files(registry, "/srv/workspace")          # files.read_file, files.write_file, ...
+    harness = Harness(registry, argument_guardrails=[files_guardrail("/srv/workspace")], ...)
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from clearance.guardrails.paths import PathScope, PathScopeError
+from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegistry
+
+__all__ = ["files_guardrail", "files_tools", "register_files"]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# Directories a text search has no business in: version-control internals and caches.
+_SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", ".mypy_cache",
+     ".pytest_cache", ".ruff_cache"}
+)  # fmt: skip
+_MAX_DEPTH = 64
+_MAX_LINE_SHOWN = 240
+_BINARY_SNIFF = 8192
+
+_PATH = {"type": "string", "minLength": 1, "maxLength": 4096}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def files_tools(
+    root: str | os.PathLike[str],
+    *,
+    max_read_bytes: int = 1_000_000,
+    max_entries: int = 1000,
+    max_results: int = 200,
+    max_search_file_bytes: int = 2_000_000,
+) -> list[Tool]:
+    """The workspace file tools, confined to ``root``.
+
+    ``read_file`` (read-only), ``write_file`` (mutating), ``move_file`` (mutating),
+    ``list_dir`` (read-only) and ``search`` (read-only). Register them with
+    ``registry.register("files", files_tools(root))`` or :func:`register_files`.
+
+    Args:
+        root: the workspace directory; it must exist.
+        max_read_bytes: ``read_file`` returns at most this many bytes of a file.
+        max_entries: ``list_dir`` lists at most this many entries.
+        max_results: ``search`` returns at most this many matching lines.
+        max_search_file_bytes: ``search`` skips files larger than this.
+
+    Raises:
+        ConfigError: ``root`` is not an existing directory.
+    """
+    scope = PathScope(root)
+    return [
+        Tool(
+            "read_file",
+            _read_file(scope, max_read_bytes),
+            description=(
+                "Read a UTF-8 text file in the workspace. `path` is relative to the workspace "
+                "root. Optional `offset` (lines to skip) and `limit` (lines to return) read "
+                "part of a long file."
+            ),
+            input_schema=_schema(
+                {
+                    "path": _PATH,
+                    "offset": {"type": "integer", "minimum": 0},
+                    "limit": {"type": "integer", "minimum": 1},
+                },
+                ["path"],
+            ),
+            read_only=True,
+            annotations={"readOnlyHint": True},
+        ),
+        Tool(
+            "write_file",
+            _write_file(scope),
+            description=(
+                "Write a UTF-8 text file in the workspace, replacing it if it exists. Missing "
+                "parent directories are created."
+            ),
+            input_schema=_schema(
+                {"path": _PATH, "content": {"type": "string"}}, ["path", "content"]
+            ),
+            annotations={"readOnlyHint": False, "destructiveHint": True},
+        ),
+        Tool(
+            "move_file",
+            _move_file(scope),
+            description=(
+                "Move or rename a file or directory inside the workspace. The destination must "
+                "not exist; missing parent directories are created."
+            ),
+            input_schema=_schema(
+                {"source": _PATH, "destination": _PATH}, ["source", "destination"]
+            ),
+            annotations={"readOnlyHint": False, "destructiveHint": False},
+        ),
+        Tool(
+            "list_dir",
+            _list_dir(scope, max_entries),
+            description=(
+                "List a directory in the workspace (default: the root). Directories end with "
+                "'/'; files show their size in bytes."
+            ),
+            input_schema=_schema({"path": _PATH}, []),
+            read_only=True,
+            annotations={"readOnlyHint": True},
+        ),
+        Tool(
+            "search",
+            _search(scope, max_results, max_search_file_bytes),
+            description=(
+                "Search text files under a directory of the workspace (default: the root) for "
+                "`query`, a plain substring unless `regex` is true. Returns 'path:line: text' "
+                "for each matching line. Binary files, symlinks and .git are skipped."
+            ),
+            input_schema=_schema(
+                {
+                    "query": {"type": "string", "minLength": 1, "maxLength": 1000},
+                    "path": _PATH,
+                    "regex": {"type": "boolean"},
+                    "ignore_case": {"type": "boolean"},
+                },
+                ["query"],
+            ),
+            read_only=True,
+            annotations={"readOnlyHint": True},
+        ),
+    ]
+
+
+def register_files(
+    registry: ToolRegistry,
+    root: str | os.PathLike[str],
+    namespace: str = "files",
+    **options: Any,
+) -> list[Tool]:
+    """Register the workspace file tools under ``namespace`` (``files.read_file`` ...).
+
+    ``options`` are those of :func:`files_tools`. Returns the registered tools.
+    """
+    return registry.register(namespace, files_tools(root, **options))
+
+
+def files_guardrail(root: str | os.PathLike[str], namespace: str = "files") -> PathScope:
+    """The :class:`PathScope` guardrail matching these tools: every path argument
+    (``/path``, ``/source``, ``/destination``) of ``namespace.*`` stays inside ``root``."""
+    return PathScope(root, tools=f"{namespace}.*", fields=["/path", "/source", "/destination"])
+
+
+# --- handlers ----------------------------------------------------------------------------
+
+Handler = Callable[[dict[str, Any], CallContext], CallToolResult]
+
+
+def _read_file(scope: PathScope, max_bytes: int) -> Handler:
+    def read_file(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
+        path: str = arguments["path"]
+        offset: int = arguments.get("offset", 0)
+        limit: int | None = arguments.get("limit")
+        try:
+            with scope.open(path, "rb") as f:
+                data = f.read(max_bytes + 1)
+        except OSError as exc:
+            return _failure("read_file", path, exc)
+        truncated = len(data) > max_bytes
+        data = data[:max_bytes]
+        if b"\x00" in data[:_BINARY_SNIFF]:
+            return _error(f"{path!r} looks like a binary file; read_file reads text", "binary")
+        text = data.decode("utf-8", errors="replace")
+        lines = text.splitlines(keepends=True)
+        if offset or limit is not None:
+            end = None if limit is None else offset + limit
+            text = "".join(lines[offset:end])
+            shown = len(lines[offset:end])
+        else:
+            shown = len(lines)
+        if truncated:
+            text += f"\n[truncated: only the first {max_bytes:,} bytes were read]"
+        return CallToolResult(
+            text,
+            structured_content={
+                "path": path,
+                "offset": offset,
+                "lines": shown,
+                "truncated": truncated,
+            },
+        )
+
+    return read_file
+
+
+def _write_file(scope: PathScope) -> Handler:
+    def write_file(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
+        path: str = arguments["path"]
+        data = arguments["content"].encode("utf-8", errors="surrogatepass")
+        try:
+            with scope.open(path, "wb", make_parents=True) as f:
+                f.write(data)
+        except OSError as exc:
+            return _failure("write_file", path, exc)
+        return CallToolResult(
+            f"wrote {len(data):,} bytes to {path}",
+            structured_content={"path": path, "bytes": len(data)},
+        )
+
+    return write_file
+
+
+def _move_file(scope: PathScope) -> Handler:
+    def move_file(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
+        source: str = arguments["source"]
+        destination: str = arguments["destination"]
+        current = source
+        try:
+            # The entries themselves are moved (a symlink stays a symlink), so only their
+            # parents are resolved.
+            with scope.open_parent(source) as (src_fd, src_name):
+                os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
+                current = destination
+                with scope.open_parent(destination, create=True) as (dst_fd, dst_name):
+                    if _exists(dst_name, dst_fd):
+                        raise FileExistsError(errno.EEXIST, "exists", destination)
+                    os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        except OSError as exc:
+            return _failure("move_file", current, exc)
+        return CallToolResult(
+            f"moved {source} to {destination}",
+            structured_content={"source": source, "destination": destination},
+        )
+
+    return move_file
+
+
+def _list_dir(scope: PathScope, max_entries: int) -> Handler:
+    def list_dir(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
+        path: str = arguments.get("path", ".")
+        entries: list[dict[str, Any]] = []
+        truncated = False
+        try:
+            with scope.open_dir(path) as fd, os.scandir(fd) as it:
+                names = sorted(it, key=lambda e: e.name)
+                for entry in names:
+                    if len(entries) >= max_entries:
+                        truncated = True
+                        break
+                    entries.append(_describe(entry))
+        except OSError as exc:
+            return _failure("list_dir", path, exc)
+        lines = [_entry_line(e) for e in entries]
+        if truncated:
+            lines.append(f"[truncated: only the first {max_entries:,} entries are listed]")
+        text = "\n".join(lines) if lines else "(empty directory)"
+        return CallToolResult(
+            text, structured_content={"path": path, "entries": entries, "truncated": truncated}
+        )
+
+    return list_dir
+
+
+def _search(scope: PathScope, max_results: int, max_file_bytes: int) -> Handler:
+    def search(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
+        query: str = arguments["query"]
+        path: str = arguments.get("path", ".")
+        flags = re.IGNORECASE if arguments.get("ignore_case") else 0
+        try:
+            pattern = re.compile(query if arguments.get("regex") else re.escape(query), flags)
+        except re.error as exc:
+            return _error(f"search: `query` is not a valid regular expression: {exc}", "bad_regex")
+        lines: list[str] = []
+        files = 0
+        truncated = False
+        try:
+            with scope.open_dir(path) as fd:
+                base = scope.relative(path)
+                for rel, text in _text_files(fd, base, max_file_bytes, ctx, 0):
+                    files += 1
+                    for number, line in enumerate(text.splitlines(), 1):
+                        if pattern.search(line):
+                            if len(lines) >= max_results:
+                                truncated = True
+                                break
+                            shown = (
+                                line
+                                if len(line) <= _MAX_LINE_SHOWN
+                                else line[:_MAX_LINE_SHOWN] + "..."
+                            )
+                            lines.append(f"{rel}:{number}: {shown}")
+                    if truncated:
+                        break
+        except OSError as exc:
+            return _failure("search", path, exc)
+        matches = len(lines)
+        if truncated:
+            lines.append(f"[truncated: only the first {max_results:,} matches are shown]")
+        text = "\n".join(lines) if lines else f"no matches in {files:,} files"
+        return CallToolResult(
+            text,
+            structured_content={
+                "matches": matches,
+                "files_searched": files,
+                "truncated": truncated,
+            },
+        )
+
+    return search
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _text_files(
+    dir_fd: int, rel: str, max_bytes: int, ctx: CallContext, depth: int
+) -> Iterator[tuple[str, str]]:
+    """``(relative path, text)`` of the text files under ``dir_fd``, sorted, never
+    following a symlink (each directory is opened with ``O_NOFOLLOW`` from its parent)."""
+    with os.scandir(dir_fd) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        ctx.raise_if_cancelled()
+        child = entry.name if rel == "." else f"{rel}/{entry.name}"
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # it vanished while we looked
+        if stat.S_ISDIR(st.st_mode):
+            if entry.name in _SKIP_DIRS or depth >= _MAX_DEPTH:
+                continue
+            try:
+                fd = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError:
+                continue  # replaced by a symlink, or removed, since scandir
+            try:
+                yield from _text_files(fd, child, max_bytes, ctx, depth + 1)
+            finally:
+                os.close(fd)
+        elif stat.S_ISREG(st.st_mode) and st.st_size <= max_bytes:
+            text = _read_text(entry.name, dir_fd, max_bytes)
+            if text is not None:
+                yield child, text
+
+
+def _read_text(name: str, dir_fd: int, max_bytes: int) -> str | None:
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes or b"\x00" in data[:_BINARY_SNIFF]:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _describe(entry: os.DirEntry[str]) -> dict[str, Any]:
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return {"name": entry.name, "type": "unknown"}
+    if stat.S_ISLNK(st.st_mode):
+        return {"name": entry.name, "type": "symlink"}
+    if stat.S_ISDIR(st.st_mode):
+        return {"name": entry.name, "type": "directory"}
+    if stat.S_ISREG(st.st_mode):
+        return {"name": entry.name, "type": "file", "size": st.st_size}
+    return {"name": entry.name, "type": "other"}
+
+
+def _entry_line(entry: dict[str, Any]) -> str:
+    kind = entry["type"]
+    if kind == "directory":
+        return f"{entry['name']}/"
+    if kind == "file":
+        return f"{entry['name']}  ({entry['size']:,} bytes)"
+    return f"{entry['name']}  ({kind})"
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _error(message: str, kind: str) -> CallToolResult:
+    return CallToolResult(message, structured_content={"error": kind}, is_error=True)
+
+
+def _failure(tool: str, path: str, exc: OSError) -> CallToolResult:
+    """A domain error the model can act on, for the failures a file tool expects."""
+    if isinstance(exc, PathScopeError):
+        return _error(f"{tool}: path {exc.path!r} is refused: {exc.reason}", "refused")
+    if isinstance(exc, FileNotFoundError):
+        return _error(f"{tool}: no such file or directory: {path!r}", "not_found")
+    if isinstance(exc, IsADirectoryError):
+        return _error(f"{tool}: {path!r} is a directory", "is_a_directory")
+    if isinstance(exc, NotADirectoryError):
+        return _error(
+            f"{tool}: {path!r} (or one of its parents) is not a directory", "not_a_directory"
+        )
+    if isinstance(exc, FileExistsError):
+        return _error(f"{tool}: {path!r} already exists", "exists")
+    if isinstance(exc, PermissionError):
+        return _error(f"{tool}: permission denied: {path!r}", "permission_denied")
+    reason = exc.strerror or type(exc).__name__
+    return _error(f"{tool}: {path!r}: {reason}", "os_error")

@@ -1,0 +1,87 @@
+"""``clearance grants list|revoke`` over a real SQLite grant store."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from clearance.harness.approvals import Grant, GrantScope, SqliteGrantStore
+
+
+def _store(path: Path) -> list[Grant]:
+    grants = [
+        Grant(
+            "g_one",
+            'User::"alice"',
+            "files.write_file",
+            GrantScope.prefix_of("/path", "src/"),
+            "always",
+            created_at=1_700_000_000.0,
+            decided_by="alice",
+        ),
+        Grant(
+            "g_two",
+            'User::"bob"',
+            "shell.run",
+            GrantScope.tool(),
+            "always",
+            created_at=1_700_000_100.0,
+            expires_at=1_900_000_000.0,
+        ),
+    ]
+    store = SqliteGrantStore(path)
+    for g in grants:
+        store.add(g)
+    store.close()
+    return grants
+
+
+def test_list_filter_and_revoke(cli: Any, tmp_path: Path) -> None:
+    _store(tmp_path / "grants.db")
+    table = cli("grants", "list", "--db", "grants.db")
+    assert table.code == 0, table.err
+    lines = table.out.splitlines()
+    assert re.match(r"ID +PRINCIPAL +TOOL +SCOPE +CREATED +EXPIRES +BY$", lines[0])
+    assert re.match(
+        r'g_one +User::"alice" +files.write_file +/path under src/ +\d{4}-\d\d-\d\d .* -? *alice$',
+        lines[1],
+    )
+    assert lines[2].startswith('g_two  User::"bob"')
+
+    only_bob = json.loads(
+        cli("grants", "list", "--db", "grants.db", "--json", "--principal", "User::bob").out
+    )
+    assert [g["grant_id"] for g in only_bob] == ["g_two"]
+    by_tool = json.loads(
+        cli("grants", "list", "--db", "grants.db", "--json", "--tool", "files.write_file").out
+    )
+    assert [g["grant_id"] for g in by_tool] == ["g_one"]
+
+    revoked = cli("grants", "revoke", "g_one", "--db", "grants.db", "--json")
+    assert revoked.code == 0 and json.loads(revoked.out) == {"revoked": "g_one"}
+    assert [g.grant_id for g in SqliteGrantStore(tmp_path / "grants.db").list()] == ["g_two"]
+
+
+def test_the_default_store_comes_from_the_config(cli: Any, tmp_path: Path) -> None:
+    (tmp_path / "clearance.toml").write_text(
+        '[evaluator]\nkind = "noop"\n[approvals]\ngrants = "state/g.db"\n'
+    )
+    (tmp_path / "state").mkdir()
+    _store(tmp_path / "state" / "g.db")
+    r = cli("grants", "list", "--json")
+    assert r.code == 0, r.err
+    assert [g["grant_id"] for g in json.loads(r.out)] == ["g_one", "g_two"]
+
+
+def test_missing_store_and_unknown_id_are_bad_input(cli: Any, tmp_path: Path) -> None:
+    missing = cli("grants", "list", "--db", "nope.db")
+    assert missing.code == 2
+    assert missing.err == "error: no grant store at 'nope.db' (give the file with --db)\n"
+    assert not (tmp_path / "nope.db").exists()  # looking never creates a store
+
+    _store(tmp_path / "g.db")
+    unknown = cli("grants", "revoke", "g_nope", "--db", "g.db")
+    assert unknown.code == 2
+    assert unknown.err.startswith("error: no grant with id 'g_nope'")

@@ -1,0 +1,344 @@
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clearance import ClearanceError, ConfigError, Principal
+from clearance.guardrails import GuardrailContext, PathScope, PathScopeError
+
+CTX = GuardrailContext(
+    "files.read_file", "files__read_file", Principal("User", "u"), "s", None, "c", "arguments"
+)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """root/ with a file, a subdirectory, symlinks inside and out; outside/ beside it."""
+    root = tmp_path / "root"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "main.py").write_text("print('hi')\n")
+    (root / "notes.txt").write_text("notes\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("top secret\n")
+    (root / "inner_link").symlink_to("src")  # stays inside
+    (root / "escape").symlink_to(outside)  # absolute, leaves
+    (root / "src" / "up").symlink_to("../../outside/secret.txt")  # relative, leaves
+    (root / "dangling").symlink_to(outside / "new.txt")  # target does not exist yet
+    return root
+
+
+def check(scope: PathScope, arguments: dict[str, Any]) -> tuple[str, str | None]:
+    outcome = scope.check(arguments, CTX)
+    return outcome.action, outcome.message
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["notes.txt", "src/main.py", "./src//main.py", "src/new/deeper/file.txt", "inner_link/main.py",
+     ".", "new.txt", "ünïcödé/файл.txt"],
+)  # fmt: skip
+def test_paths_inside_the_root_are_allowed(tree: Path, path: str) -> None:
+    assert check(PathScope(tree), {"path": path}) == ("allow", None)
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/etc/passwd", "absolute paths are not allowed"),
+        ("../outside/secret.txt", "'..' components are not allowed"),
+        ("src/../../outside", "'..' components are not allowed"),
+        ("src/..", "'..' components are not allowed"),
+        ("notes.txt\x00.png", "NUL byte"),
+        ("", "empty"),
+        ("~/.ssh/id_rsa", "leading '~'"),
+        ("escape/secret.txt", "resolves outside the workspace root"),
+        ("escape", "resolves outside the workspace root"),
+        ("src/up", "resolves outside the workspace root"),
+        ("dangling", "resolves outside the workspace root"),
+        ("escape/not/yet/there.txt", "resolves outside the workspace root"),
+        ("\ud800", "cannot be encoded"),
+        ("a/" * 2100, "longer than 4096 bytes"),
+    ],
+)
+def test_refused_paths_block_with_field_and_reason(tree: Path, path: str, reason: str) -> None:
+    action, message = check(PathScope(tree), {"path": path})
+    assert action == "block"
+    assert message is not None
+    assert "/path" in message and reason in message
+
+
+def test_the_value_itself_is_not_echoed_in_the_message(tree: Path) -> None:
+    # a path may be sensitive; the message names the field and the reason only
+    _, message = check(PathScope(tree), {"path": "/home/alice/medical-records.pdf"})
+    assert message is not None and "medical" not in message
+
+
+def test_every_selected_field_is_checked(tree: Path) -> None:
+    scope = PathScope(tree, fields=["/source", "/destination"])
+    assert check(scope, {"source": "notes.txt", "destination": "src/notes.txt"})[0] == "allow"
+    action, message = check(scope, {"source": "notes.txt", "destination": "escape/x"})
+    assert action == "block" and message is not None and "/destination" in message
+    action, message = check(scope, {"source": "/etc/shadow", "destination": "x"})
+    assert action == "block" and message is not None and "/source" in message
+
+
+def test_wildcard_fields_check_each_item(tree: Path) -> None:
+    scope = PathScope(tree, fields=["/files/*/path"])
+    ok = {"files": [{"path": "a.txt"}, {"path": "src/b.txt"}]}
+    bad = {"files": [{"path": "a.txt"}, {"path": "../b.txt"}]}
+    assert check(scope, ok)[0] == "allow"
+    action, message = check(scope, bad)
+    assert action == "block" and message is not None and "/files/1/path" in message
+
+
+def test_a_missing_optional_field_is_not_checked(tree: Path) -> None:
+    assert check(PathScope(tree), {"query": "x"})[0] == "allow"
+
+
+def test_a_non_string_path_is_refused(tree: Path) -> None:
+    action, message = check(PathScope(tree), {"path": ["a", "b"]})
+    assert action == "block" and message is not None and "must be a path string" in message
+
+
+def test_a_symlink_created_after_construction_is_seen_at_check_time(tree: Path) -> None:
+    scope = PathScope(tree)
+    assert check(scope, {"path": "later/secret.txt"})[0] == "allow"
+    (tree / "later").symlink_to(tree.parent / "outside")
+    assert check(scope, {"path": "later/secret.txt"})[0] == "block"
+
+
+def test_symlink_chains_and_loops(tree: Path) -> None:
+    (tree / "a").symlink_to("b")
+    (tree / "b").symlink_to("src")
+    (tree / "loop1").symlink_to("loop2")
+    (tree / "loop2").symlink_to("loop1")
+    (tree / "c").symlink_to("d")
+    (tree / "d").symlink_to("escape")
+    scope = PathScope(tree)
+    assert scope.allows("a/main.py")
+    assert scope.resolve("a/main.py") == tree / "src" / "main.py"
+    assert not scope.allows("c/secret.txt")
+    # a loop cannot leave the root; the OS refuses to open it
+    assert scope.allows("loop1/x")
+    with pytest.raises(OSError):
+        scope.open("loop1/x")
+
+
+def test_root_that_is_a_symlink_is_resolved_once(tree: Path, tmp_path: Path) -> None:
+    link = tmp_path / "root_link"
+    link.symlink_to(tree)
+    scope = PathScope(link)
+    assert scope.root == tree
+    assert scope.resolve("notes.txt") == tree / "notes.txt"
+
+
+def test_root_must_be_an_existing_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not an existing directory"):
+        PathScope(tmp_path / "missing")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError):
+        PathScope(tmp_path / "file")
+
+
+def test_a_root_prefix_is_not_the_root(tmp_path: Path) -> None:
+    # /x/work must not contain /x/workshop
+    (tmp_path / "work").mkdir()
+    (tmp_path / "workshop").mkdir()
+    (tmp_path / "work" / "shop").symlink_to(tmp_path / "workshop")
+    assert not PathScope(tmp_path / "work").allows("shop")
+
+
+def test_resolve_returns_the_real_path_or_raises(tree: Path) -> None:
+    scope = PathScope(tree)
+    assert scope.resolve("inner_link/main.py") == tree / "src" / "main.py"
+    assert scope.resolve("brand/new.txt") == tree / "brand" / "new.txt"
+    assert scope.relative("inner_link") == "src"
+    assert scope.relative(".") == "."
+    with pytest.raises(PathScopeError) as info:
+        scope.resolve("escape/secret.txt")
+    assert info.value.path == "escape/secret.txt"
+    assert "outside the workspace root" in info.value.reason
+    assert isinstance(info.value, ClearanceError) and isinstance(info.value, PermissionError)
+
+
+def test_path_scope_error_pickles() -> None:
+    import pickle
+
+    error = pickle.loads(pickle.dumps(PathScopeError("a/b", "why")))
+    assert (error.path, error.reason, str(error)) == ("a/b", "why", "path 'a/b' is refused: why")
+
+
+# --- open: the use-time half -------------------------------------------------------------
+
+
+def test_open_reads_and_writes_inside_the_root(tree: Path) -> None:
+    scope = PathScope(tree)
+    with scope.open("src/main.py") as f:
+        assert f.read() == "print('hi')\n"
+    with scope.open("inner_link/main.py", "rb") as f:
+        assert f.read() == b"print('hi')\n"
+    with scope.open("made/up/dirs/out.txt", "w", encoding="utf-8", make_parents=True) as f:
+        f.write("héllo")
+    assert (tree / "made" / "up" / "dirs" / "out.txt").read_text(encoding="utf-8") == "héllo"
+    with scope.open("made/up/dirs/out.txt", "a") as f:
+        f.write("!")
+    assert (tree / "made/up/dirs/out.txt").read_text(encoding="utf-8") == "héllo!"
+    with scope.open("fresh.txt", "x") as f:
+        f.write("new")
+    with pytest.raises(FileExistsError):
+        scope.open("fresh.txt", "x")
+    with scope.open("fresh.txt", "r+") as f:
+        assert f.read() == "new"
+
+
+def test_open_without_make_parents_does_not_create_directories(tree: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        PathScope(tree).open("nope/file.txt", "w")
+    assert not (tree / "nope").exists()
+
+
+def test_open_refuses_escapes_and_non_files(tree: Path) -> None:
+    scope = PathScope(tree)
+    for path in ("escape/secret.txt", "src/up", "../outside/secret.txt", "/etc/passwd"):
+        with pytest.raises(PathScopeError):
+            scope.open(path)
+    with pytest.raises(PathScopeError):
+        scope.open("dangling", "w")
+    assert not (tree.parent / "outside" / "new.txt").exists()
+    with pytest.raises(IsADirectoryError):
+        scope.open("src")
+    with pytest.raises(IsADirectoryError):
+        scope.open(".")
+    with pytest.raises(FileNotFoundError):
+        scope.open("missing.txt")
+    with pytest.raises(ValueError, match="invalid mode"):
+        scope.open("notes.txt", "rw")
+
+
+def test_open_does_not_hang_on_a_fifo(tree: Path) -> None:
+    os.mkfifo(tree / "pipe")
+    scope = PathScope(tree)
+    with pytest.raises(PathScopeError, match="not a regular file"):
+        scope.open("pipe")
+    with pytest.raises(PathScopeError, match="not a regular file"):
+        scope.open("pipe", "w")
+
+
+def test_open_refuses_a_directory_swapped_for_a_symlink_after_the_check(tree: Path) -> None:
+    """The check passes; then the directory on the path is replaced with a symlink to the
+    outside before the tool opens it. open() resolves again and refuses."""
+    scope = PathScope(tree)
+    (tree / "work").mkdir()
+    (tree / "work" / "secret.txt").write_text("inside\n")
+    assert scope.check({"path": "work/secret.txt"}, CTX).action == "allow"
+
+    (tree / "work" / "secret.txt").unlink()
+    (tree / "work").rmdir()
+    (tree / "work").symlink_to(tree.parent / "outside")  # the swap
+
+    with pytest.raises(PathScopeError, match="outside the workspace root"):
+        scope.open("work/secret.txt")
+
+
+def swap_after_resolving(
+    scope: PathScope, monkeypatch: pytest.MonkeyPatch, swap: Callable[[], None]
+) -> None:
+    """Make the swap happen inside open(), after it resolved the path and before it opens
+    the components: the window no check can close, only O_NOFOLLOW."""
+    resolved = scope._resolved
+
+    def resolve_then_swap(path: str) -> str:
+        result = resolved(path)
+        swap()
+        return result
+
+    monkeypatch.setattr(scope, "_resolved", resolve_then_swap)
+
+
+@pytest.mark.parametrize("mode", ["r", "w", "a", "r+"])
+def test_open_refuses_a_file_swapped_for_a_symlink_inside_the_window(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    secret = tree.parent / "outside" / "secret.txt"
+
+    def swap() -> None:
+        (tree / "notes.txt").unlink()
+        (tree / "notes.txt").symlink_to(secret)
+
+    scope = PathScope(tree)
+    swap_after_resolving(scope, monkeypatch, swap)
+    with pytest.raises(PathScopeError, match=r"'notes\.txt' is a symlink") as info:
+        scope.open("notes.txt", mode)
+    assert info.value.path == "notes.txt"
+    assert secret.read_text() == "top secret\n"  # neither read nor truncated
+
+
+def test_open_refuses_a_parent_swapped_for_a_symlink_inside_the_window(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tree.parent / "outside"
+    (outside / "main.py").write_text("outside\n")
+
+    def swap() -> None:
+        (tree / "src").rename(tree / "src_old")
+        (tree / "src").symlink_to(outside)
+
+    scope = PathScope(tree)
+    swap_after_resolving(scope, monkeypatch, swap)
+    with pytest.raises(PathScopeError, match="'src' is a symlink"):
+        scope.open("src/main.py")
+
+
+def test_open_dir_refuses_a_symlink_inside_the_window(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def swap() -> None:
+        (tree / "src").rename(tree / "src_old")
+        (tree / "src").symlink_to(tree.parent / "outside")
+
+    scope = PathScope(tree)
+    swap_after_resolving(scope, monkeypatch, swap)
+    with pytest.raises(PathScopeError, match="'src' is a symlink"), scope.open_dir("src"):
+        pass
+
+
+def test_open_dir_and_open_parent(tree: Path) -> None:
+    scope = PathScope(tree)
+    with scope.open_dir("src") as fd:
+        assert sorted(os.listdir(fd)) == ["main.py", "up"]
+    with scope.open_dir("inner_link") as fd:  # an inside link is resolved first
+        assert "main.py" in os.listdir(fd)
+    with pytest.raises(PathScopeError):
+        with scope.open_dir("escape"):
+            pass
+    with scope.open_dir("x/y", create=True) as fd:
+        assert os.listdir(fd) == []
+    assert (tree / "x" / "y").is_dir()
+    with scope.open_parent("src/up") as (fd, name):
+        # the link itself, not what it points to
+        assert name == "up" and os.readlink(name, dir_fd=fd) == "../../outside/secret.txt"
+    with pytest.raises(PathScopeError, match="workspace root itself"):
+        with scope.open_parent("./"):
+            pass
+    with pytest.raises(PathScopeError):
+        with scope.open_parent("escape/secret.txt"):
+            pass
+
+
+def test_guardrail_options_are_validated(tree: Path) -> None:
+    with pytest.raises(ValueError):
+        PathScope(tree, fields=["path"])  # not a JSON pointer
+    with pytest.raises(ValueError):
+        PathScope(tree, tools=[])
+    scope = PathScope(tree, tools="files.*", advisory=True, name="workspace")
+    assert scope.applies_to("files.read_file") and not scope.applies_to("shell.run")
+    assert scope.advisory and scope.name == "workspace" and scope.stage == "arguments"
+
+
+@pytest.mark.anyio
+async def test_run_returns_the_outcome(tree: Path) -> None:
+    outcome = await PathScope(tree).run({"path": "../x"}, CTX)
+    assert outcome.action == "block"

@@ -1,0 +1,722 @@
+"""The journal sinks, the typed record form, UI events, and ``clearance journal``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+from pydantic import BaseModel
+
+import clearance
+from clearance import (
+    CallContext,
+    Harness,
+    JournalError,
+    JournalEvent,
+    MemoryJournal,
+    Principal,
+    SqliteGrantStore,
+    Tool,
+    ToolRegistry,
+)
+from clearance.harness.journal import (
+    EVENT_TYPES,
+    Durability,
+    Journal,
+    JsonlJournal,
+    SqliteJournal,
+    encode_data,
+    event_json_schema,
+    parse_event,
+    read_journal,
+)
+from clearance.harness.journal_sqlite import MIGRATIONS, SCHEMA_VERSION, read_sqlite
+from clearance.policy import LocalEvaluator
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Principal("User", "alice")
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "token": {"type": "string"}},
+    "additionalProperties": False,
+}
+
+
+def registry() -> ToolRegistry:
+    async def ok(arguments: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        await ctx.progress("halfway", {"step": 1})
+        return {"ran": True}
+
+    def fails(arguments: dict[str, Any], ctx: CallContext) -> str:
+        raise RuntimeError("boom")
+
+    reg = ToolRegistry()
+    reg.register(
+        "t",
+        [
+            Tool("ok", ok, input_schema=SCHEMA, sensitive=["/token"]),
+            Tool("fails", fails, input_schema=SCHEMA),
+            Tool("asked", ok, input_schema=SCHEMA),
+            Tool("denied", ok, input_schema=SCHEMA),
+        ],
+    )
+    return reg
+
+
+def evaluator() -> LocalEvaluator:
+    return LocalEvaluator(allow=["t.ok", "t.fails"], ask=["t.asked"], deny=["t.denied"])
+
+
+def event(type_: Any = "tool_progress", call_id: str | None = "c1", **data: Any) -> JournalEvent:
+    return JournalEvent(type_, "s1", "t1", call_id, data)
+
+
+def open_sink(kind: str, tmp_path: Path, durability: Durability = "normal") -> Journal:
+    if kind == "jsonl":
+        return JsonlJournal(tmp_path / "j.jsonl", durability=durability)
+    if kind == "sqlite":
+        return SqliteJournal(tmp_path / "j.db", durability=durability)
+    return MemoryJournal()
+
+
+async def mixed_run(journal: Journal) -> None:
+    """One of every kind of record: allowed, failing, asked, denied, invalid calls."""
+    async with Harness(registry(), evaluator=evaluator(), journal=journal) as harness:
+        session = await harness.create_session(
+            principal=ALICE, session_id="s1", on_permission_ask=lambda ask: "allow_session"
+        )
+        await session.call_tool("t__ok", {"n": 1, "token": "hunter2"}, call_id="c1", turn_id="t1")
+        await session.call_tool("t__fails", {"n": 2}, call_id="c2")
+        await session.call_tool("t__asked", {"n": 3}, call_id="c3")
+        await session.call_tool("t__denied", {"n": 4}, call_id="c4")
+        await session.call_tool("t__ok", {"n": "four"}, call_id="c5")
+        await session.call_tool("t__nope", {}, call_id="c6")
+
+
+# --- every sink ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
+async def test_append_assigns_seq_and_events_filter(kind: str, tmp_path: Path) -> None:
+    journal = open_sink(kind, tmp_path)
+    try:
+        first = await journal.append(event(call_id="c1"))
+        second = await journal.append(JournalEvent("tool_progress", "s2", None, "c1", {}))
+        third = await journal.append(event(call_id="c2", message="x"))
+        assert [first.seq, second.seq, third.seq] == [1, 2, 3]
+        assert [e.seq for e in journal.events()] == [1, 2, 3]
+        assert [e.seq for e in journal.events(session_id="s1")] == [1, 3]
+        assert [e.seq for e in journal.events(call_id="c1")] == [1, 2]
+        assert [e.seq for e in journal.events(session_id="s1", call_id="c2")] == [3]
+        read = next(iter(journal.events(call_id="c2")))
+        assert read.to_json() == third.to_json()
+    finally:
+        await journal.aclose()
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("durability", ["normal", "full", "off"])
+async def test_seq_continues_after_reopen(
+    kind: str, durability: Durability, tmp_path: Path
+) -> None:
+    journal = open_sink(kind, tmp_path, durability)
+    for _ in range(3):
+        await journal.append(event())
+    await journal.aclose()
+    journal = open_sink(kind, tmp_path, durability)
+    try:
+        assert (await journal.append(event())).seq == 4
+        assert [e.seq for e in journal.events()] == [1, 2, 3, 4]
+    finally:
+        await journal.aclose()
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+async def test_open_marks_unfinished_starts_interrupted_once(kind: str, tmp_path: Path) -> None:
+    journal = open_sink(kind, tmp_path)
+    await journal.append(event("tool_started", "c1", tool="t__ok", correlation_id="k1"))
+    await journal.append(event("tool_started", "c2", tool="t__ok", correlation_id="k2"))
+    await journal.append(event("tool_finished", "c2", status="ok"))
+    await journal.aclose()  # c1 still open, as after a crash
+
+    for _ in range(2):  # the second open finds nothing left to close
+        journal = open_sink(kind, tmp_path)
+        try:
+            ends = [e for e in journal.events(call_id="c1") if e.type == "tool_finished"]
+        finally:
+            await journal.aclose()
+        assert len(ends) == 1
+        assert ends[0].seq == 4
+        assert ends[0].data["status"] == "interrupted"
+        assert ends[0].data["started_seq"] == 1
+        assert ends[0].data["correlation_id"] == "k1"
+        assert ends[0].turn_id == "t1"
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+async def test_a_second_writer_is_refused(kind: str, tmp_path: Path) -> None:
+    journal = open_sink(kind, tmp_path)
+    try:
+        with pytest.raises(JournalError, match="open for writing"):
+            open_sink(kind, tmp_path)
+        await journal.append(event())  # the first one is unaffected
+    finally:
+        await journal.aclose()
+    open_sink(kind, tmp_path)  # free again once closed
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+async def test_closed_journal_refuses_appends_but_reads(kind: str, tmp_path: Path) -> None:
+    journal = open_sink(kind, tmp_path)
+    await journal.append(event())
+    await journal.aclose()
+    await journal.aclose()  # idempotent
+    with pytest.raises(JournalError, match="closed"):
+        await journal.append(event())
+    assert [e.seq for e in journal.events()] == [1]
+
+
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
+async def test_records_have_the_documented_form(kind: str, tmp_path: Path) -> None:
+    journal = open_sink(kind, tmp_path)
+    await mixed_run(journal)
+    events = list(open_sink(kind, tmp_path).events()) if kind != "memory" else journal.events()
+    assert {e.type for e in events} == set(EVENT_TYPES)
+    for e in events:
+        record = parse_event(e)
+        assert record.type == e.type and record.seq == e.seq
+        assert undocumented(record) == [], (e.type, undocumented(record))
+    decided = {e.call_id: e.data for e in events if e.type == "call_decided"}
+    assert decided["c1"]["arguments"] == {"n": 1, "token": "[REDACTED]"}
+    assert decided["c3"]["ask"]["answer"] == "allow_session"
+    assert decided["c4"]["outcome"] == "denied" and decided["c4"]["stage"] == "evaluator"
+    assert decided["c5"]["outcome"] == "invalid" and decided["c5"]["schema"]["valid"] is False
+    assert decided["c6"]["decision"] is None
+
+
+def undocumented(model: BaseModel, where: str = "") -> list[str]:
+    """Fields a record carries that its model does not describe."""
+    found = [f"{where}/{key}" for key in model.model_extra or {}]
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if isinstance(item, BaseModel):
+                found += undocumented(item, f"{where}/{name}")
+    return found
+
+
+def test_parse_event_rejects_a_malformed_record() -> None:
+    with pytest.raises(ValueError):
+        parse_event(event("tool_finished", status="exploded", duration_us=1))
+    with pytest.raises(ValueError):
+        parse_event({**event().to_json(), "type": "nonsense"})
+
+
+def test_json_schema_names_every_record_type() -> None:
+    schema = event_json_schema()
+    text = json.dumps(schema)
+    for type_ in EVENT_TYPES:
+        assert f'"{type_}"' in text
+    assert schema["discriminator"]["propertyName"] == "type"
+
+
+def test_stable_json_form() -> None:
+    e = JournalEvent(
+        "tool_started", "s1", None, "c1", {"arguments": {"é": "\ud800"}}, ts=1.5, seq=7
+    )
+    assert list(e.to_json()) == [
+        "version",
+        "seq",
+        "ts",
+        "type",
+        "session_id",
+        "turn_id",
+        "call_id",
+        "data",
+    ]
+    text = encode_data(e.to_json())
+    assert text.isascii()  # a lone surrogate cannot break a write
+    assert JournalEvent.from_json(json.loads(text)) == e
+
+
+def test_encode_data_never_writes_a_repr() -> None:
+    class Secretive:
+        def __repr__(self) -> str:
+            return "hunter2"
+
+        __str__ = __repr__
+
+    text = encode_data({"a": Secretive(), "b": {3, 1}, "c": (1, 2)})
+    assert json.loads(text) == {"a": "<Secretive>", "b": [1, 3], "c": [1, 2]}
+
+
+# --- SQLite ---------------------------------------------------------------------------------
+
+
+async def test_sqlite_schema_is_versioned_and_indexed(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "j.db")
+    await journal.aclose()
+    with sqlite3.connect(tmp_path / "j.db") as db:
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+        plan = " ".join(
+            str(r)
+            for r in db.execute(
+                "EXPLAIN QUERY PLAN SELECT seq FROM events WHERE type = 'tool_started' AND seq >= 1"
+            )
+        )
+    assert meta["schema_version"] == str(SCHEMA_VERSION) == str(MIGRATIONS[-1][0])
+    assert {"events_session_call", "events_call", "events_started"} <= indexes
+    assert mode == "wal"
+    assert "events_started" in plan  # recovery reads only the starts
+    assert (tmp_path / "j.db").stat().st_mode & 0o077 == 0
+
+
+async def test_sqlite_refuses_a_newer_schema_and_foreign_files(tmp_path: Path) -> None:
+    newer = tmp_path / "newer.db"
+    await SqliteJournal(newer).aclose()
+    with sqlite3.connect(newer) as db:
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(JournalError, match="schema version 99"):
+        SqliteJournal(newer)
+
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    with pytest.raises(JournalError, match="not a SQLite database"):
+        SqliteJournal(text)
+
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE events (x)")
+    with pytest.raises(JournalError, match="not a clearance journal"):
+        SqliteJournal(foreign)
+    with pytest.raises(JournalError, match="not a clearance journal"):
+        read_sqlite(foreign)
+
+
+async def test_sqlite_shares_its_file_with_the_grant_store(tmp_path: Path) -> None:
+    path = tmp_path / "clearance.db"
+    grants = SqliteGrantStore(path)
+    journal = SqliteJournal(path)
+    try:
+        await journal.append(event())
+        assert len(journal.events()) == 1
+    finally:
+        await journal.aclose()
+        grants.close()
+    SqliteGrantStore(path).close()
+
+
+async def test_sqlite_normal_commits_tool_started_before_append_returns(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "j.db", durability="normal")
+    try:
+        await journal.append(event("call_decided"))
+        await journal.append(event("tool_started"))
+        # Another connection (another process, after a crash) sees both already.
+        assert [e.type for e in read_sqlite(tmp_path / "j.db")] == ["call_decided", "tool_started"]
+        await journal.append(event("tool_finished"))
+        await journal.flush()
+        assert len(read_sqlite(tmp_path / "j.db")) == 3
+    finally:
+        await journal.aclose()
+
+
+async def test_sqlite_full_commits_every_event_before_append_returns(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "j.db", durability="full")
+    try:
+        for n in range(1, 4):
+            await journal.append(event("tool_progress"))
+            assert len(read_sqlite(tmp_path / "j.db")) == n
+    finally:
+        await journal.aclose()
+
+
+async def test_a_cancelled_append_still_records_and_returns(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "j.db")
+    returned = False
+    try:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await journal.append(event("tool_started"))
+            returned = True
+            await anyio.lowlevel.checkpoint()  # the cancellation takes effect here
+        assert returned and scope.cancelled_caught
+        assert [e.type for e in read_sqlite(tmp_path / "j.db")] == ["tool_started"]
+    finally:
+        await journal.aclose()
+
+
+async def test_queued_records_are_bounded(tmp_path: Path) -> None:
+    import concurrent.futures
+    import threading
+
+    from clearance.harness import journal_sqlite
+
+    journal = SqliteJournal(tmp_path / "j.db", durability="off")
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(db: sqlite3.Connection) -> None:
+        entered.set()
+        release.wait()
+
+    busy: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    journal._put(journal_sqlite._Control(hold, future=busy))
+    try:
+        await anyio.to_thread.run_sync(entered.wait)
+        for _ in range(journal_sqlite._MAX_PENDING):  # the writer is busy: these queue up
+            await journal.append(event())
+        done = anyio.Event()
+
+        async def one_more() -> None:
+            await journal.append(event())
+            done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one_more)
+            await anyio.wait_all_tasks_blocked()
+            assert not done.is_set()  # over the bound, append waits for the writer
+            release.set()
+            with anyio.fail_after(30):
+                await done.wait()
+        assert len(read_sqlite(tmp_path / "j.db")) == journal_sqlite._MAX_PENDING + 1
+    finally:
+        release.set()
+        await journal.aclose()
+
+
+async def test_a_failed_commit_fails_closed(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "j.db")
+    ran: list[int] = []
+
+    async def handler(arguments: dict[str, Any], ctx: CallContext) -> str:
+        ran.append(1)
+        return "ran"
+
+    reg = ToolRegistry()
+    reg.register("t", [Tool("ok", handler)])
+    async with Harness(reg, evaluator=LocalEvaluator(allow=["t.ok"]), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        assert (await session.call_tool("t__ok", {})).ok
+        # Make the database refuse writes, as a full disk would.
+        await journal._control_async(lambda db: db.execute("PRAGMA query_only = ON"))
+        outcome = await session.call_tool("t__ok", {})
+        assert outcome.status == "denied" and "journal failed" in (outcome.message or "")
+        with pytest.raises(JournalError, match="cannot write"):
+            await journal.append(event())
+    assert ran == [1]  # the second handler never ran (rule R1)
+
+
+async def test_ten_thousand_calls_leave_ten_thousand_ends(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+
+    async def handler(arguments: dict[str, Any], ctx: CallContext) -> str:
+        return "ok"
+
+    reg = ToolRegistry()
+    reg.register("t", [Tool("ok", handler, read_only=True)])
+    async with Harness(
+        reg, evaluator=LocalEvaluator(allow=["t.ok"]), journal=SqliteJournal(path)
+    ) as harness:
+
+        async def worker(w: int) -> None:
+            session = await harness.create_session(principal=ALICE)
+            for i in range(1000):
+                await session.call_tool("t__ok", {}, call_id=f"c{i}")
+
+        async with anyio.create_task_group() as tg:
+            for w in range(10):
+                tg.start_soon(worker, w)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        ends = db.execute(
+            "SELECT json_extract(data, '$.status'), COUNT(*) FROM events "
+            "WHERE type = 'tool_finished' GROUP BY 1"
+        ).fetchall()
+        pairs = db.execute(
+            "SELECT COUNT(DISTINCT session_id || '/' || call_id) FROM events "
+            "WHERE type = 'tool_finished'"
+        ).fetchone()[0]
+    assert ends == [("ok", 10_000)]
+    assert pairs == 10_000
+
+
+# --- JSON lines -----------------------------------------------------------------------------
+
+
+async def test_jsonl_cuts_off_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal = JsonlJournal(path)
+    await journal.append(event())
+    await journal.aclose()
+    with path.open("ab") as fh:
+        fh.write(b'{"version":1,"seq":2,"ts":1.0,"type":"tool_pro')  # killed mid-write
+    journal = JsonlJournal(path)
+    try:
+        assert (await journal.append(event())).seq == 2
+    finally:
+        await journal.aclose()
+    assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2]
+
+
+async def test_jsonl_completes_a_line_that_lost_its_newline(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(encode_data(event().to_json() | {"seq": 1}).encode())
+    journal = JsonlJournal(path)
+    try:
+        await journal.append(event())
+    finally:
+        await journal.aclose()
+    assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2]
+
+
+async def test_jsonl_refuses_a_corrupt_line(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    path.write_text('{"nope": 1}\n' + encode_data(event().to_json()) + "\n")
+    with pytest.raises(JournalError, match=r"j\.jsonl:1: not a journal record"):
+        JsonlJournal(path)
+    with pytest.raises(JournalError, match="not a journal record"):
+        read_journal(path)
+
+
+async def test_jsonl_off_buffers_until_close(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal = JsonlJournal(path, durability="off")
+    await journal.append(event())
+    assert path.read_bytes() == b""
+    assert len(journal.events()) == 1  # reading writes the buffer first
+    await journal.append(event())
+    await journal.aclose()
+    assert len(path.read_text().splitlines()) == 2
+
+
+# --- UI events ------------------------------------------------------------------------------
+
+
+async def test_a_slow_subscriber_gets_a_bounded_buffer_and_a_gap_marker() -> None:
+    async def handler(arguments: dict[str, Any], ctx: CallContext) -> str:
+        return "ok"
+
+    reg = ToolRegistry()
+    reg.register("t", [Tool("ok", handler)])
+    async with Harness(reg, evaluator=LocalEvaluator(allow=["t.ok"]), event_buffer=4) as harness:
+        session = await harness.create_session(principal=ALICE)
+        stream = session.events()
+        for i in range(5):  # 15 events for a buffer of 4; nobody reads meanwhile
+            await session.call_tool("t__ok", {}, call_id=f"c{i}")
+        with anyio.fail_after(5):
+            received = [await stream.__anext__() for _ in range(4)]
+        await session.call_tool("t__ok", {}, call_id="late")
+        with anyio.fail_after(5):
+            marker = await stream.__anext__()
+            after = await stream.__anext__()
+        await stream.aclose()
+    assert [(r.type, r.call_id) for r in received] == [
+        ("call_decided", "c0"),
+        ("tool_started", "c0"),
+        ("tool_finished", "c0"),
+        ("call_decided", "c1"),
+    ]
+    assert marker.type == "events_dropped" and marker.event is None
+    assert marker.dropped == 11
+    assert (after.type, after.call_id) == ("call_decided", "late")
+
+
+async def test_only_tool_started_items_carry_arguments_redacted_when_withheld() -> None:
+    async with Harness(registry(), evaluator=evaluator()) as harness:
+        session = await harness.create_session(
+            principal=ALICE, on_permission_ask=lambda ask: "allow_once"
+        )
+        items = []
+        async with session.events() as stream:
+            await session.call_tool("t__ok", {"n": 1, "token": "hunter2"}, call_id="c1")
+            await session.call_tool("t__asked", {"n": 2}, call_id="c2")
+            with anyio.fail_after(5):
+                async for item in stream:
+                    items.append(item)
+                    if item.type == "tool_finished" and item.call_id == "c2":
+                        break
+    started = {i.call_id: i.arguments for i in items if i.type == "tool_started"}
+    assert started == {"c1": {"n": 1, "token": "[REDACTED]"}, "c2": {"n": 2}}
+    others = [i for i in items if i.type != "tool_started"]
+    assert {i.type for i in others} >= {"call_decided", "tool_progress", "tool_finished"}
+    assert all(i.arguments is None for i in others)
+    assert "hunter2" not in repr(items)
+    finished = next(i for i in items if i.type == "tool_finished")
+    assert (finished.tool, finished.qualified_name, finished.status) == ("t__ok", "t.ok", "ok")
+
+
+# --- exports --------------------------------------------------------------------------------
+
+
+def test_the_sinks_are_exported_from_clearance() -> None:
+    assert clearance.SqliteJournal is SqliteJournal
+    assert clearance.JsonlJournal is JsonlJournal
+    from clearance.harness import journal
+
+    for name in journal.__all__:
+        assert getattr(journal, name) is not None
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def clearance_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _command() -> list[str]:
+    script = shutil.which("clearance", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "clearance"]
+
+
+async def test_cli_lists_one_row_per_call(tmp_path: Path) -> None:
+    await mixed_run(SqliteJournal(tmp_path / "clearance.db"))
+    done = clearance_cli("journal", cwd=tmp_path)  # clearance.db is the default
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == [
+        "time",
+        "principal",
+        "tool",
+        "decision",
+        "policies",
+        "status",
+        "duration",
+    ]
+    rows = [line.split() for line in lines[1:]]
+    assert len(rows) == 6
+    assert [r[2:4] for r in rows] == [
+        ['User::"alice"', "t.ok"],
+        ['User::"alice"', "t.fails"],
+        ['User::"alice"', "t.asked"],
+        ['User::"alice"', "t.denied"],
+        ['User::"alice"', "t.ok"],
+        ['User::"alice"', "t__nope"],
+    ]
+    assert [r[4:7] for r in rows][:4] == [
+        ["allow", "allow:t.ok", "ok"],
+        ["allow", "allow:t.fails", "failed"],
+        ["ask", "ask:t.asked", "ok"],
+        ["deny", "deny:t.denied", "denied"],
+    ]
+    assert [r[6] for r in rows][4:] == ["invalid", "invalid"]
+
+    done = clearance_cli("journal", "--json", "--session", "s1", "--call", "c2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)
+    assert row["status"] == "failed" and row["decision"] == "allow"
+    assert row["tool"] == "t.fails" and row["duration_us"] > 0
+
+
+async def test_cli_reads_a_jsonl_journal(tmp_path: Path) -> None:
+    await mixed_run(JsonlJournal(tmp_path / "j.jsonl"))
+    done = clearance_cli("journal", "--db", "j.jsonl", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [r["call_id"] for r in json.loads(done.stdout)] == ["c1", "c2", "c3", "c4", "c5", "c6"]
+
+
+async def test_cli_exports_the_replay_corpus(tmp_path: Path) -> None:
+    await mixed_run(SqliteJournal(tmp_path / "j.db"))
+    done = clearance_cli(
+        "journal", "export", "--db", "j.db", "--format", "jsonl", "-o", "out.jsonl", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    first = records[0]
+    assert first["principal"] == 'User::"alice"'
+    assert first["tool"] == "t.ok"
+    assert first["arguments"] is None  # a value was withheld: never exported
+    assert (first["decision"], first["expected"], first["outcome"]) == ("allow", "allow", "ok")
+    assert (first["session_id"], first["call_id"]) == ("s1", "c1")
+    assert isinstance(first["ts"], float)
+    assert [
+        (r["call_id"], r["decision"], r.get("expected"), r["outcome"]) for r in records[1:]
+    ] == [
+        ("c2", "allow", "allow", "failed"),
+        ("c3", "ask", "ask", "ok"),
+        ("c4", "deny", "deny", "denied"),
+        ("c5", None, None, "invalid"),
+        ("c6", None, None, "invalid"),
+    ]
+    assert records[1]["arguments"] == {"n": 2}
+    assert "hunter2" not in (tmp_path / "out.jsonl").read_text()
+
+    # The group's --db applies too, and standard output is the default.
+    done = clearance_cli("journal", "--db", "j.db", "export", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (tmp_path / "out.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["journal", "--db", "missing.db"], "no journal at 'missing.db'"),
+        (["journal", "--db", "notes.txt"], "not a journal record"),
+        (["journal", "--db", "other.db"], "not a clearance journal"),
+        (["journal", "export", "--db", "missing.db"], "no journal at"),
+        (["journal", "export", "--db", "j.db", "--format", "csv"], "Invalid value"),
+    ],
+)
+def test_cli_bad_input_exits_2(args: list[str], message: str, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("just some notes\n")
+    with sqlite3.connect(tmp_path / "other.db") as db:
+        db.execute("CREATE TABLE things (x)")
+    done = clearance_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_cli_follow_prints_new_calls_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    await SqliteJournal(path).aclose()
+    command = [
+        *_command(),
+        "journal",
+        "--db",
+        str(path),
+        "--follow",
+        "--json",
+        "--interval",
+        "0.05",
+    ]
+    async with await anyio.open_process(command) as follower:
+        assert follower.stdout is not None and follower.stderr is not None
+        lines = BufferedByteReceiveStream(follower.stdout)
+        journal = SqliteJournal(path)
+        async with Harness(registry(), evaluator=evaluator(), journal=journal) as harness:
+            session = await harness.create_session(principal=ALICE)
+            await session.call_tool("t__ok", {"n": 1}, call_id="f1")
+            await session.call_tool("t__denied", {"n": 2}, call_id="f2")
+        with anyio.fail_after(20):
+            rows = [json.loads(await lines.receive_until(b"\n", 1 << 20)) for _ in range(2)]
+        assert [(r["call_id"], r["status"]) for r in rows] == [("f1", "ok"), ("f2", "denied")]
+        follower.send_signal(signal.SIGINT)
+        with anyio.fail_after(20):
+            assert await follower.wait() == 0
+        errors = b"".join([chunk async for chunk in follower.stderr])
+    assert b"Traceback" not in errors
+
+
+def test_no_calls_prints_a_note(tmp_path: Path) -> None:
+    journal = tmp_path / "empty.jsonl"
+    journal.write_text("")
+    done = clearance_cli("journal", "--db", "empty.jsonl", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == "" and "no calls" in done.stderr
+    assert os.path.getsize(journal) == 0  # reading never writes

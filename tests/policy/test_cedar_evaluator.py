@@ -1,0 +1,810 @@
+"""CedarEvaluator: loading and validation at bind, the request mapping, verdicts, reloads."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import cedarpy
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clearance.errors import ConfigError, PolicyError
+from clearance.harness.tools import Tool, ToolRegistry
+from clearance.policy.base import AuthzRequest, Principal, SessionInfo, Verdict
+from clearance.policy.cedar import CedarEvaluator, generate_schema
+
+ALICE = Principal("User", "alice")
+
+
+def _handler(arguments: dict[str, Any], ctx: Any) -> str:
+    return "ok"
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def registry() -> ToolRegistry:
+    reg = ToolRegistry()
+    reg.register(
+        "files",
+        [
+            Tool(
+                "read_file",
+                _handler,
+                input_schema=_object(
+                    {
+                        "path": {"type": "string"},
+                        "offset": {"type": "integer"},
+                        "limit": {"type": "integer"},
+                    },
+                    ["path"],
+                ),
+                read_only=True,
+            ),
+            Tool(
+                "write_file",
+                _handler,
+                input_schema=_object(
+                    {"path": {"type": "string"}, "content": {"type": "string"}},
+                    ["path", "content"],
+                ),
+                annotations={"destructiveHint": True},
+            ),
+        ],
+    )
+    reg.register(
+        "shop",
+        [
+            Tool(
+                "refund",
+                _handler,
+                input_schema=_object(
+                    {
+                        "amount": {"type": "number"},
+                        "count": {"type": "integer"},
+                        "tags": {"type": "array", "items": {"type": "string"}},
+                        "order": {
+                            "type": "object",
+                            "properties": {"id": {"type": "string"}, "rush": {"type": "boolean"}},
+                            "required": ["id"],
+                        },
+                        "note": {"type": ["string", "null"]},
+                    },
+                    ["amount", "count"],
+                ),
+            )
+        ],
+    )
+    return reg
+
+
+REGISTRY = registry()
+
+
+def request(
+    tool: str,
+    arguments: dict[str, Any] | None = None,
+    principal: Principal = ALICE,
+    session: SessionInfo | None = None,
+) -> AuthzRequest:
+    return AuthzRequest(
+        principal,
+        REGISTRY.get(tool).info,
+        arguments if arguments is not None else {"path": "a.txt"},
+        session or SessionInfo("s1", "t1"),
+    )
+
+
+def bound(policies: str, **options: Any) -> CedarEvaluator:
+    evaluator = CedarEvaluator(policies, **options)
+    evaluator.bind(REGISTRY)
+    return evaluator
+
+
+REFUND = {"amount": 12.5, "count": 1}
+
+
+# --- verdicts -------------------------------------------------------------------------------
+
+
+def test_a_permit_allows_and_names_its_policy() -> None:
+    ev = bound('@id("read")\npermit(principal, action in Action::"read_only", resource);')
+    verdict = ev.evaluate(request("files.read_file"))
+    assert verdict.effect == "allow"
+    assert verdict.reasons == ("read",)
+    assert verdict.annotations == {"read": "policy0"}
+    assert verdict.evaluator == "cedar"
+
+
+def test_nothing_permitted_is_denied_with_a_message() -> None:
+    ev = bound('permit(principal, action in Action::"read_only", resource);')
+    verdict = ev.evaluate(request("files.write_file", {"path": "a", "content": ""}))
+    assert verdict.effect == "deny"
+    assert verdict.reasons == ()
+    assert verdict.message == 'no policy permits User::"alice" to call files.write_file'
+
+
+def test_a_policy_without_id_is_named_by_its_cedar_id() -> None:
+    ev = bound("permit(principal, action, resource);")
+    verdict = ev.evaluate(request("files.read_file"))
+    assert verdict.reasons == ("policy0",)
+    assert verdict.annotations == {}
+
+
+def test_ask_when_every_satisfied_permit_asks() -> None:
+    ev = bound(
+        """
+        @id("ask-write") @ask("writes need a human")
+        permit(principal, action == Action::"files.write_file", resource);
+        @id("ask-any") @ask("everything is reviewed")
+        permit(principal, action in Action::"ns:files", resource);
+        """
+    )
+    verdict = ev.evaluate(request("files.write_file", {"path": "a", "content": ""}))
+    assert verdict.effect == "ask"
+    assert set(verdict.reasons) == {"ask-write", "ask-any"}
+    assert verdict.message == "writes need a human; everything is reviewed"
+
+
+def test_any_satisfied_permit_without_ask_allows() -> None:
+    ev = bound(
+        """
+        @id("ask-any") @ask("reviewed")
+        permit(principal, action in Action::"ns:files", resource);
+        @id("reads") permit(principal, action in Action::"read_only", resource);
+        """
+    )
+    verdict = ev.evaluate(request("files.read_file"))
+    assert verdict.effect == "allow"
+    assert set(verdict.reasons) == {"ask-any", "reads"}
+    assert ev.evaluate(request("files.write_file", {"path": "a", "content": ""})).effect == "ask"
+
+
+def test_a_bare_ask_gets_a_default_message() -> None:
+    ev = bound('@id("w") @ask\npermit(principal, action == Action::"files.write_file", resource);')
+    verdict = ev.evaluate(request("files.write_file", {"path": "a", "content": ""}))
+    assert verdict.effect == "ask"
+    assert verdict.message == "approval required by w"
+
+
+def test_a_forbid_beats_an_ask_and_an_allow() -> None:
+    ev = bound(
+        """
+        @id("ok") permit(principal, action, resource);
+        @id("ask") @ask("hm") permit(principal, action, resource);
+        @id("no-dotdot") forbid(principal, action in Action::"ns:files", resource)
+          when { context.input.path like "*..*" };
+        """
+    )
+    verdict = ev.evaluate(request("files.read_file", {"path": "../x"}))
+    assert verdict.effect == "deny"
+    assert verdict.reasons == ("no-dotdot",)
+    assert verdict.message == "forbidden by no-dotdot"
+    assert ev.evaluate(request("files.read_file", {"path": "x"})).effect == "allow"
+
+
+def test_an_erroring_policy_is_skipped_and_recorded() -> None:
+    ev = bound(
+        """
+        @id("overflow") forbid(principal, action == Action::"shop.refund", resource)
+          when { context.input.count * 4611686018427387904 > 0 };
+        @id("ok") permit(principal, action == Action::"shop.refund", resource);
+        """
+    )
+    verdict = ev.evaluate(request("shop.refund", {"amount": 1, "count": 3}))
+    assert verdict.effect == "allow"  # the forbid errored, so Cedar skipped it
+    assert len(verdict.errors) == 1
+    assert verdict.errors[0].startswith("overflow: ")
+    assert "overflow" in verdict.errors[0].split(": ", 1)[1]
+
+
+# --- the request: input, session, tool, principal -----------------------------------------
+
+
+def test_typed_input_is_readable_in_conditions() -> None:
+    ev = bound(
+        """
+        @id("small") permit(principal, action == Action::"shop.refund", resource)
+          when { context.input.amount.lessThanOrEqual(decimal("20.0")) && context.input.count < 5
+                 && !(context.input has tags && context.input.tags.contains("fraud"))
+                 && !(context.input has order && context.input.order has rush
+                      && context.input.order.rush) };
+        """
+    )
+    assert ev.evaluate(request("shop.refund", REFUND)).effect == "allow"
+    assert ev.evaluate(request("shop.refund", {**REFUND, "tags": []})).effect == "allow"
+    assert ev.evaluate(request("shop.refund", {**REFUND, "amount": 20})).effect == "allow"
+    assert ev.evaluate(request("shop.refund", {**REFUND, "amount": 20.0001})).effect == "deny"
+    assert ev.evaluate(request("shop.refund", {**REFUND, "tags": ["fraud"]})).effect == "deny"
+    rush = {**REFUND, "tags": [], "order": {"id": "o1", "rush": True}}
+    assert ev.evaluate(request("shop.refund", rush)).effect == "deny"
+    calm = {**REFUND, "tags": [], "order": {"id": "o1"}}
+    assert ev.evaluate(request("shop.refund", calm)).effect == "allow"
+
+
+def test_null_for_a_nullable_argument_is_absent() -> None:
+    ev = bound(
+        '@id("noted") permit(principal, action == Action::"shop.refund", resource)'
+        " when { context.input has note };"
+    )
+    assert ev.evaluate(request("shop.refund", {**REFUND, "note": "x"})).effect == "allow"
+    assert ev.evaluate(request("shop.refund", {**REFUND, "note": None})).effect == "deny"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        ({"amount": 1, "count": 1.5}, "input.count: expected an integer, got 1.5"),
+        ({"amount": 1, "count": 2**63}, "outside Cedar's Long range"),
+        ({"amount": 1, "count": True}, "input.count: expected an integer, got a boolean"),
+        ({"amount": 0.12345, "count": 1}, "more than 4 decimal places"),
+        ({"amount": 1e15, "count": 1}, "outside Cedar's decimal range"),
+        ({"amount": float("nan"), "count": 1}, "not a finite number"),
+        ({"amount": "1.0", "count": 1}, "input.amount: expected a number, got a string"),
+        ({"amount": 1, "count": 1, "tags": ["ok", 3]}, "input.tags[1]: expected a string"),
+        ({"amount": 1, "count": 1, "order": {"id": "\ud800"}}, "lone surrogate"),
+        ({"amount": 1, "count": 1, "order": {}}, "input.order.id: required value is missing"),
+    ],
+)
+def test_values_that_do_not_fit_their_cedar_type_are_denied(
+    arguments: dict[str, Any], fragment: str
+) -> None:
+    ev = bound(
+        """
+        permit(principal, action == Action::"shop.refund", resource)
+          when { context.input.count > 0 && context.input.amount.greaterThan(decimal("0.0"))
+                 && (context.input has tags ==> true) };
+        permit(principal, action == Action::"shop.refund", resource)
+          when { context.input has tags && context.input.tags.isEmpty() };
+        permit(principal, action == Action::"shop.refund", resource)
+          when { context.input has order && context.input.order.id == "" };
+        """.replace("==> true", "|| true")
+    )
+    verdict = ev.evaluate(request("shop.refund", arguments))
+    assert verdict.effect == "deny"
+    assert verdict.message is not None
+    assert fragment in verdict.message
+    assert verdict.message.startswith("cannot put the call to Cedar")
+
+
+def test_integral_floats_fit_a_long_exactly() -> None:
+    ev = bound(
+        'permit(principal, action == Action::"shop.refund", resource) when { context.input.count == 2 };'
+    )
+    assert ev.evaluate(request("shop.refund", {"amount": 1, "count": 2.0})).effect == "allow"
+
+
+def test_session_and_tool_are_in_the_context() -> None:
+    ev = bound(
+        """
+        @id("session") permit(principal, action == Action::"files.read_file", resource)
+          when { context.session.id == "s1" && context.session has turn && context.session.turn == "t1" };
+        @id("destructive") forbid(principal, action, resource)
+          when { context.tool.annotations has destructiveHint && context.tool.annotations.destructiveHint };
+        @id("mutating") permit(principal, action, resource) when { !context.tool.read_only };
+        """
+    )
+    assert ev.evaluate(request("files.read_file")).reasons == ("session",)
+    other = request("files.read_file", session=SessionInfo("s2"))
+    assert ev.evaluate(other).effect == "deny"
+    write = request("files.write_file", {"path": "a", "content": ""})
+    assert ev.evaluate(write).reasons == ("destructive",)
+    assert ev.evaluate(request("shop.refund", REFUND)).reasons == ("mutating",)
+
+
+def test_a_policy_reading_the_whole_context_sees_all_of_it() -> None:
+    ev = bound(
+        'permit(principal, action == Action::"files.write_file", resource) when '
+        '{ context.input == {"path": "a", "content": "x"} };'
+    )
+    write = request("files.write_file", {"path": "a", "content": "x"})
+    assert ev.evaluate(write).effect == "allow"
+    assert ev.evaluate(request("files.write_file", {"path": "a", "content": "y"})).effect == "deny"
+
+
+def test_resource_attributes_and_namespace_parents() -> None:
+    ev = bound(
+        """
+        @id("files") permit(principal, action, resource in Namespace::"files")
+          when { resource.read_only && resource.namespace == "files" && resource.source == "callback"
+                 && !(resource has server) };
+        @id("refunds") permit(principal, action, resource == Tool::"shop.refund");
+        """
+    )
+    assert ev.evaluate(request("files.read_file")).reasons == ("files",)
+    assert ev.evaluate(request("files.write_file", {"path": "a", "content": ""})).effect == "deny"
+    assert ev.evaluate(request("shop.refund", REFUND)).reasons == ("refunds",)
+
+
+TEAM_SCHEMA = {
+    "entityTypes": {
+        "Team": {},
+        "User": {
+            "memberOfTypes": ["Team"],
+            "shape": {
+                "type": "Record",
+                "attributes": {
+                    "level": {"type": "Long"},
+                    "email": {"type": "String", "required": False},
+                },
+            },
+        },
+        "Agent": {},
+    },
+}
+
+
+def test_principal_attributes_and_parents() -> None:
+    ev = bound(
+        """
+        @id("infra") permit(principal in Team::"infra", action, resource)
+          when { principal.level >= 3 };
+        """,
+        schema=TEAM_SCHEMA,
+    )
+    senior = Principal("User", "alice", {"level": 4, "ignored": "x"}, [("Team", "infra")])
+    junior = Principal("User", "bob", {"level": 1}, [("Team", "infra")])
+    outsider = Principal("User", "carol", {"level": 9})
+    assert ev.evaluate(request("files.read_file", principal=senior)).effect == "allow"
+    assert ev.evaluate(request("files.read_file", principal=junior)).effect == "deny"
+    assert ev.evaluate(request("files.read_file", principal=outsider)).effect == "deny"
+
+
+def test_principals_that_do_not_fit_the_schema_are_denied() -> None:
+    ev = bound("permit(principal, action, resource);", schema=TEAM_SCHEMA)
+    robot = ev.evaluate(request("files.read_file", principal=Principal("Robot", "r2")))
+    assert robot.effect == "deny"
+    assert robot.message is not None and "principal type 'Robot' is not declared" in robot.message
+    missing = ev.evaluate(request("files.read_file", principal=Principal("User", "x")))
+    assert missing.effect == "deny"
+    assert missing.message is not None and "principal.level" in missing.message
+    wrong = ev.evaluate(
+        request("files.read_file", principal=Principal("User", "x", {"level": "hi"}))
+    )
+    assert wrong.effect == "deny"
+    assert (
+        ev.evaluate(request("files.read_file", principal=Principal("Agent", "a"))).effect == "allow"
+    )
+
+
+def test_extra_entities_give_principals_their_groups(tmp_path: Path) -> None:
+    entities = [
+        {
+            "uid": {"type": "User", "id": "alice"},
+            "attrs": {"level": 5},
+            "parents": [{"type": "Team", "id": "infra"}],
+        },
+        {"uid": {"type": "Team", "id": "infra"}, "attrs": {}, "parents": []},
+    ]
+    policies = 'permit(principal in Team::"infra", action, resource) when { principal.level > 2 };'
+    for source in (entities, lambda: entities):
+        ev = bound(policies, schema=TEAM_SCHEMA, entities=source)
+        assert ev.evaluate(request("files.read_file")).effect == "allow"
+        assert (
+            ev.evaluate(
+                request("files.read_file", principal=Principal("User", "bob", {"level": 9}))
+            ).effect
+            == "deny"
+        )
+    path = tmp_path / "entities.json"
+    path.write_text(json.dumps(entities))
+    ev = bound(policies, schema=TEAM_SCHEMA, entities=path)
+    assert ev.evaluate(request("files.read_file")).effect == "allow"
+
+
+def test_entities_that_do_not_fit_the_schema_fail_at_bind() -> None:
+    ev = CedarEvaluator(
+        "permit(principal, action, resource);",
+        schema=TEAM_SCHEMA,
+        entities=[{"uid": {"type": "User", "id": "a"}, "attrs": {"level": "high"}, "parents": []}],
+    )
+    with pytest.raises(ConfigError, match="entities do not fit"):
+        ev.bind(REGISTRY)
+
+
+def test_a_namespace_qualifies_types_and_actions() -> None:
+    ev = bound(
+        'permit(principal is Clearance::User, action in Clearance::Action::"read_only", '
+        'resource is Clearance::Tool) when { context.input.path == "a.txt" };',
+        namespace="Clearance",
+    )
+    assert ev.evaluate(request("files.read_file")).effect == "allow"
+    assert ev.evaluate(request("files.read_file", {"path": "b"})).effect == "deny"
+
+
+def test_unbound_evaluators_and_unknown_tools_deny() -> None:
+    ev = CedarEvaluator("permit(principal, action, resource);")
+    verdict = ev.evaluate(request("files.read_file"))
+    assert verdict.effect == "deny" and "not bound" in (verdict.message or "")
+    small = ToolRegistry()
+    small.register(
+        "files",
+        [
+            Tool(
+                "read_file",
+                _handler,
+                input_schema=_object({"path": {"type": "string"}}, ["path"]),
+                read_only=True,
+            )
+        ],
+    )
+    ev.bind(small)
+    verdict = ev.evaluate(request("shop.refund", REFUND))
+    assert verdict.effect == "deny" and "not in the Cedar schema" in (verdict.message or "")
+
+
+# --- loading: parse and validation errors ---------------------------------------------------
+
+
+def test_a_misspelled_argument_fails_at_load_pointing_at_it(tmp_path: Path) -> None:
+    (tmp_path / "a.cedar").write_text(
+        '@id("reads")\npermit(principal, action in Action::"read_only", resource);\n'
+    )
+    (tmp_path / "b.cedar").write_text(
+        "// writes\n"
+        '@id("no-dotdot")\n'
+        'forbid(principal, action == Action::"files.write_file", resource)\n'
+        "when {\n"
+        '  context.input.pth like "*..*"\n'
+        "};\n"
+    )
+    ev = CedarEvaluator.from_directory(tmp_path)
+    with pytest.raises(PolicyError) as info:
+        ev.bind(REGISTRY)
+    error = info.value
+    assert error.policy_id == "no-dotdot"
+    assert error.path == str(tmp_path / "b.cedar")
+    assert error.line == 5
+    assert "input.pth" in str(error)
+    assert "did you mean `input.path`?" in str(error)
+    assert error.problems == [
+        {
+            "path": str(tmp_path / "b.cedar"),
+            "line": 5,
+            "policy_id": "no-dotdot",
+            "message": error.problems[0]["message"],
+        }
+    ]
+    assert not ev.bound
+
+
+def test_every_problem_is_listed() -> None:
+    ev = CedarEvaluator(
+        [
+            (
+                "p.cedar",
+                '@id("a")\npermit(principal, action == Action::"files.nope", resource);\n'
+                '@id("b")\npermit(principal, action, resource == Tool::"files.reed_file");\n'
+                '@id("c")\npermit(principal, action, resource in Namespace::"fils");\n'
+                '@id("d")\npermit(principal, action, resource) when { principal.level > 1 };\n',
+            )
+        ]
+    )
+    with pytest.raises(PolicyError) as info:
+        ev.bind(REGISTRY)
+    problems = info.value.problems
+    by_policy: dict[object, list[str]] = {}
+    for p in problems:
+        by_policy.setdefault(p["policy_id"], []).append(str(p["message"]))
+    assert set(by_policy) == {"a", "b", "c", "d"}
+    assert any("files.nope" in m for m in by_policy["a"])
+    assert by_policy["b"] == [
+        'Tool::"files.reed_file" is not a registered tool; did you mean Tool::"files.read_file"?'
+    ]
+    assert any('Namespace::"fils"' in m for m in by_policy["c"])
+    assert [p["line"] for p in problems if p["policy_id"] == "b"] == [4]
+    assert all(p["path"] == "p.cedar" for p in problems)
+
+
+def test_unknown_names_in_conditions_are_errors_too() -> None:
+    ev = CedarEvaluator(
+        '@id("x") permit(principal, action, resource) when { resource == Tool::"shell.run" };'
+    )
+    with pytest.raises(PolicyError, match=re.escape('Tool::"shell.run" is not a registered tool')):
+        ev.bind(REGISTRY)
+
+
+def test_a_parse_error_raises_at_construction() -> None:
+    with pytest.raises(PolicyError) as info:
+        CedarEvaluator(
+            [
+                (
+                    "x.cedar",
+                    'permit(principal, action, resource);\n\n@id("b")\npermit(principal action);\n',
+                )
+            ]
+        )
+    assert info.value.path == "x.cedar"
+    assert info.value.line == 3
+    assert info.value.policy_id == "b"
+
+
+def test_a_directory_without_policies_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=re.escape("no *.cedar file")):
+        CedarEvaluator.from_directory(tmp_path)
+    with pytest.raises(ConfigError, match="does not exist"):
+        CedarEvaluator.from_directory(tmp_path / "missing")
+
+
+def test_schema_declarations_from_the_directory(tmp_path: Path) -> None:
+    (tmp_path / "p.cedar").write_text('permit(principal in Team::"infra", action, resource);')
+    (tmp_path / "schema.json").write_text(json.dumps({**TEAM_SCHEMA, "principalTypes": ["User"]}))
+    (tmp_path / "entities.json").write_text(
+        json.dumps(
+            [
+                {
+                    "uid": {"type": "User", "id": "alice"},
+                    "attrs": {"level": 1},
+                    "parents": [{"type": "Team", "id": "infra"}],
+                }
+            ]
+        )
+    )
+    ev = CedarEvaluator.from_directory(tmp_path)
+    ev.bind(REGISTRY)
+    assert ev.schema[""]["actions"]["files.read_file"]["appliesTo"]["principalTypes"] == ["User"]
+    assert ev.evaluate(request("files.read_file")).effect == "allow"
+    (tmp_path / "schema.json").write_text(json.dumps({"actions": {"x": {}}}))
+    with pytest.raises(ConfigError, match="may not declare actions"):
+        CedarEvaluator.from_directory(tmp_path)
+
+
+def test_ungoverned_tools_are_listed_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="clearance.policy.cedar")
+    ev = bound(
+        """
+        permit(principal, action in Action::"read_only", resource);
+        permit(principal, action == Action::"files.write_file", resource == Tool::"shop.refund");
+        forbid(principal, action == Action::"shop.refund", resource);
+        """
+    )
+    assert ev.ungoverned == ("files.write_file", "shop.refund")
+    assert "files.write_file, shop.refund" in caplog.text
+
+
+def test_a_permit_scoped_to_a_namespace_governs_its_tools() -> None:
+    ev = bound('permit(principal, action, resource in Namespace::"files");')
+    assert ev.ungoverned == ("shop.refund",)
+
+
+def test_the_generated_schema_is_exposed() -> None:
+    ev = bound("permit(principal, action, resource);")
+    assert ev.schema == generate_schema(REGISTRY)
+    with pytest.raises(ConfigError):
+        _ = CedarEvaluator("").schema
+
+
+# --- reload and watch -----------------------------------------------------------------------
+
+
+def test_reload_swaps_the_set_and_keeps_it_when_the_new_one_fails(tmp_path: Path) -> None:
+    policy = tmp_path / "p.cedar"
+    policy.write_text('@id("reads") permit(principal, action in Action::"read_only", resource);')
+    ev = CedarEvaluator.from_directory(tmp_path)
+    ev.bind(REGISTRY)
+    write = request("files.write_file", {"path": "a", "content": ""})
+    assert ev.evaluate(write).effect == "deny"
+    policy.write_text('@id("all") permit(principal, action, resource);')
+    ev.reload()
+    assert ev.evaluate(write).reasons == ("all",)
+    policy.write_text(
+        '@id("broken") permit(principal, action, resource) when { context.input.nope };'
+    )
+    with pytest.raises(PolicyError, match="broken"):
+        ev.reload()
+    assert isinstance(ev.last_error, PolicyError)
+    assert ev.evaluate(write).reasons == ("all",)  # the previous set is still in force
+    policy.write_text("permit(principal, action syntax error")
+    with pytest.raises(PolicyError):
+        ev.reload()
+    assert ev.evaluate(write).reasons == ("all",)
+
+
+def test_reload_with_new_text() -> None:
+    ev = bound("forbid(principal, action, resource);")
+    ev.reload('@id("new") permit(principal, action, resource);')
+    assert ev.evaluate(request("files.read_file")).reasons == ("new",)
+
+
+def _touch_later(path: Path, text: str) -> None:
+    path.write_text(text)
+    stamp = time.time() + 5
+    os.utime(path, (stamp, stamp))  # a different mtime even on coarse clocks
+
+
+def test_watch_reloads_changed_files_and_keeps_the_last_good_set(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    policy = tmp_path / "p.cedar"
+    policy.write_text('@id("v1") permit(principal, action, resource);')
+    ev = CedarEvaluator.from_directory(tmp_path, watch=True, watch_interval=0)
+    ev.bind(REGISTRY)
+    assert ev.evaluate(request("files.read_file")).reasons == ("v1",)
+    _touch_later(policy, '@id("v2") permit(principal, action, resource);')
+    assert ev.evaluate(request("files.read_file")).reasons == ("v2",)
+    caplog.set_level(logging.ERROR, logger="clearance.policy.cedar")
+    policy.write_text('@id("v3") permit(principal, action, resource) when { context.nope };')
+    os.utime(policy, (time.time() + 10, time.time() + 10))
+    assert ev.evaluate(request("files.read_file")).reasons == ("v2",)
+    assert isinstance(ev.last_error, PolicyError)
+    assert "keeping the previous set" in caplog.text
+
+
+def test_without_watch_changes_wait_for_reload(tmp_path: Path) -> None:
+    policy = tmp_path / "p.cedar"
+    policy.write_text('@id("v1") permit(principal, action, resource);')
+    ev = CedarEvaluator.from_directory(tmp_path)
+    ev.bind(REGISTRY)
+    _touch_later(policy, '@id("v2") permit(principal, action, resource);')
+    assert ev.evaluate(request("files.read_file")).reasons == ("v1",)
+
+
+# --- the pruned context decides as Cedar does on the full request --------------------------
+
+POLICIES = """
+@id("p1") permit(principal, action == Action::"shop.refund", resource)
+  when { context.input.count < 3 && (context.input has note ==> context.input.note != "x") };
+@id("p2") @ask("big") permit(principal, action in Action::"mutating", resource)
+  when { context.input has tags && context.input.tags.contains("ok") };
+@id("f1") forbid(principal, action == Action::"shop.refund", resource)
+  when { context.input has order && context.input.order has rush && context.input.order.rush };
+@id("f2") forbid(principal, action, resource) when { context.session.id == "blocked" };
+""".replace("==> context.input.note", "&& context.input.note")
+
+refund_args = st.fixed_dictionaries(
+    {"amount": st.integers(-100, 100), "count": st.integers(-5, 5)},
+    optional={
+        "tags": st.lists(st.sampled_from(["ok", "no"]), max_size=3),
+        "order": st.fixed_dictionaries(
+            {"id": st.text(max_size=3)}, optional={"rush": st.booleans()}
+        ),
+        "note": st.sampled_from(["x", "y"]),
+    },
+)
+
+
+def _full_cedar(arguments: dict[str, Any], session: str) -> tuple[str, set[str]]:
+    schema = generate_schema(REGISTRY)
+    order = arguments.get("order")
+    inp: dict[str, Any] = {
+        "amount": {"__extn": {"fn": "decimal", "arg": f"{arguments['amount']}.0"}},
+        "count": arguments["count"],
+    }
+    for key in ("tags", "note"):
+        if key in arguments:
+            inp[key] = arguments[key]
+    if order is not None:
+        inp["order"] = order
+    tools = json.loads(
+        json.dumps(
+            [
+                {
+                    "uid": {"type": "Tool", "id": "shop.refund"},
+                    "attrs": {"namespace": "shop", "read_only": False, "source": "callback"},
+                    "parents": [{"type": "Namespace", "id": "shop"}],
+                }
+            ]
+        )
+    )
+    result = cedarpy.is_authorized(
+        {
+            "principal": {"type": "User", "id": "alice"},
+            "action": {"type": "Action", "id": "shop.refund"},
+            "resource": {"type": "Tool", "id": "shop.refund"},
+            "context": {
+                "input": inp,
+                "session": {"id": session},
+                "tool": {"read_only": False, "annotations": {}},
+            },
+        },
+        POLICIES,
+        tools,
+        schema=json.dumps(schema),
+    )
+    assert not result.diagnostics.errors
+    ids = {f"policy{i}": f"{name}" for i, name in enumerate(["p1", "p2", "f1", "f2"])}
+    return ("allow" if result.allowed else "deny"), {ids[r] for r in result.diagnostics.reasons}
+
+
+@given(arguments=refund_args, session=st.sampled_from(["s1", "blocked"]))
+def test_decisions_match_cedar_on_the_full_schema_checked_request(
+    arguments: dict[str, Any], session: str
+) -> None:
+    ev = _POLICY_EVALUATOR
+    verdict: Verdict = ev.evaluate(request("shop.refund", arguments, session=SessionInfo(session)))
+    decision, reasons = _full_cedar(arguments, session)
+    assert set(verdict.reasons) == reasons
+    assert (verdict.effect == "deny") == (decision == "deny")
+
+
+_POLICY_EVALUATOR = bound(POLICIES)
+
+
+def test_principal_attributes_of_every_declared_kind() -> None:
+    schema = {
+        "entityTypes": {
+            "User": {
+                "shape": {
+                    "type": "Record",
+                    "attributes": {
+                        "manager": {"type": "Entity", "name": "User", "required": False},
+                        "tags": {"type": "Set", "element": {"type": "String"}},
+                        "limit": {"type": "Extension", "name": "decimal"},
+                        "ip": {"type": "Extension", "name": "ipaddr"},
+                        "profile": {"type": "Profile"},
+                    },
+                }
+            }
+        },
+        "commonTypes": {
+            "Profile": {"type": "Record", "attributes": {"senior": {"type": "Boolean"}}}
+        },
+    }
+    ev = bound(
+        """
+        permit(principal, action, resource) when {
+          principal.tags.contains("ops") && principal.limit.lessThan(decimal("5.0"))
+          && principal.ip.isLoopback() && principal.profile.senior
+          && principal has manager && principal.manager == User::"bob"
+        };
+        """,
+        schema=schema,
+    )
+    attrs = {
+        "tags": ["ops"],
+        "limit": 1.5,
+        "ip": "127.0.0.1",
+        "profile": {"senior": True},
+        "manager": 'User::"bob"',
+    }
+    alice = Principal("User", "alice", attrs)
+    assert ev.evaluate(request("files.read_file", principal=alice)).effect == "allow"
+    junior = Principal("User", "alice", {**attrs, "profile": {"senior": False}})
+    assert ev.evaluate(request("files.read_file", principal=junior)).effect == "deny"
+    wrong = Principal("User", "alice", {**attrs, "manager": 'Team::"x"'})
+    verdict = ev.evaluate(request("files.read_file", principal=wrong))
+    assert verdict.effect == "deny"
+    assert "expected a User entity" in (verdict.message or "")
+
+
+def test_reading_an_untyped_argument_says_why() -> None:
+    reg = ToolRegistry()
+    schema = {
+        "type": "object",
+        "properties": {"meta": {"type": "object", "additionalProperties": {"type": "string"}}},
+    }
+    reg.register("app", [Tool("act", _handler, input_schema=schema)])
+    ev = CedarEvaluator(
+        '@id("m") permit(principal, action, resource) when { context.input.meta == "" };'
+    )
+    with pytest.raises(PolicyError) as info:
+        ev.bind(reg)
+    assert "`input.meta` has no Cedar type" in str(info.value)
+
+
+def test_mcp_tools_carry_their_server() -> None:
+    reg = ToolRegistry()
+    schema = {"type": "object", "properties": {"title": {"type": "string"}}}
+    reg.register(
+        "github", [Tool("create_issue", _handler, input_schema=schema, source="mcp", server="gh")]
+    )
+    ev = CedarEvaluator(
+        '@id("gh") permit(principal, action in Action::"ns:github", resource)'
+        ' when { resource.source == "mcp" && resource has server && resource.server == "gh" };'
+    )
+    ev.bind(reg)
+    call = AuthzRequest(ALICE, reg.get("github.create_issue").info, {"title": "x"}, SessionInfo("s"))
+    assert ev.evaluate(call).reasons == ("gh",)

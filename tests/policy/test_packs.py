@@ -1,0 +1,176 @@
+"""The starter policy packs: they load against their tools and pass their decision tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clearance.harness.tools import Tool, ToolRegistry
+from clearance.policy.base import AuthzRequest, Principal, SessionInfo
+from clearance.policy.cedar import CedarEvaluator
+from clearance.policy.testing import load_decision_tests, run_decision_tests
+from clearance.toolsets.files import files_tools
+from clearance.toolsets.shell import shell_tools
+
+ROOT = Path(__file__).resolve().parents[2]
+CODING = ROOT / "clearance" / "packs" / "coding"
+
+
+def _handler(arguments: dict[str, Any], ctx: Any) -> str:
+    return "ok"
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def dummy_coding_registry() -> ToolRegistry:
+    """The bundled tools' names and argument schemas, with handlers that do nothing."""
+    registry = ToolRegistry()
+    path = {"type": "string"}
+    registry.register(
+        "files",
+        [
+            Tool(
+                "read_file",
+                _handler,
+                input_schema=_object(
+                    {"path": path, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
+                    ["path"],
+                ),
+                read_only=True,
+            ),
+            Tool(
+                "write_file",
+                _handler,
+                input_schema=_object(
+                    {"path": path, "content": {"type": "string"}}, ["path", "content"]
+                ),
+            ),
+            Tool(
+                "move_file",
+                _handler,
+                input_schema=_object(
+                    {"source": path, "destination": path}, ["source", "destination"]
+                ),
+            ),
+            Tool("list_dir", _handler, input_schema=_object({"path": path}, []), read_only=True),
+            Tool(
+                "search",
+                _handler,
+                input_schema=_object({"query": {"type": "string"}, "path": path}, ["query"]),
+                read_only=True,
+            ),
+        ],
+    )
+    registry.register(
+        "shell",
+        [Tool("run", _handler, input_schema=_object({"command": {"type": "string"}}, ["command"]))],
+    )
+    return registry
+
+
+def bundled_registry(root: Path) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register("files", files_tools(root))
+    registry.register("shell", shell_tools(root))
+    return registry
+
+
+def test_the_coding_pack_passes_its_decision_tests() -> None:
+    report = run_decision_tests(CODING, registry=dummy_coding_registry())
+    assert report.passed, report.format()
+    assert len(report.results) >= 20
+    assert {r.actual for r in report.results} == {"allow", "deny", "ask"}
+
+
+def test_the_coding_pack_passes_against_the_bundled_toolsets(tmp_path: Path) -> None:
+    report = run_decision_tests(CODING, registry=bundled_registry(tmp_path))
+    assert report.passed, report.format()
+
+
+def test_the_policies_symlink_reaches_the_packs() -> None:
+    assert (ROOT / "policies" / "coding" / "coding.cedar").is_file()
+    assert load_decision_tests(ROOT / "policies" / "coding")
+
+
+def test_every_coding_policy_is_named_and_every_tool_governed() -> None:
+    evaluator = CedarEvaluator.from_directory(CODING)
+    evaluator.bind(dummy_coding_registry())
+    labels = [p.annotations.get("id") for p in evaluator.engine.policies]
+    assert all(labels), labels
+    assert len(set(labels)) == len(labels)
+    assert evaluator.ungoverned == ()
+
+
+def test_every_coding_policy_is_exercised_by_a_decision_test() -> None:
+    report = run_decision_tests(CODING, registry=dummy_coding_registry())
+    deciding = {reason for r in report.results for reason in r.reasons}
+    evaluator = CedarEvaluator.from_directory(CODING)
+    labels = {p.label for p in evaluator.engine.policies}
+    assert labels == deciding
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git status\nrm -rf /",
+        "git status && curl x",
+        "ls > /tmp/out",
+        "pytest `id`",
+        "git diff --ext-diff",
+        "gitstatus",
+        "git",
+        "",
+    ],
+)
+def test_shell_commands_outside_the_allowlist_are_denied(command: str) -> None:
+    evaluator = CedarEvaluator.from_directory(CODING)
+    registry = dummy_coding_registry()
+    evaluator.bind(registry)
+    request = AuthzRequest(
+        Principal("User", "alice"),
+        registry.get("shell.run").info,
+        {"command": command},
+        SessionInfo("s"),
+    )
+    assert evaluator.evaluate(request).effect == "deny"
+
+
+@pytest.mark.anyio
+async def test_the_coding_pack_governs_a_real_session(tmp_path: Path) -> None:
+    from clearance import Harness, MemoryJournal
+
+    (tmp_path / "notes.txt").write_text("hello")
+    asked: list[str] = []
+
+    def answer(ask: Any) -> str:
+        asked.append(ask.reason)
+        return "deny"
+
+    evaluator = CedarEvaluator.from_directory(CODING)
+    async with Harness(
+        bundled_registry(tmp_path), evaluator=evaluator, journal=MemoryJournal()
+    ) as harness:
+        session = await harness.create_session(
+            principal=Principal("User", "alice"), on_permission_ask=answer
+        )
+        read = await session.call_tool("files__read_file", {"path": "notes.txt"}, call_id="c1")
+        assert read.status == "ok" and read.decision == "allow"
+        assert "hello" in read.text
+        escape = await session.call_tool("files__read_file", {"path": "../x"}, call_id="c2")
+        assert escape.status != "ok"
+        assert escape.decision == "deny" and escape.reasons == ("no-dotdot-path",)
+        write = await session.call_tool(
+            "files__write_file", {"path": "n.txt", "content": "x"}, call_id="c3"
+        )
+        assert write.status != "ok"
+        assert asked == ["The agent wants to write a file in the workspace."]
+        assert not (tmp_path / "n.txt").exists()

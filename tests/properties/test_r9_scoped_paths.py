@@ -1,0 +1,163 @@
+"""R9 scoped paths: a path checked by PathScope never resolves outside its root.
+
+Trees of directories, files and symlinks (relative, absolute, dangling, looping, leading
+in and out of the root) are built on disk for every example; generated path strings mix
+``..``, ``//``, absolute paths, unicode, NUL and ``~``. Whatever PathScope accepts must
+land inside the root by three independent measures: the kernel (``os.stat`` of the
+deepest existing ancestor), the standard library (``os.path.realpath``), and what
+``PathScope.open`` actually opens or creates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clearance.guardrails import PathScope, PathScopeError
+
+NAMES = ["a", "b", "link", "ж", "sp ace", "f.txt"]
+# Present in every tree, so that paths through escaping links are common.
+BASELINE = [("", "a", "dir", ""), ("", "esc", "link", "{outside}"),
+            ("a", "up", "link", "../../outside/f.txt"), ("", "in", "link", "a"),
+            ("", "dangle", "link", "{outside}/new.txt"), ("a", "chain", "link", "../esc")]  # fmt: skip
+PARENTS = ["", "a", "a/b", "b", "ж"]
+TARGETS = [
+    ".", "..", "../..", "../outside", "../../outside/f.txt", "a", "../a", "b/../..", "a/b",
+    "link", "missing", "missing/../..", "/", "{root}", "{root}/a", "{outside}",
+    "{outside}/f.txt", "{outside}/new.txt", "{outside}/../root/a",
+]  # fmt: skip
+COMPONENTS = ["a", "b", "link", "ж", "sp ace", "f.txt", "new", "..", ".", "", "~", "x\x00y",
+              "outside", "root", "esc", "up", "in", "dangle", "chain"]  # fmt: skip
+
+Op = tuple[str, str, str, str]  # (parent, name, kind, link target)
+
+trees = st.lists(
+    st.tuples(
+        st.sampled_from(PARENTS),
+        st.sampled_from(NAMES),
+        st.sampled_from(["dir", "file", "link"]),
+        st.sampled_from(TARGETS),
+    ),
+    max_size=14,
+)
+paths = st.one_of(
+    st.text(max_size=16),
+    st.builds(
+        lambda lead, parts, sep: lead + sep.join(parts),
+        st.sampled_from(["", "", "/", "./", "//", "~/"]),
+        st.lists(st.sampled_from(COMPONENTS), min_size=1, max_size=5),
+        st.sampled_from(["/", "/", "//"]),
+    ),
+    st.builds(
+        lambda parts: "/".join(parts),
+        st.lists(st.sampled_from(COMPONENTS[:6] + COMPONENTS[14:]), min_size=1, max_size=4),
+    ),
+)
+
+
+@contextlib.contextmanager
+def workspace(ops: list[Op]) -> Iterator[tuple[str, str]]:
+    """``(root, outside)`` directories with ``ops`` applied inside the root."""
+    with tempfile.TemporaryDirectory() as base:
+        base = os.path.realpath(base)
+        root, outside = os.path.join(base, "root"), os.path.join(base, "outside")
+        os.mkdir(root)
+        os.mkdir(outside)
+        with open(os.path.join(outside, "f.txt"), "w") as f:
+            f.write("outside\n")
+        for parent, name, kind, target in BASELINE + ops:
+            directory = os.path.join(root, parent)
+            path = os.path.join(directory, name)
+            if not os.path.isdir(directory) or os.path.islink(directory):
+                continue
+            if os.path.lexists(path):
+                continue
+            if kind == "dir":
+                os.mkdir(path)
+            elif kind == "file":
+                with open(path, "w") as f:
+                    f.write("inside\n")
+            else:
+                os.symlink(target.format(root=root, outside=outside), path)
+        yield root, outside
+
+
+def inside_inodes(root: str) -> set[tuple[int, int]]:
+    """Every directory and file in the tree under root, found without following links."""
+    st_root = os.stat(root)
+    found = {(st_root.st_dev, st_root.st_ino)}
+    for directory, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            info = os.lstat(os.path.join(directory, name))
+            if not stat.S_ISLNK(info.st_mode):
+                found.add((info.st_dev, info.st_ino))
+    return found
+
+
+def deepest_existing(root: str, path: str) -> os.stat_result:
+    """What the kernel reaches for the longest prefix of ``path`` that exists."""
+    parts = [p for p in path.split("/") if p]
+    for k in range(len(parts), -1, -1):
+        with contextlib.suppress(OSError):
+            return os.stat(os.path.join(root, *parts[:k]))
+    raise AssertionError("the root itself must exist")
+
+
+def under(root: str, real: str) -> bool:
+    return real == root or real.startswith(root + os.sep)
+
+
+@given(ops=trees, path=paths)
+def test_r9_an_accepted_path_resolves_inside_the_root(ops: list[Op], path: str) -> None:
+    with workspace(ops) as (root, _):
+        scope = PathScope(root)
+        inodes = inside_inodes(root)
+        accepted = scope.allows(path)
+        lexical_ok = (
+            bool(path)
+            and "\x00" not in path
+            and not path.startswith(("/", "~"))
+            and ".." not in path.split("/")
+        )
+        if accepted:
+            assert lexical_ok
+            info = deepest_existing(root, path)
+            assert (info.st_dev, info.st_ino) in inodes, "the kernel reaches outside"
+            assert under(root, os.path.realpath(os.path.join(root, path)))
+            assert under(root, str(scope.resolve(path)))
+        else:
+            try:
+                scope.resolve(path)
+            except PathScopeError:
+                pass
+            else:
+                raise AssertionError("resolve() accepted what the check refused")
+        # The check refuses no more than it must: for a path without lexical problems it
+        # agrees with the standard library's resolution.
+        if lexical_ok and os.fsencode(path) == path.encode("utf-8", "surrogateescape"):
+            expected = under(root, os.path.realpath(os.path.join(root, path)))
+            assert accepted == expected
+
+
+@given(ops=trees, path=paths, write=st.booleans())
+def test_r9_open_never_touches_anything_outside(ops: list[Op], path: str, write: bool) -> None:
+    with workspace(ops) as (root, outside):
+        scope = PathScope(root)
+        before = sorted(os.listdir(outside))
+        try:
+            f = scope.open(path, "a" if write else "r", make_parents=write)
+        except (OSError, ValueError):
+            pass  # refused, missing, a directory...: nothing opened
+        else:
+            with f:
+                info = os.fstat(f.fileno())
+                assert (info.st_dev, info.st_ino) in inside_inodes(root)
+        assert sorted(os.listdir(outside)) == before
+        with open(os.path.join(outside, "f.txt")) as g:
+            assert g.read() == "outside\n"
