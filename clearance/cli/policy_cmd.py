@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -27,9 +27,8 @@ from clearance.cli.run_cmd import (
 )
 from clearance.config import Config, build_evaluator, build_guardrails, build_registry
 from clearance.errors import ConfigError, PolicyError
-from clearance.harness.approvals import MemoryGrantStore, PermissionAsk
 from clearance.harness.journal import MemoryJournal
-from clearance.harness.tools import CallContext, Tool, ToolRegistry
+from clearance.harness.tools import ToolRegistry
 from clearance.policy.base import AuthorityEvaluator, Principal
 
 if TYPE_CHECKING:
@@ -333,36 +332,6 @@ def _expected_actual(result: CaseResult) -> str:
 # --- explain ---------------------------------------------------------------------------------
 
 
-def _never_run(arguments: dict[str, Any], ctx: CallContext) -> str:
-    return ""
-
-
-def _inert_registry(registry: ToolRegistry) -> ToolRegistry:
-    """The same tools (names, schemas, flags) with handlers that do nothing, so the real
-    pipeline can decide a call without anything being run."""
-    by_namespace: dict[str, list[Tool]] = {}
-    for tool in registry:
-        by_namespace.setdefault(tool.namespace, []).append(
-            Tool(
-                tool.name,
-                _never_run,
-                description=tool.description,
-                input_schema=tool.input_schema,
-                read_only=tool.read_only,
-                concurrency=tool.concurrency,
-                timeout=tool.timeout,
-                sensitive=tool.sensitive,
-                annotations=tool.annotations,
-                source=tool.source,
-                server=tool.server,
-            )
-        )
-    inert = ToolRegistry()
-    for namespace, tools in by_namespace.items():
-        inert.register(namespace, tools)
-    return inert
-
-
 async def explain_call(
     registry: ToolRegistry,
     evaluator: AuthorityEvaluator,
@@ -374,10 +343,8 @@ async def explain_call(
     max_argument_bytes: int = 1 << 20,
 ) -> dict[str, Any]:
     """Decide one call with the real pipeline stages (schema, argument guardrails,
-    evaluator), without asking anyone and without running the tool.
-
-    The pipeline runs over a copy of the registry whose handlers do nothing, with a
-    memory journal and an empty grant store; an ask is recorded and answered ``deny``.
+    evaluator) through ``Harness.decide``: nothing runs, nobody is asked, nothing is
+    journaled, and grants are not consulted.
 
     Args:
         registry: the tools (their schemas and flags are what matters).
@@ -390,44 +357,36 @@ async def explain_call(
 
     Returns:
         ``decision`` (``allow``, ``deny``, ``ask``, ``blocked``, ``invalid`` or ``error``),
-        ``stage`` (``schema``, ``guardrail`` or ``evaluator``) and the ``call_decided``
-        record as ``record``.
+        ``stage`` (``schema``, ``guardrail`` or ``evaluator``) and the explanation as
+        ``record`` (the shape of a ``call_decided`` record).
     """
     from clearance.harness.session import Harness
 
-    asked: list[PermissionAsk] = []
-
-    def hold(ask: PermissionAsk) -> Literal["deny"]:
-        asked.append(ask)
-        return "deny"  # explain never grants: it only reports that the call would ask
-
-    journal = MemoryJournal()
     harness = Harness(
-        _inert_registry(registry),
+        registry,
         evaluator=evaluator,
         argument_guardrails=argument_guardrails,
-        journal=journal,
-        grant_store=MemoryGrantStore(),
+        journal=MemoryJournal(),
         max_argument_bytes=max_argument_bytes,
     )
     async with harness:
-        session = await harness.create_session(principal=principal, on_permission_ask=hold)
-        await session.call_tool(tool, arguments, call_id="explain", turn_id="explain")
-    record = next(e.data for e in journal.events(call_id="explain") if e.type == "call_decided")
-    verdict = record.get("verdict") or {}
-    stage = record.get("stage")
-    if record.get("outcome") == "dispatched":
-        decision, stage = "allow", "evaluator"
-    elif stage == "ask":
-        decision = "ask"
+        decided = await harness.decide(principal=principal, tool=tool, arguments=arguments)
+    verdict = decided.verdict or {}
+    stage = decided.stage
+    if stage == "ask":
         stage = "evaluator" if verdict.get("effect") == "ask" else "guardrail"
-    elif stage == "evaluator":
-        decision = "error" if record.get("decision") == "error" else "deny"
-    elif stage == "guardrail":
-        decision = "blocked"
-    else:
-        decision = "invalid"
-    return {"decision": decision, "stage": stage, "record": record}
+    elif stage in ("resolve", "call_id"):
+        stage = "schema"
+    record = {
+        "qualified_name": decided.qualified_name,
+        "verdict": decided.verdict,
+        "guardrails": decided.guardrails,
+        "schema": decided.schema,
+        "message": decided.message,
+        "ask": {"reason": decided.message} if decided.outcome == "ask" else None,
+        "timing_us": decided.timing_us,
+    }
+    return {"decision": decided.outcome, "stage": stage, "record": record}
 
 
 def _parse_args(ctx: click.Context, param: click.Parameter, value: str) -> Any:
