@@ -111,9 +111,17 @@ def cases(root: str) -> list[tuple[str, str, Callable[[], Any]]]:
     return [
         ("PathScope", "path argument (file exists)", lambda: scope.check(arguments, CTX)),
         ("  comparison", "os.path.realpath + prefix test", naive_path),
-        ("SecretScanner", "arguments: path + 2 KB text", lambda: secrets_args.check(arguments, CTX)),
+        (
+            "SecretScanner",
+            "arguments: path + 2 KB text",
+            lambda: secrets_args.check(arguments, CTX),
+        ),
         ("SecretScanner", "result: 2 KB text block", lambda: secrets_result.check(result, CTX)),
-        ("SecretScanner", "redact: 2 KB with a token", lambda: secrets_redact.check(with_secret, CTX)),
+        (
+            "SecretScanner",
+            "redact: 2 KB with a token",
+            lambda: secrets_redact.check(with_secret, CTX),
+        ),
         ("  comparison", "one combined regex, 2 KB", lambda: naive.search(text)),
         ("PiiRedactor", "result: 2 KB text block", lambda: pii.check(result, CTX)),
         ("UrlAllowlist", "arguments: path + 2 KB text", lambda: urls.check(arguments, CTX)),

@@ -95,6 +95,30 @@ async def measure(
     return latencies
 
 
+async def throughput(
+    sinks: dict[str, Callable[[], Journal]], sessions: int, calls: int
+) -> dict[str, float]:
+    """Wall-clock microseconds per call with ``sessions`` sessions calling at once (the
+    writer then commits several calls' records together)."""
+    per_call: dict[str, float] = {}
+    for name, make in sinks.items():
+        async with Harness(
+            registry(), evaluator=LocalEvaluator(allow=["files.*"]), journal=make()
+        ) as harness:
+
+            async def worker(w: int, harness: Harness = harness) -> None:
+                session = await harness.create_session(principal=Principal("User", "bench"))
+                for i in range(calls // sessions):
+                    await session.call_tool("files__read_file", {"path": "a"}, call_id=f"{i}")
+
+            t0 = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for w in range(sessions):
+                    tg.start_soon(worker, w)
+            per_call[name] = (time.perf_counter() - t0) / (calls // sessions * sessions) * 1e6
+    return per_call
+
+
 def parts() -> list[tuple[str, float]]:
     """Microseconds per operation for the pieces of the write path."""
     data: dict[str, Any] = {
@@ -157,22 +181,32 @@ def main() -> None:
     parser.add_argument(
         "--full", action="store_true", help='also SqliteJournal(durability="full") (fsyncs)'
     )
+    parser.add_argument(
+        "--sessions", type=int, default=16, help="sessions calling at once (default 16)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = Path(tmp)
-        sinks: dict[str, Callable[[], Journal]] = {
+    def sinks(directory: Path) -> dict[str, Callable[[], Journal]]:
+        directory.mkdir()
+        made: dict[str, Callable[[], Journal]] = {
             "MemoryJournal": MemoryJournal,
             "SqliteJournal (normal, default)": lambda: SqliteJournal(directory / "normal.db"),
             "SqliteJournal (off)": lambda: SqliteJournal(directory / "off.db", durability="off"),
             "JsonlJournal (normal)": lambda: JsonlJournal(directory / "normal.jsonl"),
         }
         if args.full:
-            sinks["SqliteJournal (full)"] = lambda: SqliteJournal(
+            made["SqliteJournal (full)"] = lambda: SqliteJournal(
                 directory / "full.db", durability="full"
             )
-        latencies = anyio.run(measure, sinks, args.calls, args.block)
+        return made
+
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        latencies = anyio.run(measure, sinks(directory / "sequential"), args.calls, args.block)
+        concurrent = anyio.run(
+            throughput, sinks(directory / "concurrent"), args.sessions, args.calls
+        )
 
     base = latencies["MemoryJournal"]
     base_p50, base_p99 = statistics.median(base), percentile(base, 0.99)
@@ -191,7 +225,16 @@ def main() -> None:
         )
     micro = parts()
     if args.json:
-        print(json.dumps({"per_call": results, "write_path_us": dict(micro)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "per_call": results,
+                    "concurrent_us_per_call": concurrent,
+                    "write_path_us": dict(micro),
+                },
+                indent=2,
+            )
+        )
         return
     print(f"Per call through the pipeline ({args.calls} calls per sink, interleaved blocks)\n")
     print(
@@ -208,6 +251,14 @@ def main() -> None:
                 ]
                 for r in results
             ],
+        )
+    )
+    base_c = concurrent["MemoryJournal"]
+    print(f"\n{args.sessions} sessions calling at once ({args.calls} calls per sink)\n")
+    print(
+        table(
+            ["sink", "wall us per call", "added us"],
+            [[name, f"{us:.1f}", f"{us - base_c:+.1f}"] for name, us in concurrent.items()],
         )
     )
     print("\nThe write path's pieces\n")

@@ -5,6 +5,8 @@ validation, argument guardrails, an authority evaluator, a permission ask when n
 then dispatch under limits, then result guardrails; every step is journaled.
 """
 
+from typing import TYPE_CHECKING
+
 from clearance.errors import (
     AskError,
     ClearanceError,
@@ -67,6 +69,7 @@ __all__ = [
     "Journal",
     "JournalError",
     "JournalEvent",
+    "JsonlJournal",
     "MemoryGrantStore",
     "MemoryJournal",
     "PermissionAsk",
@@ -82,6 +85,7 @@ __all__ = [
     "ScriptedProvider",
     "Session",
     "SqliteGrantStore",
+    "SqliteJournal",
     "Tool",
     "ToolCallRequest",
     "ToolImageResult",
@@ -90,6 +94,10 @@ __all__ = [
     "UnknownToolError",
     "__version__",
 ]
+
+
+if TYPE_CHECKING:
+    from clearance.harness.journal import JsonlJournal, SqliteJournal
 
 
 def __getattr__(name: str) -> object:

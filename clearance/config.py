@@ -463,7 +463,16 @@ class _Loader:
     # -- sections -------------------------------------------------------------------------
 
     def load(self, data: dict[str, Any]) -> Config:
-        self.table(data, (), ("evaluator", "guardrails", "journal", "approvals", "limits", "tools"))
+        # [gateway] and [[mcp_servers]] belong to the gateway (clearance.mcp.gateway), which
+        # reads them from the same file.
+        self.table(
+            data,
+            (),
+            (
+                *("evaluator", "guardrails", "journal", "approvals", "limits", "tools"),
+                *("gateway", "mcp_servers"),
+            ),
+        )
         if "evaluator" not in data:
             raise ConfigError(
                 'no [evaluator] table: choose kind = "cedar", "local" or "noop"',

@@ -6,9 +6,13 @@ TOOLS = ["files.read_file", "files.write_file", "files.list_dir", "shell.run"]
 SEGMENTS = ["src", "docs", "..", "a", "b.py", ".env", "x y", "*"]
 
 paths = st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=4).map("/".join)
-commands = st.lists(st.sampled_from(["git", "status", "push", "ls", "rm", "-rf", "/"]), min_size=1, max_size=3).map(" ".join)
+commands = st.lists(
+    st.sampled_from(["git", "status", "push", "ls", "rm", "-rf", "/"]), min_size=1, max_size=3
+).map(" ".join)
 
-globs = st.lists(st.sampled_from(["src", "docs", "*", "**", "a", "*.py", ".env"]), min_size=1, max_size=3).map("/".join)
+globs = st.lists(
+    st.sampled_from(["src", "docs", "*", "**", "a", "*.py", ".env"]), min_size=1, max_size=3
+).map("/".join)
 
 
 @st.composite

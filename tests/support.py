@@ -52,9 +52,19 @@ def coding_registry(recorder: Recorder) -> ToolRegistry:
     registry.register(
         "files",
         [
-            Tool("read_file", recorder.handler("files.read_file"), input_schema=PATH_SCHEMA, read_only=True),
+            Tool(
+                "read_file",
+                recorder.handler("files.read_file"),
+                input_schema=PATH_SCHEMA,
+                read_only=True,
+            ),
             Tool("write_file", recorder.handler("files.write_file"), input_schema=WRITE_SCHEMA),
-            Tool("list_dir", recorder.handler("files.list_dir"), input_schema=PATH_SCHEMA, read_only=True),
+            Tool(
+                "list_dir",
+                recorder.handler("files.list_dir"),
+                input_schema=PATH_SCHEMA,
+                read_only=True,
+            ),
         ],
     )
     registry.register(

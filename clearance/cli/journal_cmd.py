@@ -13,7 +13,8 @@ The export is the corpus format ``clearance replay`` reads, one call per line::
 
     {"principal": "User::\\"alice\\"", "tool": "files.read_file", "arguments": {...},
      "decision": "allow", "expected": "allow", "reasons": [...], "outcome": "ok",
-     "session_id": "...", "call_id": "...", "turn_id": null, "ts": 1767225600.0}
+     "id": "<session>/<call>", "group": "<session>", "session_id": "...", "call_id": "...",
+     "turn_id": null, "ts": 1767225600.0}
 
 ``arguments`` is ``null`` when any value was withheld (the journal never had it).
 ``expected`` is the decision taken, so a replay reports every call whose decision flips;
@@ -41,7 +42,7 @@ from clearance.harness.journal import JournalEvent, read_journal
 __all__ = ["CallRow", "calls_from_events", "corpus_record", "journal"]
 
 DEFAULT_DB = "clearance.db"
-_CALL_TYPES = ("call_decided", "tool_finished")
+_CALL_TYPES = ("call_decided", "tool_started", "tool_finished")
 _HEADERS = ("time", "principal", "tool", "decision", "policies", "status", "duration")
 
 
@@ -61,7 +62,8 @@ class CallRow:
     decision: str | None
     reasons: list[str]
     status: str
-    """How the call ended (``ok``, ``denied``...), or ``running`` while it has no end."""
+    """How the call ended (``ok``, ``denied``...); ``running`` while a started call has no
+    end; ``not started`` for an allowed call whose start is not (or not yet) recorded."""
     decision_us: int | None
     run_us: int | None = None
     arguments: dict[str, Any] | None = None
@@ -131,7 +133,9 @@ class _Calls:
                 tool=str(data.get("qualified_name") or data.get("tool") or "?"),
                 decision=data.get("decision"),
                 reasons=[str(r) for r in data.get("reasons") or ()],
-                status="running" if outcome == "dispatched" else outcome,
+                # A dispatched call runs once its start is recorded; until then (or for
+                # good, when the journal failed to record the start) it has not started.
+                status="not started" if outcome == "dispatched" else outcome,
                 decision_us=timing.get("total"),
                 arguments=None if withheld or not isinstance(arguments, dict) else arguments,
                 withheld=withheld,
@@ -144,11 +148,18 @@ class _Calls:
                 return None
             row.finished = True
             return row
+        if event.type == "tool_started":
+            started = self._running.get((event.session_id, event.call_id))
+            if started is not None:
+                started.status = "running"
+            return None
         if event.type == "tool_finished":
             row_or_none = self._running.pop((event.session_id, event.call_id), None)
             if row_or_none is None:
                 return None
             row_or_none.status = str(data.get("status") or "unknown")
+            if data.get("result_blocked"):  # the handler ran; the model saw "blocked"
+                row_or_none.status = "result blocked"
             row_or_none.run_us = data.get("duration_us")
             row_or_none.message = data.get("message") or row_or_none.message
             row_or_none.finished = True
@@ -158,7 +169,7 @@ class _Calls:
 
 def calls_from_events(events: Iterable[JournalEvent]) -> list[CallRow]:
     """One row per call (in the order the calls were decided), from records in ``seq``
-    order. A call with no end yet has status ``running``."""
+    order. A started call with no end yet has status ``running``."""
     calls = _Calls()
     for event in events:
         calls.feed(event)
@@ -178,6 +189,8 @@ def corpus_record(row: CallRow) -> dict[str, Any]:
     record.update(
         reasons=row.reasons,
         outcome=row.status,
+        id=f"{row.session_id}/{row.call_id}",
+        group=row.session_id,
         session_id=row.session_id,
         call_id=row.call_id,
         turn_id=row.turn_id,

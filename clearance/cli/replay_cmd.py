@@ -423,14 +423,15 @@ def suggest_command(
             }
         )
     else:
+        mark = "//" if fmt == "cedar" else "#"
         click.echo(
-            f"// {len(suggestions.suggestions)} suggestion(s) from {len(calls)} allowed call(s) "
+            f"{mark} {len(suggestions.suggestions)} suggestion(s) from {len(calls)} allowed call(s) "
             f"in {source} ({kind}; {left_out} line(s) not allowed or withheld)"
         )
         click.echo(text.rstrip("\n"))
         click.echo("")
         click.echo(
-            f"// replayed the {check.calls} source call(s): {allowed} allowed"
+            f"{mark} replayed the {check.calls} source call(s): {allowed} allowed"
             + (f", {', '.join(not_allowed)}" if not_allowed else "")
         )
     if allowed < check.calls:

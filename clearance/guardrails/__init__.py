@@ -11,7 +11,7 @@ The contract (:class:`GuardrailOutcome`, :class:`ArgumentGuardrail`,
 - :class:`Pattern`: regex allow/deny lists on fields (``.for_results()`` too).
 """
 
-from clearance.guardrails._scan import Detector, Finding
+from clearance.guardrails._scan import Finding
 from clearance.guardrails.base import (
     ArgumentGuardrail,
     Guardrail,
@@ -35,7 +35,6 @@ __all__ = [
     "ArgumentGuardrail",
     "ArgumentPiiRedactor",
     "ArgumentSecretScanner",
-    "Detector",
     "Finding",
     "Guardrail",
     "GuardrailContext",

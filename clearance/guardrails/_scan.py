@@ -29,6 +29,12 @@ _MARKER = re.compile(r"\[REDACTED(?::[A-Za-z0-9_.-]+)?\]")
 _MARKER_HINT = "[REDACTED"
 _MAX_LISTED = 5
 _GATE_BELOW = 256
+# The words of the result envelope and content blocks: in every result, and nothing the
+# built-in detectors could find, so not worth running the gate on each time.
+_PLAIN = frozenset(
+    {"content", "structured_content", "is_error", "type", "text", "image", "audio",
+     "resource", "resource_link", "mimeType", "data", "uri", "name", "title"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +65,14 @@ class Detector:
     regex: re.Pattern[str]
     """What to find."""
     starts: tuple[str, ...] = ()
-    """Literals every match starts with (lower-case if ``regex`` ignores case). When
-    given, the regex is tried only where one of them occurs, found with ``str.find``:
-    far cheaper than letting the regex engine try every position, which it does as soon
-    as a pattern opens with a look-behind or a case-insensitive alternation. Detectors of
-    one scanner that share a literal share its search."""
+    """Literals every match starts with (compared case-insensitively if ``regex`` ignores
+    case). When given, the regex is tried only where one of them occurs: far cheaper than
+    letting the regex engine scan, which tries every position as soon as a pattern opens
+    with a look-behind or ignores case. Detectors of one scanner share these searches.
+    Without ``starts`` the regex scans the whole text."""
     offset: int = 0
-    """How many characters before the literal in ``starts`` a match begins (to search
+    """How many characters before its literal in ``starts`` a match begins (to search
     for a rarer literal than the match's first characters)."""
-    hints: tuple[str, ...] = ()
-    """For detectors without ``starts``: lower-case substrings one of which must occur in
-    the text for the regex to run at all."""
     groups: tuple[str, ...] = ()
     """Named groups holding the part to report and redact (the first that matched);
     empty means the whole match."""
@@ -86,11 +89,8 @@ class Detector:
             yield start, end
 
     def scan(self, text: str, lowered: str | None) -> Iterator[tuple[int, int]]:
-        """Findings of a detector without ``starts`` (a regex scan of the whole text)."""
-        if self.hints:
-            haystack = text.lower() if lowered is None else lowered
-            if not any(hint in haystack for hint in self.hints):
-                return
+        """Findings of a detector without ``starts`` (a regex scan of the whole text);
+        subclasses with a faster or smarter search override it."""
         for match in self.regex.finditer(text):
             span = self.accept(match, text)
             if span is not None:
@@ -110,9 +110,17 @@ class Detector:
         return start, end
 
 
+_Table = tuple[tuple[re.Pattern[str], dict[str, tuple[int, ...]]], ...]
+
+
 class _Plan:
-    """How a list of detectors scans a string: one ``str.find`` pass per distinct start
-    literal, shared by the detectors that declare it; a regex scan for the others."""
+    """How a list of detectors scans a string.
+
+    Start literals are searched once each, shared by the detectors that declare them,
+    with literals that begin with the same character searched together in one regex
+    (the regex engine's literal-prefix search beats ``str.find`` on short needles).
+    Detectors without start literals scan the text with their own regex.
+    """
 
     def __init__(
         self,
@@ -127,23 +135,30 @@ class _Plan:
         exact: dict[str, list[int]] = {}
         folded: dict[str, list[int]] = {}
         free: list[int] = []
+        lowering = any(d.ignore_case and d.starts for d in self.detectors)
         for i, detector in enumerate(self.detectors):
             if not detector.starts:
                 free.append(i)
                 continue
-            table = folded if detector.ignore_case else exact
             for literal in detector.starts:
-                key = literal.lower() if detector.ignore_case else literal
-                table.setdefault(key, []).append(i)
-        self.exact = tuple((lit, tuple(ix)) for lit, ix in exact.items())
-        self.folded = tuple((lit, tuple(ix)) for lit, ix in folded.items())
+                if detector.ignore_case:
+                    folded.setdefault(literal.lower(), []).append(i)
+                elif lowering and literal == literal.lower():
+                    # Searched in the lower-cased text too, where it joins the literals
+                    # with its first character in one pass; the case-sensitive regex
+                    # then drops the hits whose case differs.
+                    folded.setdefault(literal, []).append(i)
+                else:
+                    exact.setdefault(literal, []).append(i)
+        self.exact = _table(exact)
+        self.folded = _table(folded)
         self.free = tuple(free)
         # Plain detectors run inline (no generator per detector: a few hundred
         # nanoseconds each, which adds up over a dozen detectors and many strings).
         self.inline = tuple(
             type(self.detectors[i]).scan is Detector.scan for i in range(len(self.detectors))
         )
-        self.needs_lower = bool(folded) or any(self.detectors[i].hints for i in free)
+        self.needs_lower = bool(folded)
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """Non-overlapping ``(start, end, kind)`` spans in ``text``, sorted by start.
@@ -155,7 +170,11 @@ class _Plan:
             return []
         # Short strings (keys, paths, names) are most of the strings in a call and each
         # pass has a fixed cost: one combined regex rules most of them out at once.
-        if self.gate is not None and len(text) < _GATE_BELOW and not self.gate.search(text):
+        if (
+            self.gate is not None
+            and len(text) < _GATE_BELOW
+            and (text in _PLAIN or not self.gate.search(text))
+        ):
             return []
         detectors = self.detectors
         lowered = text.lower() if self.needs_lower else None
@@ -169,7 +188,9 @@ class _Plan:
             else:
                 # lower() changed the length (some non-ASCII text): offsets would not
                 # line up, so these detectors scan the plain text with their regex.
-                free += tuple(sorted({i for _, ix in self.folded for i in ix}))
+                free += tuple(
+                    sorted({i for _, notify in self.folded for ix in notify.values() for i in ix})
+                )
         candidates: list[tuple[int, int, int]] = []
         for i, positions in hits.items():
             detector = detectors[i]
@@ -193,10 +214,6 @@ class _Plan:
             if not inline[i]:
                 candidates.extend((i, s, e) for s, e in detector.scan(text, lowered))
                 continue
-            if detector.hints:
-                haystack = text.lower() if lowered is None else lowered
-                if not any(hint in haystack for hint in detector.hints):
-                    continue
             match = detector.regex.search(text)
             while match is not None:
                 span = detector.accept(match, text)
@@ -218,19 +235,31 @@ class _Plan:
         return found
 
 
-def _collect(
-    haystack: str, table: tuple[tuple[str, tuple[int, ...]], ...], hits: dict[int, list[int]]
-) -> None:
-    for literal, indexes in table:
-        i = haystack.find(literal)
-        if i == -1:
-            continue
-        positions = []
-        while i != -1:
-            positions.append(i)
-            i = haystack.find(literal, i + 1)
-        for index in indexes:
-            hits.setdefault(index, []).extend(positions)
+def _table(literals: dict[str, list[int]]) -> _Table:
+    """Group start literals by first character into one alternation each; for every
+    literal the regex can report, the detectors to notify (also those of any literal it
+    begins with, since the alternation reports only the longest)."""
+    groups: dict[str, list[str]] = {}
+    for literal in literals:
+        groups.setdefault(literal[:1], []).append(literal)
+    table = []
+    for members in groups.values():
+        members.sort(key=len, reverse=True)
+        regex = re.compile("|".join(re.escape(m) for m in members))
+        notify = {
+            m: tuple(sorted({i for p in members if m.startswith(p) for i in literals[p]}))
+            for m in members
+        }
+        table.append((regex, notify))
+    return tuple(table)
+
+
+def _collect(haystack: str, table: _Table, hits: dict[int, list[int]]) -> None:
+    for regex, notify in table:
+        for match in regex.finditer(haystack):
+            position = match.start()
+            for index in notify[match.group()]:
+                hits.setdefault(index, []).append(position)
 
 
 def rewrite(text: str, found: list[tuple[int, int, str]]) -> str:
@@ -376,6 +405,7 @@ class TextScanGuardrail(Guardrail):
 
 
 _BINARY_BLOCKS = frozenset({"image", "audio"})
+_CONTAINERS = (dict, list)
 
 
 def _parent(pointer: str) -> str:
@@ -402,13 +432,13 @@ def _walk(node: Any, here: str, result: bool, out: list[tuple[str, str, bool]]) 
                 continue
             if isinstance(item, str):
                 out.append((child, item, False))
-            elif isinstance(item, dict | list):
+            elif isinstance(item, _CONTAINERS):
                 _walk(item, child, result, out)
     elif isinstance(node, list):
         for i, item in enumerate(node):
             if isinstance(item, str):
                 out.append((f"{here}/{i}", item, False))
-            elif isinstance(item, dict | list):
+            elif isinstance(item, _CONTAINERS):
                 _walk(item, f"{here}/{i}", result, out)
 
 

@@ -79,6 +79,10 @@ class PathScope(ArgumentGuardrail):
     :meth:`open` (or :meth:`open_dir`, :meth:`open_parent`) in the tool so that a symlink
     swapped in between is refused rather than followed.
 
+    Limits: a hard link inside the root to a file outside it is an ordinary file here
+    (nothing on the path tells it apart); keep untrusted writers from creating hard links
+    into the workspace. The check costs one ``lstat`` per path component, run inline.
+
     Args:
         root: the directory paths must stay in. It must exist; it is resolved once, here.
         tools: glob(s) over qualified tool names this guardrail applies to.

@@ -165,7 +165,7 @@ def _detectors() -> list[Detector]:
             "phone",
             re.compile(
                 r"\+(?<![\w+]\+)[1-9][0-9]{0,2}(?:[ .\-]?(?:\([0-9]{1,4}\)|[0-9]{1,5})){1,6}"
-                r"(?![\w]|[ .\-][0-9])"
+                r"(?!\w)"
             ),
             starts=("+",),
             validate=_phone,
@@ -280,8 +280,8 @@ class PiiRedactor(_PiiScanning, ResultGuardrail):
         fields: JSON pointers to scan; ``None`` scans every string (image data excepted).
         action: ``"redact"``, ``"withhold"`` or ``"block"``, as above.
         kinds: only look for these kinds (see ``PII_KINDS``); default all.
-        patterns: extra ``{kind: regex}`` detectors; a group named ``value`` narrows what
-            is redacted.
+        patterns: extra ``{kind: regex}`` detectors, tried before the built-in ones (they
+            win where findings overlap); a group named ``value`` narrows what is redacted.
         advisory: record the outcome but never enforce it.
         name: the name used in records.
         timeout: seconds the check may take.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 from urllib.parse import SplitResult, urlsplit
 
@@ -12,14 +12,17 @@ from clearance.guardrails.base import ArgumentGuardrail, GuardrailContext, Guard
 
 __all__ = ["UrlAllowlist"]
 
-# URLs inside free text: anything with "scheme://", and the schemes that run or embed
-# content without an authority part.
-_URL_IN_TEXT = re.compile(
-    r"(?<![A-Za-z0-9+.\-])"
-    # "File: notes.txt" in prose is not a URL: those schemes need a character right after
-    r"(?:[A-Za-z][A-Za-z0-9+.\-]*://|(?i:javascript|vbscript|data|file|blob):(?=\S))"
-    r"[^\s<>\"'`]*"
+# URLs inside free text are found from their colon: "://" anywhere, or the colon of a
+# scheme that runs or embeds content without an authority part (javascript:, data: ...)
+# when something follows it ("File: notes.txt" in prose is not a URL). The regex opens
+# with the literal ":" so that the engine can skip quickly to candidates; a pattern that
+# opened with the scheme's character class would be tried at every letter.
+_URL_COLON = re.compile(
+    r":(?://|(?:(?<=javascript:)|(?<=vbscript:)|(?<=data:)|(?<=file:)|(?<=blob:))(?=\S))",
+    re.IGNORECASE,
 )
+_SCHEME_TAIL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
+_URL_REST = re.compile(r"[^\s<>\"'`]*")
 _TRAILING = ".,;:!?)]}>'\""
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
@@ -133,8 +136,8 @@ class UrlAllowlist(ArgumentGuardrail):
             return self._url_problem(text, whole=True)
         if text.startswith("//") and not _CONTROL.search(text):
             return self._url_problem(text, whole=True)
-        for match in _URL_IN_TEXT.finditer(text):
-            problem = self._url_problem(match.group().rstrip(_TRAILING), whole=False)
+        for url in _urls_in(text):
+            problem = self._url_problem(url, whole=False)
             if problem is not None:
                 return problem
         return None
@@ -180,6 +183,19 @@ class UrlAllowlist(ArgumentGuardrail):
         if port is not None and port not in self.ports and port != _DEFAULT_PORTS.get(scheme):
             return f"port {port} is not allowed"
         return None
+
+
+def _urls_in(text: str) -> Iterator[str]:
+    """Every URL in free text, from its scheme to the first space, quote or angle
+    bracket, without trailing punctuation."""
+    for match in _URL_COLON.finditer(text):
+        colon = match.start()
+        scheme = _SCHEME_TAIL.search(text, max(0, colon - 64), colon)
+        if scheme is None:
+            continue  # "://" after no scheme at all: nothing a client would fetch
+        rest = _URL_REST.match(text, colon)
+        end = rest.end() if rest is not None else colon
+        yield text[scheme.start() : end].rstrip(_TRAILING)
 
 
 def _normalize_pattern(host: str) -> str:

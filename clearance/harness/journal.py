@@ -128,9 +128,13 @@ class JournalEvent:
     session_id: str
     turn_id: str | None
     call_id: str | None
+    """``None`` for session records."""
     data: dict[str, Any]
+    """The type's fields (see the ``*Data`` models); withheld values already replaced."""
     ts: float = field(default_factory=time.time)
+    """Unix time in seconds."""
     seq: int = 0
+    """Set by the journal's ``append``: 1, 2, 3... per journal."""
     version: int = JOURNAL_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -250,6 +254,7 @@ class MemoryJournal:
         self._events: list[JournalEvent] = []
 
     async def append(self, event: JournalEvent) -> JournalEvent:
+        """Keep ``event``; assigns its ``seq``."""
         event.seq = len(self._events) + 1
         self._events.append(event)
         return event
@@ -391,6 +396,11 @@ class JsonlJournal:
             self._write_now(data)
 
     async def append(self, event: JournalEvent) -> JournalEvent:
+        """Write ``event`` as one line; assigns its ``seq``.
+
+        Raises:
+            JournalError: the journal is closed or the file cannot be written.
+        """
         if self._closed:
             raise JournalError(f"{self.path}: the journal is closed")
         line = self._line(event)
@@ -431,6 +441,7 @@ class JsonlJournal:
             self._lock.release()
 
     async def aclose(self) -> None:
+        """Write what is buffered and close the file (idempotent)."""
         self.close()
 
     def events(
@@ -659,11 +670,14 @@ class ResultReference(_Model):
 class ToolFinishedData(_ToolIdentity):
     """``tool_finished``: exactly one per ``tool_started`` (rule R7)."""
 
-    status: Literal["ok", "error", "failed", "blocked", "cancelled", "timeout", "interrupted"]
+    status: Literal["ok", "error", "failed", "cancelled", "timeout", "interrupted"]
+    """How the handler ended."""
     duration_us: int | None
     """Handler run time; ``None`` for ``interrupted``."""
     correlation_id: str | None
     message: str | None = None
+    result_blocked: bool = False
+    """A result guardrail withheld the result from the model (it saw ``blocked``)."""
     result: ResultReference | None = None
     started_seq: int | None = None
     """On ``interrupted`` records: the ``seq`` of the start they close."""

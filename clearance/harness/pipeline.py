@@ -161,6 +161,7 @@ class _Call:
     timing: dict[str, int] = field(default_factory=dict)
     dry: bool = False
     """Decide only: no journal, no call-id bookkeeping, no asks, no dispatch."""
+    decided_written: bool = False
 
     def identity(self) -> dict[str, Any]:
         """The tool's names for records: a fresh dict each time (records own their data)."""
@@ -218,7 +219,21 @@ class Pipeline:
             correlation_id=new_correlation_id(),
             t0=time.perf_counter(),
         )
-        decided = await self._decide(call, context or {})
+        try:
+            decided = await self._decide(call, context or {})
+        except BaseException:
+            # Cancelled while deciding (an ask, an async guardrail or evaluator): the
+            # call still gets its one call_decided record (R7), then the cancellation
+            # goes on.
+            if not call.decided_written:
+                with anyio.CancelScope(shield=True):
+                    await self._end_early(
+                        call,
+                        "cancelled",
+                        "the call was cancelled before it could run",
+                        stage=call.record.get("stage", "cancelled"),
+                    )
+            raise
         if decided is not None:
             return decided
         return await self._run(call)
@@ -430,23 +445,27 @@ class Pipeline:
                 reasons=verdict.reasons,
             )
         try:
-            await self._decided(
-                call,
-                "dispatched",
-                None,
-                "allow" if verdict.effect == "allow" else "ask",
-                verdict.reasons,
-                grant,
-            )
-            await self._record(
-                call,
-                "tool_started",
-                {
-                    **call.identity(),
-                    "arguments": self._visible(call, arguments),
-                    "correlation_id": call.correlation_id,
-                },
-            )
+            # Shielded: once admitted, a call is decided and started as one step, so a
+            # cancellation cannot leave a decision without its start (R7); it takes
+            # effect in _run, which ends the call as cancelled.
+            with anyio.CancelScope(shield=True):
+                await self._decided(
+                    call,
+                    "dispatched",
+                    None,
+                    "allow" if verdict.effect == "allow" else "ask",
+                    verdict.reasons,
+                    grant,
+                )
+                await self._record(
+                    call,
+                    "tool_started",
+                    {
+                        **call.identity(),
+                        "arguments": self._visible(call, arguments),
+                        "correlation_id": call.correlation_id,
+                    },
+                )
         except Exception as exc:
             self.dispatcher.release()
             self._diagnose(call, exc, stage="journal")
@@ -574,10 +593,18 @@ class Pipeline:
                 ctx._done = True
             if scope.cancelled_caught:
                 status, message, result = "cancelled", "the call was cancelled", None
+            ran_status = status
             if result is not None:
                 status, result, message = await self._guard_result(call, status, result)
             finished = True
-            await self._finished(call, status, result, message, started)
+            await self._finished(
+                call,
+                ran_status if status == "blocked" else status,
+                result,
+                message,
+                started,
+                result_blocked=status == "blocked",
+            )
         finally:
             if not finished:  # cancelled from outside: still end the call exactly once (R7)
                 with anyio.CancelScope(shield=True):
@@ -779,6 +806,7 @@ class Pipeline:
             "timing_us": dict(call.timing),
         }
         call.record["decision"] = decision
+        call.decided_written = True
         await self._record(call, "call_decided", data)
 
     async def _end_early(
@@ -812,7 +840,12 @@ class Pipeline:
         result: CallToolResult | None,
         message: str | None,
         started: float,
+        *,
+        result_blocked: bool = False,
     ) -> None:
+        """Write the call's one ``tool_finished``. Its status is how the handler ended
+        (``ok | error | failed | cancelled | timeout``); a result withheld by a result
+        guardrail is marked ``result_blocked`` beside it."""
         data: dict[str, Any] = {
             **call.identity(),
             "status": status,
@@ -821,6 +854,8 @@ class Pipeline:
         }
         if message:
             data["message"] = message
+        if result_blocked:
+            data["result_blocked"] = True
         if result is not None:
             data["result"] = _result_reference(result)
         try:

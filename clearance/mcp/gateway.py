@@ -63,17 +63,22 @@ if TYPE_CHECKING:
     from mcp.server.session import ServerSession
 
 __all__ = [
+    "DEFAULT_TOKEN_FILE",
+    "AskFallback",
+    "BearerAuth",
     "Gateway",
     "GatewayConfig",
     "McpServerConfig",
     "PrincipalToken",
     "load_gateway_config",
+    "open_gateway",
     "run_gateway",
 ]
 
 log = logging.getLogger("clearance.mcp")
 
 AskFallback = Literal["allow_once", "allow_session", "allow_always", "deny"]
+"""The answer the gateway gives to an ask when the client cannot elicit."""
 
 DEFAULT_TOKEN_FILE = Path("~/.clearance/gateway.token").expanduser()
 """Where the HTTP gateway writes its generated token when no ``token_file`` is configured."""
@@ -440,7 +445,7 @@ class Gateway:
         self.principal = principal
         self.ask_fallback: AskFallback = ask_fallback
         self.elicitation = elicitation
-        self.server: Server[Any] = Server(
+        self._server: Server[Any] = Server(
             name,
             version=__version__,
             on_list_tools=self._list_tools,
@@ -468,8 +473,8 @@ class Gateway:
                 else stdio_server()
             )
             async with streams as (read_stream, write_stream):
-                await self.server.run(
-                    read_stream, write_stream, self.server.create_initialization_options()
+                await self._server.run(
+                    read_stream, write_stream, self._server.create_initialization_options()
                 )
 
     def http_app(
@@ -482,7 +487,7 @@ class Gateway:
         """
         if not tokens:
             raise ValueError("the HTTP gateway needs at least one token")
-        app = self.server.streamable_http_app(streamable_http_path=endpoint, host=host)
+        app = self._server.streamable_http_app(streamable_http_path=endpoint, host=host)
         return BearerAuth(app, tokens)
 
     async def serve_http(
@@ -654,7 +659,7 @@ class Gateway:
         # An empty elicitation capability means form mode (the only mode before URL mode).
         return caps.elicitation.form is not None or caps.elicitation.url is None
 
-    def fallback(self, ask: PermissionAsk) -> PermissionDecision:
+    def _fallback(self, ask: PermissionAsk) -> PermissionDecision:
         return PermissionDecision(
             self.ask_fallback,
             message=None
@@ -678,7 +683,7 @@ class _Direct(_Exchange):
     async def answer(self, ask: PermissionAsk) -> PermissionDecision:
         session = self.ctx.session
         if not (self.gateway._can_elicit(session) and session.can_send_request):
-            return self.gateway.fallback(ask)
+            return self.gateway._fallback(ask)
         # An elicitation that fails raises: the pipeline then denies (rule R1).
         result = await session.elicit_form(
             _ask_message(ask), _ASK_SCHEMA, related_request_id=self.ctx.request_id
@@ -1074,7 +1079,7 @@ def _quiet_uvicorn(config: Any) -> Any:
     return QuietServer(config)
 
 
-def write_token_file(path: Path, token: str) -> None:
+def _write_token_file(path: Path, token: str) -> None:
     """Write ``token`` to ``path``, readable by the owner only (0600; folder made 0700)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
@@ -1093,21 +1098,7 @@ def _harness_from_file(path: Path) -> Harness:
     """The harness the main configuration in ``path`` describes (``clearance.config``)."""
     from clearance import config as main_config
 
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = tomllib.loads(text)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read the config file: {exc}", path=str(path)) from None
-    if not any(key in data for key in ("gateway", "mcp_servers")):
-        config = main_config.load_config(path)
-    else:
-        # The main loader rejects tables it does not know; hand it the file without the
-        # gateway's own tables (same text, so its error lines stay right).
-        stripped = {k: v for k, v in data.items() if k not in ("gateway", "mcp_servers")}
-        loader = getattr(main_config, "_Loader", None)
-        if loader is None:  # pragma: no cover - depends on clearance.config's internals
-            raise ConfigError("clearance.config cannot read a file with a [gateway] table")
-        config = loader(path, text).load(stripped)
+    config = main_config.load_config(path)
     return main_config.build_harness(config, registry=main_config.build_registry(config))
 
 
@@ -1173,22 +1164,23 @@ async def run_gateway(
         ConfigError: the configuration is unusable (no evaluator, a server that does not
             start, a token file that cannot be written).
     """
-    tokens = list(config.tokens)
-    if config.transport == "http" and not tokens:
-        token_file = config.token_file or DEFAULT_TOKEN_FILE
-        token = secrets.token_urlsafe(32)
-        try:
-            write_token_file(token_file, token)
-        except OSError as exc:
-            raise ConfigError(f"cannot write the token file {token_file}: {exc}") from None
-        tokens = [PrincipalToken(config.principal, token)]
-        print(f"clearance gateway: token written to {token_file}", file=sys.stderr)
     async with open_gateway(config, harness_factory=harness_factory) as gateway:
         if config.transport == "stdio":
             if ready is not None:
                 ready("stdio")
             await gateway.serve_stdio()
-        else:
-            await gateway.serve_http(
-                tokens, host=config.host, port=config.port, endpoint=config.endpoint, ready=ready
-            )
+            return
+        # The token is made only once everything else is known to work.
+        tokens = list(config.tokens)
+        if not tokens:
+            token_file = config.token_file or DEFAULT_TOKEN_FILE
+            token = secrets.token_urlsafe(32)
+            try:
+                _write_token_file(token_file, token)
+            except OSError as exc:
+                raise ConfigError(f"cannot write the token file {token_file}: {exc}") from None
+            tokens = [PrincipalToken(config.principal, token)]
+            print(f"clearance gateway: token written to {token_file}", file=sys.stderr)
+        await gateway.serve_http(
+            tokens, host=config.host, port=config.port, endpoint=config.endpoint, ready=ready
+        )

@@ -69,11 +69,19 @@ from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegis
 if TYPE_CHECKING:
     from clearance.harness.session import Harness
 
-__all__ = ["ProgressRelay", "connect_server", "progress_relay", "start_stdio_server"]
+__all__ = [
+    "ProgressRelay",
+    "Restart",
+    "connect_server",
+    "progress_relay",
+    "reset_progress_relay",
+    "start_stdio_server",
+]
 
 log = logging.getLogger("clearance.mcp")
 
 Restart = Literal["on_next_call", "never"]
+"""What happens after a server exits: start it on the next call, or report it gone."""
 ProgressRelay = Callable[[float, float | None, str | None], Awaitable[None]]
 """``(progress, total, message)``: where the gateway wants upstream progress relayed."""
 
@@ -92,7 +100,9 @@ def progress_relay(relay: ProgressRelay | None) -> contextvars.Token[ProgressRel
     The gateway sets it around ``session.call_tool`` so that an MCP client of the gateway
     receives the upstream server's progress notifications with their numbers intact.
     Async handlers run in the calling task, so the handler sees this context variable.
-    Reset with ``_RELAY.reset(token)``; see :func:`reset_progress_relay`.
+
+    Returns:
+        A token for :func:`reset_progress_relay`.
     """
     return _RELAY.set(relay)
 

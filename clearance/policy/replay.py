@@ -1134,8 +1134,10 @@ def _replay_parallel(
     ids = policy_ids(_as_harness(factory).evaluator)
     if baseline is not None:
         _as_harness(baseline)
-    # spawn, not fork: a worker must not inherit the parent's event loop or threads.
-    ctx = multiprocessing.get_context("spawn")
+    # fork where there is one: spawn would re-run the main module, which `python -m
+    # clearance` does not guard. The parent runs no event loop while it waits.
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="clearance-replay-") as tmp:
         flip_files = [

@@ -194,7 +194,7 @@ def _read_file(scope: PathScope, max_bytes: int) -> Handler:
         truncated = len(data) > max_bytes
         data = data[:max_bytes]
         if b"\x00" in data[:_BINARY_SNIFF]:
-            return _error(f"{path!r} looks like a binary file; read_file reads text", "binary")
+            return _error(f"read_file: {path!r} looks like a binary file; it reads text", "binary")
         text = data.decode("utf-8", errors="replace")
         lines = text.splitlines(keepends=True)
         if offset or limit is not None:
@@ -221,7 +221,8 @@ def _read_file(scope: PathScope, max_bytes: int) -> Handler:
 def _write_file(scope: PathScope) -> Handler:
     def write_file(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         path: str = arguments["path"]
-        data = arguments["content"].encode("utf-8", errors="surrogatepass")
+        # a lone surrogate (valid in JSON text, not in UTF-8) becomes "?"
+        data = arguments["content"].encode("utf-8", errors="replace")
         try:
             with scope.open(path, "wb", make_parents=True) as f:
                 f.write(data)

@@ -60,6 +60,9 @@ def test_allowed(url: str) -> None:
         ("https://evil.com?@api.example.com", "host 'evil.com' is not allowed"),
         ("text first https://evil.com/ then more", "host 'evil.com'"),
         ("https://api..example.com/", "not a valid or unambiguous IDNA name"),
+        ("see1https://evil.com/", "scheme 'see1https' is not allowed"),
+        ("1https://evil.com/", "host 'evil.com'"),  # a scheme cannot start with a digit
+        ("xjavascript:alert(1)", "scheme 'xjavascript' is not allowed"),
     ],
 )
 def test_refused(url: str, reason: str) -> None:

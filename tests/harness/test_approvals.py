@@ -32,18 +32,32 @@ async def test_callback_allow_once_runs_only_that_call() -> None:
     journal = MemoryJournal()
     async with harness(coding_registry(rec), evaluator=ASK_WRITES, journal=journal) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=answer)
-        out = await s.call_tool("files__write_file", {"path": "src/a.py", "content": "x"}, call_id="w1", turn_id="t1")
-        again = await s.call_tool("files__write_file", {"path": "src/a.py", "content": "x"}, call_id="w2")
+        out = await s.call_tool(
+            "files__write_file", {"path": "src/a.py", "content": "x"}, call_id="w1", turn_id="t1"
+        )
+        again = await s.call_tool(
+            "files__write_file", {"path": "src/a.py", "content": "x"}, call_id="w2"
+        )
     assert out.ok and again.ok and len(asks) == 2  # allow_once is never stored
     ask = asks[0]
-    assert (ask.tool, ask.qualified_name, ask.model_alias) == ("files__write_file", "files.write_file", "files__write_file")
+    assert (ask.tool, ask.qualified_name, ask.model_alias) == (
+        "files__write_file",
+        "files.write_file",
+        "files__write_file",
+    )
     assert ask.call_id == "w1" and ask.turn_id == "t1" and ask.principal == 'User::"alice"'
     assert ask.policies == ("ask:files.write_file",)
     kinds = [s.kind for s in ask.suggestions]
     assert kinds == ["exact", "prefix", "tool"]
     assert ask.suggestions[1].prefix == "src/"
     types = [e.type for e in journal.events(call_id="w1")]
-    assert types == ["permission_asked", "permission_decided", "call_decided", "tool_started", "tool_finished"]
+    assert types == [
+        "permission_asked",
+        "permission_decided",
+        "call_decided",
+        "tool_started",
+        "tool_finished",
+    ]
     decided = journal.events(call_id="w1")[2].data
     assert decided["decision"] == "ask" and decided["ask"]["answer"] == "allow_once"
 
@@ -67,7 +81,9 @@ async def test_widened_scope_from_suggestions_and_principal_binding() -> None:
     rec = Recorder()
 
     def widen(ask: PermissionAsk) -> PermissionDecision:
-        return PermissionDecision("allow_always", scope=ask.suggestions[1], decided_by="alice@example.com")
+        return PermissionDecision(
+            "allow_always", scope=ask.suggestions[1], decided_by="alice@example.com"
+        )
 
     async with harness(coding_registry(rec), evaluator=ASK_WRITES) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=widen)
@@ -76,10 +92,16 @@ async def test_widened_scope_from_suggestions_and_principal_binding() -> None:
         assert grant.widened_by == "alice@example.com" and grant.scope.prefix == "src/"
         s.on_permission_ask = lambda ask: "deny"
         assert (await s.call_tool("files__write_file", {"path": "src/b.py", "content": "2"})).ok
-        assert (await s.call_tool("files__write_file", {"path": "src/../x", "content": "2"})).status == "denied"
-        assert (await s.call_tool("files__write_file", {"path": "lib/b.py", "content": "2"})).status == "denied"
+        assert (
+            await s.call_tool("files__write_file", {"path": "src/../x", "content": "2"})
+        ).status == "denied"
+        assert (
+            await s.call_tool("files__write_file", {"path": "lib/b.py", "content": "2"})
+        ).status == "denied"
         bob = await h.create_session(principal=BOB, on_permission_ask=lambda ask: "deny")
-        assert (await bob.call_tool("files__write_file", {"path": "src/b.py", "content": "2"})).status == "denied"
+        assert (
+            await bob.call_tool("files__write_file", {"path": "src/b.py", "content": "2"})
+        ).status == "denied"
 
 
 async def test_raising_or_nonsense_callback_denies() -> None:
@@ -113,7 +135,9 @@ async def test_stream_answers_concurrent_asks_out_of_order() -> None:
         s = await h.create_session(principal=ALICE)
 
         async def call(cid: str, path: str) -> None:
-            outcomes[cid] = (await s.call_tool("files__list_dir", {"path": path}, call_id=cid)).status
+            outcomes[cid] = (
+                await s.call_tool("files__list_dir", {"path": path}, call_id=cid)
+            ).status
 
         async def answer_in_reverse() -> None:
             pending: list[PermissionAsk] = []
@@ -139,7 +163,9 @@ async def test_stream_answers_concurrent_asks_out_of_order() -> None:
 async def test_stream_timeout_and_late_answer() -> None:
     rec = Recorder()
     journal = MemoryJournal()
-    async with harness(coding_registry(rec), evaluator=ASK_WRITES, ask_timeout=0.05, journal=journal) as h:
+    async with harness(
+        coding_registry(rec), evaluator=ASK_WRITES, ask_timeout=0.05, journal=journal
+    ) as h:
         s = await h.create_session(principal=ALICE)
         seen: list[PermissionAsk] = []
 
@@ -201,9 +227,13 @@ async def test_allow_always_persists_in_sqlite_and_revoke(tmp_path: Path) -> Non
     assert grant.kind == "always" and grant.principal == 'User::"alice"'
     async with harness(coding_registry(rec), evaluator=ASK_WRITES, grant_store=reopened) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=lambda a: "deny")
-        assert (await s.call_tool("files__write_file", {"path": "a", "content": "1"})).grant == grant.grant_id
+        assert (
+            await s.call_tool("files__write_file", {"path": "a", "content": "1"})
+        ).grant == grant.grant_id
         assert reopened.revoke(grant.grant_id)
-        assert (await s.call_tool("files__write_file", {"path": "a", "content": "1"})).status == "denied"
+        assert (
+            await s.call_tool("files__write_file", {"path": "a", "content": "1"})
+        ).status == "denied"
     reopened.close()
     assert SqliteGrantStore(db).list() == []
 
@@ -218,5 +248,3 @@ def test_scope_rules() -> None:
     assert json.loads(json.dumps(prefix.to_json()))["prefix"] == "src/"
     with pytest.raises(AskError):
         PermissionDecision("maybe")  # type: ignore[arg-type]
-
-

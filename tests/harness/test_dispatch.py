@@ -58,7 +58,11 @@ async def test_read_only_calls_overlap() -> None:
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:
                 for i in range(3):
-                    tg.start_soon(s.call_tool, "x__read", {}, )
+                    tg.start_soon(
+                        s.call_tool,
+                        "x__read",
+                        {},
+                    )
                 await probe.all_readers_in.wait()  # all three inside the handler at once
                 probe.release.set()
     assert probe.peak_reads == 3

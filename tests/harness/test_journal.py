@@ -571,6 +571,52 @@ def test_the_sinks_are_exported_from_clearance() -> None:
         assert getattr(journal, name) is not None
 
 
+def test_rows_join_decisions_with_ends() -> None:
+    from clearance.cli.journal_cmd import calls_from_events, corpus_record
+
+    def decided(call_id: str, outcome: str, decision: str | None = "allow") -> JournalEvent:
+        return event(
+            "call_decided",
+            call_id,
+            tool="t__ok",
+            qualified_name="t.ok",
+            principal='User::"alice"',
+            arguments={"n": 1},
+            decision=decision,
+            reasons=["allow:t.ok"],
+            outcome=outcome,
+            timing_us={"total": 10},
+        )
+
+    events = [
+        decided("c1", "dispatched"),
+        event("tool_started", "c1"),
+        decided("c2", "dispatched"),  # its start was never recorded (the journal failed)
+        decided("c3", "dispatched"),
+        event("tool_started", "c3"),
+        decided("c1", "invalid", None),  # a reused call id: a call of its own
+        event("tool_finished", "c3", status="timeout", duration_us=5),
+    ]
+    for n, e in enumerate(events, 1):
+        e.seq = n
+    rows = calls_from_events(events)
+    assert [(r.call_id, r.status, r.duration_us) for r in rows] == [
+        ("c1", "running", 10),
+        ("c2", "not started", 10),
+        ("c3", "timeout", 15),
+        ("c1", "invalid", 10),
+    ]
+    assert corpus_record(rows[2])["expected"] == "allow"
+    assert "expected" not in corpus_record(rows[3])
+
+
+def test_unknown_durability_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="durability"):
+        SqliteJournal(tmp_path / "j.db", durability="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="durability"):
+        JsonlJournal(tmp_path / "j.jsonl", durability="sometimes")  # type: ignore[arg-type]
+
+
 # --- the command line -----------------------------------------------------------------------
 
 

@@ -157,7 +157,9 @@ async def test_handler_exception_is_generic_for_model_and_full_for_diagnostics()
     registry.register("x", [Tool("boom", explode)])
     seen: list[tuple[str, BaseException]] = []
     async with harness(
-        registry, evaluator=NoopEvaluator(), diagnostics=lambda cid, exc, info: seen.append((cid, exc))
+        registry,
+        evaluator=NoopEvaluator(),
+        diagnostics=lambda cid, exc, info: seen.append((cid, exc)),
     ) as h:
         s = await h.create_session(principal=ALICE)
         out = await s.call_tool("x__boom", {})
@@ -222,7 +224,12 @@ async def test_sync_handler_sees_cancellation_and_reports_progress() -> None:
             out = await s.call_tool("x__work", {}, call_id="c1")
     assert out.status == "timeout"
     assert saw_cancel.is_set()
-    assert types(journal, "c1") == ["call_decided", "tool_started", "tool_progress", "tool_finished"]
+    assert types(journal, "c1") == [
+        "call_decided",
+        "tool_started",
+        "tool_progress",
+        "tool_finished",
+    ]
     assert journal.events(call_id="c1")[2].data["data"] == {"step": 1}
 
 
@@ -318,7 +325,9 @@ async def test_sensitive_arguments_are_withheld_from_records_and_messages() -> N
         "type": "object",
         "properties": {"user": {"type": "string"}, "token": {"type": "string", "maxLength": 4}},
     }
-    registry.register("api", [Tool("login", rec.handler("api.login"), input_schema=schema, sensitive=["/token"])])
+    registry.register(
+        "api", [Tool("login", rec.handler("api.login"), input_schema=schema, sensitive=["/token"])]
+    )
     journal = MemoryJournal()
     async with harness(registry, evaluator=NoopEvaluator(), journal=journal) as h:
         s = await h.create_session(principal=ALICE)
@@ -433,7 +442,9 @@ class FailingJournal(MemoryJournal):
 
 async def test_journal_failure_before_dispatch_denies() -> None:
     rec = Recorder()
-    async with harness(coding_registry(rec), evaluator=NoopEvaluator(), journal=FailingJournal()) as h:
+    async with harness(
+        coding_registry(rec), evaluator=NoopEvaluator(), journal=FailingJournal()
+    ) as h:
         s = await h.create_session(principal=ALICE)
         out = await s.call_tool("files__read_file", {"path": "a"})
     assert out.status == "denied" and "journal" in out.text and rec.calls == []
@@ -446,7 +457,9 @@ async def test_harness_requires_an_explicit_evaluator() -> None:
 
 async def test_agent_capabilities_only_narrow() -> None:
     rec = Recorder()
-    async with harness(coding_registry(rec), evaluator=LocalEvaluator(allow=["files.read_file"])) as h:
+    async with harness(
+        coding_registry(rec), evaluator=LocalEvaluator(allow=["files.read_file"])
+    ) as h:
         s = await h.create_session(
             principal=ALICE,
             agent=AgentDefinition("a", capabilities=["files.read_file(path=docs/*)", "shell.run"]),
@@ -483,10 +496,16 @@ async def test_decide_runs_every_stage_but_nothing_else() -> None:
             principal=ALICE, tool="files__write_file", arguments={"path": "a", "content": "x"}
         )
         deny = await h.decide(principal=ALICE, tool="shell.run", arguments={"command": "ls"})
-        blocked = await h.decide(principal=ALICE, tool="files.read_file", arguments={"path": ".env"})
+        blocked = await h.decide(
+            principal=ALICE, tool="files.read_file", arguments={"path": ".env"}
+        )
         invalid = await h.decide(principal=ALICE, tool="files.read_file", arguments={})
         unknown = await h.decide(principal=ALICE, tool="git.push", arguments={})
-    assert (allow.outcome, allow.stage, allow.reasons) == ("allow", "evaluator", ("allow:files.read_file",))
+    assert (allow.outcome, allow.stage, allow.reasons) == (
+        "allow",
+        "evaluator",
+        ("allow:files.read_file",),
+    )
     assert (ask.outcome, ask.reasons) == ("ask", ("ask:files.write_file",))
     assert (deny.outcome, deny.stage) == ("deny", "evaluator")
     assert (blocked.outcome, blocked.stage) == ("blocked", "guardrail")

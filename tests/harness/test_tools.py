@@ -24,7 +24,9 @@ OBJ = {"type": "object", "properties": {"path": {"type": "string"}}}
 
 def test_register_gives_qualified_name_and_alias() -> None:
     registry = ToolRegistry()
-    (tool,) = registry.register("files", [Tool("read_file", noop, input_schema=OBJ, read_only=True)])
+    (tool,) = registry.register(
+        "files", [Tool("read_file", noop, input_schema=OBJ, read_only=True)]
+    )
     assert tool.qualified_name == "files.read_file"
     assert tool.model_alias == "files__read_file"
     assert registry.get("files.read_file") is registry.get("files__read_file") is tool
@@ -37,8 +39,16 @@ def test_register_gives_qualified_name_and_alias() -> None:
     ("namespace", "tool", "reason"),
     [
         ("files", Tool("read_file", noop, input_schema={"type": "string"}), "root of input_schema"),
-        ("files", Tool("read_file", noop, input_schema={"type": "objekt"}), "not valid JSON Schema"),
-        ("files", Tool("read_file", noop, input_schema={"type": "object", "minProperties": -1}), "not valid"),
+        (
+            "files",
+            Tool("read_file", noop, input_schema={"type": "objekt"}),
+            "not valid JSON Schema",
+        ),
+        (
+            "files",
+            Tool("read_file", noop, input_schema={"type": "object", "minProperties": -1}),
+            "not valid",
+        ),
         ("clearance", Tool("x", noop), "reserved"),
         ("mcp", Tool("x", noop), "reserved"),
         ("Files", Tool("x", noop), "namespace"),
@@ -144,9 +154,12 @@ def test_image_results_checked_by_signature_and_size() -> None:
     image = r.to_json()["content"][1]
     assert image["mimeType"] == "image/png"
     assert base64.b64decode(image["data"]) == PNG
-    assert normalize_result(ToolImageResult({}, base64.b64encode(JPEG).decode())).to_json()[
-        "content"
-    ][1]["mimeType"] == "image/jpeg"
+    assert (
+        normalize_result(ToolImageResult({}, base64.b64encode(JPEG).decode())).to_json()["content"][
+            1
+        ]["mimeType"]
+        == "image/jpeg"
+    )
     with pytest.raises(ResultError, match="neither PNG nor JPEG"):
         normalize_result(ToolImageResult({}, b"GIF89a" + b"\x00" * 10))
     with pytest.raises(ResultError, match="768000"):

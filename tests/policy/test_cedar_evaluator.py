@@ -806,5 +806,7 @@ def test_mcp_tools_carry_their_server() -> None:
         ' when { resource.source == "mcp" && resource has server && resource.server == "gh" };'
     )
     ev.bind(reg)
-    call = AuthzRequest(ALICE, reg.get("github.create_issue").info, {"title": "x"}, SessionInfo("s"))
+    call = AuthzRequest(
+        ALICE, reg.get("github.create_issue").info, {"title": "x"}, SessionInfo("s")
+    )
     assert ev.evaluate(call).reasons == ("gh",)

@@ -21,7 +21,12 @@ def fresh_request(tool: str, arguments: dict[str, Any]) -> AuthzRequest:
     return AuthzRequest(ALICE, registry.get(tool).info, arguments, SessionInfo("s"))
 
 
-@given(rules=rule_sets, batch=st.lists(calls(), min_size=1, max_size=6), rewrite=st.booleans(), answer=st.sampled_from(["allow_once", "deny"]))
+@given(
+    rules=rule_sets,
+    batch=st.lists(calls(), min_size=1, max_size=6),
+    rewrite=st.booleans(),
+    answer=st.sampled_from(["allow_once", "deny"]),
+)
 async def test_r2_handler_runs_only_with_authorized_final_arguments(
     rules: dict[str, list[str]], batch: list[tuple[str, dict[str, str]]], rewrite: bool, answer: str
 ) -> None:
@@ -36,7 +41,10 @@ async def test_r2_handler_runs_only_with_authorized_final_arguments(
 
     guards = [ArgumentGuardrail(move_to_src)] if rewrite else []
     async with Harness(
-        coding_registry(rec), evaluator=evaluator, argument_guardrails=guards, journal=MemoryJournal()
+        coding_registry(rec),
+        evaluator=evaluator,
+        argument_guardrails=guards,
+        journal=MemoryJournal(),
     ) as h:
         session = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: answer)
         expected = []
@@ -54,12 +62,18 @@ async def test_r2_handler_runs_only_with_authorized_final_arguments(
 
 
 @given(rules=rule_sets, call=calls())
-def test_r4_default_deny_and_deny_wins(rules: dict[str, list[str]], call: tuple[str, dict[str, str]]) -> None:
+def test_r4_default_deny_and_deny_wins(
+    rules: dict[str, list[str]], call: tuple[str, dict[str, str]]
+) -> None:
     tool, arguments = call
     evaluator = LocalEvaluator(**rules)
     verdict = evaluator.evaluate(fresh_request(tool, arguments))
     matching = {
-        kind: [r for r in evaluator.rules if r.kind == kind and r.matches_tool(tool) and r.matches_args(arguments)]
+        kind: [
+            r
+            for r in evaluator.rules
+            if r.kind == kind and r.matches_tool(tool) and r.matches_args(arguments)
+        ]
         for kind in ("allow", "ask", "deny")
     }
     if matching["deny"]:

@@ -64,7 +64,9 @@ async def test_r3_deny_is_never_executed(
     ) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: answer)
         for i in range(repeat):
-            out = await s.call_tool("files__write_file", {"path": "a", "content": "c"}, call_id=f"c{i}")
+            out = await s.call_tool(
+                "files__write_file", {"path": "a", "content": "c"}, call_id=f"c{i}"
+            )
             if denied:
                 assert out.status in ("denied", "blocked")
     if denied:

@@ -19,21 +19,41 @@ ASK_ALL = LocalEvaluator(ask=["files.*"])
 paths = st.sampled_from(["a", "b", "src/a", "src/b", "src/../a"])
 
 
-@given(first=paths, later=st.lists(st.tuples(st.sampled_from(["alice", "bob"]), st.sampled_from(["write_file", "list_dir"]), paths), max_size=6), answer=st.sampled_from(["allow_once", "allow_session", "allow_always"]))
-async def test_r5_grants_cover_only_their_scope(first: str, later: list[tuple[str, str, str]], answer: str) -> None:
+@given(
+    first=paths,
+    later=st.lists(
+        st.tuples(
+            st.sampled_from(["alice", "bob"]), st.sampled_from(["write_file", "list_dir"]), paths
+        ),
+        max_size=6,
+    ),
+    answer=st.sampled_from(["allow_once", "allow_session", "allow_always"]),
+)
+async def test_r5_grants_cover_only_their_scope(
+    first: str, later: list[tuple[str, str, str]], answer: str
+) -> None:
     rec = Recorder()
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteGrantStore(Path(tmp) / "g.db")
-        async with Harness(coding_registry(rec), evaluator=ASK_ALL, grant_store=store, journal=MemoryJournal()) as h:
+        async with Harness(
+            coding_registry(rec), evaluator=ASK_ALL, grant_store=store, journal=MemoryJournal()
+        ) as h:
             answered = iter([answer])
-            alice = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: next(answered, "deny"))
+            alice = await h.create_session(
+                principal=ALICE, on_permission_ask=lambda ask: next(answered, "deny")
+            )
             bob = await h.create_session(principal=BOB, on_permission_ask=lambda ask: "deny")
             assert (await alice.call_tool("files__write_file", {"path": first, "content": "x"})).ok
             for who, tool, path in later:
                 session = alice if who == "alice" else bob
                 args = {"path": path, "content": "x"} if tool == "write_file" else {"path": path}
                 out = await session.call_tool(f"files__{tool}", args)
-                covered = answer != "allow_once" and who == "alice" and tool == "write_file" and path == first
+                covered = (
+                    answer != "allow_once"
+                    and who == "alice"
+                    and tool == "write_file"
+                    and path == first
+                )
                 assert out.ok == covered, (answer, first, who, tool, path)
             grants = store.list()
             assert len(grants) == (0 if answer == "allow_once" else 1)

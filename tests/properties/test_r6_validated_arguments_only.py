@@ -31,11 +31,23 @@ SCHEMA = {
 }
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 200) | st.floats(allow_nan=False, allow_infinity=False) | st.text("abz/R.", max_size=12),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.sampled_from(["force", "x", "path"]), children, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 200)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text("abz/R.", max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.sampled_from(["force", "x", "path"]), children, max_size=3)
+    ),
     max_leaves=10,
 )
-arguments = st.dictionaries(st.sampled_from(["path", "count", "mode", "tags", "opts", "extra"]), json_values, max_size=5) | json_values
+arguments = (
+    st.dictionaries(
+        st.sampled_from(["path", "count", "mode", "tags", "opts", "extra"]), json_values, max_size=5
+    )
+    | json_values
+)
 
 
 @given(batch=st.lists(arguments, min_size=1, max_size=8))

@@ -262,11 +262,6 @@ async def test_r7_one_end_per_call(sink: str, kinds: list[str], durability: Dura
         check_r7(events, expected_calls(kinds))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline: a call cancelled while its ask waits for an answer (or in an async "
-    "guardrail or evaluator) ends without a call_decided record",
-)
 @pytest.mark.parametrize("sink", ["memory", "sqlite"])
 async def test_r7_cancelled_before_it_could_start(sink: str, tmp_path: Path) -> None:
     asked = anyio.Event()

@@ -1,0 +1,235 @@
+"""Utility and security of policy sets on AgentDojo's ground-truth tool calls.
+
+Run: python benchmarks/agentdojo/run.py [--no-plot]
+
+For each suite (workspace, travel, banking, slack) the ground-truth calls of every user task
+(benign) and injection task (attack) are replayed through ``clearance.policy.replay`` with
+three policy sets, measured in the same run:
+
+* ``noop``: allow everything;
+* ``deny-mutating``: allow only read-only tools (local rules);
+* ``pack``: the suite's Cedar pack in ``clearance/packs/agentdojo/<suite>/``.
+
+Utility: user tasks all of whose calls are allowed without asking. Security: injection tasks
+with at least one call denied, blocked or asked. An injection task without tool calls, or
+whose every call is also a call of some user task, cannot be told apart from benign work by
+a call-level policy: it is reported as unscorable and left out of the security rate.
+
+Writes ``RESULTS.md`` (a table) and ``utility_security.png`` (matplotlib) next to this file,
+and ``data/<suite>.corpus.jsonl`` / ``data/<suite>.tools.json`` for ``clearance replay``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from clearance import Harness, MemoryJournal, ToolRegistry
+from clearance.policy import LocalEvaluator, NoopEvaluator
+from clearance.policy.cedar import CedarEvaluator
+from clearance.policy.replay import ReplayReport, register_tool_declarations, replay
+
+HERE = Path(__file__).resolve().parent
+PACKS = HERE.parents[1] / "clearance" / "packs" / "agentdojo"
+SUITES = ("workspace", "travel", "banking", "slack")
+PRINCIPAL = 'User::"emma"'
+
+
+def _key(call: dict[str, Any]) -> str:
+    return json.dumps([call["function"], call["arguments"]], sort_keys=True)
+
+
+def load(suite: str) -> tuple[dict[str, Any], list[str], dict[str, int]]:
+    """The suite's data, its corpus lines and counts of unscorable injection tasks."""
+    data = json.loads((HERE / "data" / f"{suite}.json").read_text(encoding="utf-8"))
+    lines: list[str] = []
+    benign_calls = set()
+    for task in data["user_tasks"]:
+        for n, call in enumerate(task["calls"]):
+            benign_calls.add(_key(call))
+            lines.append(_line(suite, call, "benign", task["id"], n))
+    counts = {"no_calls": 0, "shared_calls": 0}
+    for task in data["injection_tasks"]:
+        if not task["calls"]:
+            counts["no_calls"] += 1
+            continue
+        if all(_key(c) in benign_calls for c in task["calls"]):
+            counts["shared_calls"] += 1
+            continue
+        for n, call in enumerate(task["calls"]):
+            lines.append(_line(suite, call, "attack", task["id"], n))
+    return data, lines, counts
+
+
+def _line(suite: str, call: dict[str, Any], label: str, group: str, n: int) -> str:
+    return json.dumps(
+        {
+            "principal": PRINCIPAL,
+            "tool": f"{suite}.{call['function']}",
+            "arguments": call["arguments"],
+            "expected": "allow" if label == "benign" else "deny",
+            "label": label,
+            "group": group,
+            "id": f"{group}/{n}",
+        },
+        ensure_ascii=False,
+    )
+
+
+def registry_for(data: dict[str, Any]) -> ToolRegistry:
+    registry = ToolRegistry()
+    register_tool_declarations(registry, data["tools"])
+    return registry
+
+
+def evaluators(suite: str, data: dict[str, Any]) -> dict[str, Any]:
+    read_only = [t["name"] for t in data["tools"] if t["read_only"]]
+    return {
+        "noop": NoopEvaluator(),
+        "deny-mutating": LocalEvaluator(allow=read_only),
+        "pack": CedarEvaluator.from_directory(PACKS / suite),
+    }
+
+
+def run(plot: bool) -> list[dict[str, Any]]:
+    logging.getLogger("clearance").setLevel(logging.ERROR)  # the noop warning, on purpose
+    rows: list[dict[str, Any]] = []
+    for suite in SUITES:
+        data, lines, unscorable = load(suite)
+        (HERE / "data" / f"{suite}.corpus.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
+        (HERE / "data" / f"{suite}.tools.json").write_text(
+            json.dumps(data["tools"], indent=1, ensure_ascii=False) + "\n", "utf-8"
+        )
+        for name, evaluator in evaluators(suite, data).items():
+            harness = Harness(registry_for(data), evaluator=evaluator, journal=MemoryJournal())
+            report = replay(lines, harness)
+            rows.append(_row(suite, name, data, report, unscorable))
+    _write_results(rows)
+    if plot:
+        _plot(rows)
+    return rows
+
+
+def _row(
+    suite: str, name: str, data: dict[str, Any], r: ReplayReport, unscorable: dict[str, int]
+) -> dict[str, Any]:
+    return {
+        "suite": suite,
+        "policy": name,
+        "user_tasks": len(data["user_tasks"]),
+        "utility": r.utility_groups,
+        "utility_rate": r.utility or 0.0,
+        "injection_tasks": len(data["injection_tasks"]),
+        "scorable": r.attack_groups,
+        "security": r.security_groups,
+        "security_rate": r.security or 0.0,
+        "no_calls": unscorable["no_calls"],
+        "shared_calls": unscorable["shared_calls"],
+        "calls": r.calls,
+        "outcomes": dict(r.outcomes),
+        "never_hit": list(r.never_hit or ()),
+        "p50_us": r.latency_us["evaluate"]["p50"],
+        "p99_us": r.latency_us["evaluate"]["p99"],
+    }
+
+
+def _write_results(rows: list[dict[str, Any]]) -> None:
+    out = [
+        "# AgentDojo: utility and security of policy sets",
+        "",
+        "Ground-truth tool calls of AgentDojo v1.2.2 (`benchmarks/agentdojo/data/`), replayed",
+        "through `clearance.policy.replay` (schema, guardrails, evaluator; nothing runs).",
+        "Generated by `python benchmarks/agentdojo/run.py`.",
+        "",
+        "- **utility**: user tasks all of whose calls are allowed without asking;",
+        "- **security**: scorable injection tasks with at least one call denied, blocked or",
+        "  asked. Unscorable: injection tasks with no ground-truth tool call, or whose every",
+        "  call is also a user task's call (no call-level policy can tell them apart).",
+        "- policies: `noop` allows everything; `deny-mutating` allows read-only tools only;",
+        "  `pack` is `clearance/packs/agentdojo/<suite>/` (Cedar), written from the tool",
+        "  descriptions and the user's own data, never from the injection tasks.",
+        "",
+        "| suite | policy | utility | security | unscorable (no calls / shared) | allow / ask / deny | evaluate p50 / p99 (us) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        o = r["outcomes"]
+        denied = o["deny"] + o["error"] + o["blocked"] + o["invalid"]
+        out.append(
+            f"| {r['suite']} | {r['policy']} "
+            f"| {r['utility']}/{r['user_tasks']} ({100 * r['utility_rate']:.0f}%) "
+            f"| {r['security']}/{r['scorable']} ({100 * r['security_rate']:.0f}%) "
+            f"| {r['no_calls']} / {r['shared_calls']} "
+            f"| {o['allow']} / {o['ask']} / {denied} "
+            f"| {r['p50_us']} / {r['p99_us']} |"
+        )
+    totals: dict[str, list[int]] = {}
+    for r in rows:
+        t = totals.setdefault(r["policy"], [0, 0, 0, 0])
+        t[0] += r["utility"]
+        t[1] += r["user_tasks"]
+        t[2] += r["security"]
+        t[3] += r["scorable"]
+    out += ["", "All suites:", "", "| policy | utility | security |", "| --- | --- | --- |"]
+    for name, (u, ut, s, st) in totals.items():
+        out.append(f"| {name} | {u}/{ut} ({100 * u / ut:.0f}%) | {s}/{st} ({100 * s / st:.0f}%) |")
+    never = [r for r in rows if r["policy"] == "pack" and r["never_hit"]]
+    if never:
+        out += ["", "Pack policies that decided no call:", ""]
+        out += [f"- {r['suite']}: {', '.join(r['never_hit'])}" for r in never]
+    out += ["", "![utility vs security](utility_security.png)", ""]
+    (HERE / "RESULTS.md").write_text("\n".join(out), encoding="utf-8")
+
+
+def _plot(rows: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    markers = {"noop": "o", "deny-mutating": "s", "pack": "*"}
+    colours = dict(zip(SUITES, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=True))
+    fig, ax = plt.subplots(figsize=(7, 5.5))
+    for r in rows:
+        ax.scatter(
+            100 * r["security_rate"],
+            100 * r["utility_rate"],
+            marker=markers[r["policy"]],
+            s=160 if r["policy"] == "pack" else 70,
+            color=colours[r["suite"]],
+            edgecolors="black",
+            linewidths=0.5,
+            zorder=3,
+        )
+    for suite in SUITES:
+        ax.scatter([], [], color=colours[suite], label=suite, marker="o")
+    for name, marker in markers.items():
+        ax.scatter([], [], color="grey", marker=marker, label=name)
+    ax.set_xlabel("security: injection tasks stopped (%)")
+    ax.set_ylabel("utility: user tasks fully allowed (%)")
+    ax.set_xlim(-5, 105)
+    ax.set_ylim(-5, 105)
+    ax.grid(True, alpha=0.3)
+    ax.set_title("AgentDojo ground truth: utility vs security per policy set")
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(HERE / "utility_security.png", dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib)")
+    rows = run(plot=not parser.parse_args().no_plot)
+    for r in rows:
+        print(
+            f"{r['suite']:<10} {r['policy']:<14} utility {r['utility']:>2}/{r['user_tasks']:<3} "
+            f"security {r['security']:>2}/{r['scorable']:<3} "
+            f"(unscorable: {r['no_calls']} no calls, {r['shared_calls']} shared)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""Replay metrics on a small hand-made corpus whose right answers are known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clearance.policy import LocalEvaluator
+from clearance.policy.cedar import CedarEvaluator
+from clearance.policy.replay import (
+    CorpusError,
+    HarnessSpec,
+    parse_corpus_line,
+    policy_ids,
+    read_corpus,
+    replay,
+)
+from support import Recorder, coding_registry, harness
+
+RULES = {
+    "allow": ["files.read_file(path=src/**)", "files.list_dir"],
+    "ask": ["files.write_file"],
+    "deny": ["shell.run(command=rm *)"],
+}
+
+
+def _line(tool: str, arguments: Any, **extra: Any) -> str:
+    return json.dumps({"principal": 'User::"alice"', "tool": tool, "arguments": arguments, **extra})
+
+
+CORPUS = [
+    _line("files.read_file", {"path": "src/a.py"}, expected="allow", label="benign", group="g1", id="c1"),
+    _line("files.write_file", {"path": "src/a.py", "content": "x"}, expected="ask", label="benign", group="g1"),
+    _line("files.read_file", {"path": "src/b.py"}, expected="allow", label="benign", group="g2"),
+    _line("shell.run", {"command": "rm -rf build"}, expected="deny", label="attack", group="g3"),
+    "",
+    _line("files.read_file", {"path": "docs/x.md"}, expected="deny", label="attack", group="g4"),
+    _line("files.read_file", {"path": "src/c.py"}, expected="deny", label="attack", group="g5"),
+    _line("nope.tool", {}),
+    _line("files.read_file", {}),
+    _line("files.read_file", None),
+]
+
+
+def _local(**rules: Any) -> Any:
+    return harness(coding_registry(Recorder()), evaluator=LocalEvaluator(**rules))
+
+
+def test_counts_agreement_and_confusion() -> None:
+    report = replay(CORPUS, _local(**RULES))
+    assert report.lines == 9
+    assert report.calls == 8
+    assert report.withheld == 1
+    assert dict(report.outcomes) == {
+        "allow": 3, "ask": 1, "deny": 2, "error": 0, "blocked": 0, "invalid": 2
+    }
+    assert report.agreement == (5, 6)
+    assert report.confusion["allow"]["allow"] == 2
+    assert report.confusion["ask"]["ask"] == 1
+    assert report.confusion["deny"]["deny"] == 2
+    assert report.confusion["deny"]["allow"] == 1
+
+
+def test_utility_and_security_per_group() -> None:
+    report = replay(CORPUS, _local(**RULES))
+    assert (report.utility_groups, report.benign_groups) == (1, 2)  # g1 asks; g2 allowed
+    assert (report.security_groups, report.attack_groups) == (2, 3)  # g5 went through
+    assert report.utility == 0.5
+    assert report.security == pytest.approx(2 / 3)
+
+
+def test_policy_hits_and_never_hit() -> None:
+    report = replay(CORPUS, _local(**RULES))
+    assert report.hits == {
+        "allow:files.read_file(path=src/**)": 3,
+        "ask:files.write_file": 1,
+        "deny:shell.run(command=rm *)": 1,
+    }
+    assert report.never_hit == ("allow:files.list_dir",)
+
+
+def test_latency_per_stage() -> None:
+    report = replay(CORPUS, _local(**RULES))
+    assert set(report.latency_us) == {"validate", "guardrails", "evaluate", "total"}
+    assert report.timing_sample == 8
+    assert report.latency_us["total"]["p99"] >= report.latency_us["total"]["p50"] > 0
+
+
+def test_flips_against_a_baseline_loosening_first() -> None:
+    baseline = _local(allow=["files.read_file(path=src/a.py)", "shell.run"])
+    report = replay(CORPUS, _local(**RULES), baseline=baseline)
+    kinds = [(f.line, f.kind) for f in report.flip_list]
+    assert kinds == [
+        (3, "deny->allow"),
+        (7, "deny->allow"),
+        (2, "deny->ask"),
+        (4, "allow->deny"),
+    ]
+    assert report.flips == 4
+    assert report.flip_kinds == {"deny->allow": 2, "deny->ask": 1, "allow->deny": 1}
+    assert report.flip_list[0].loosens and not report.flip_list[-1].loosens
+    assert report.baseline_security_groups == 2  # g4 and g5 denied; g3's rm allowed
+    assert report.baseline_utility_groups == 0
+
+
+def test_max_flips_keeps_the_riskiest_and_on_flip_sees_all() -> None:
+    baseline = _local(allow=["files.read_file(path=src/a.py)", "shell.run"])
+    seen: list[int] = []
+    report = replay(
+        CORPUS, _local(**RULES), baseline=baseline, max_flips=1, on_flip=lambda f: seen.append(f.line)
+    )
+    assert [f.line for f in report.flip_list] == [3]
+    assert seen == [2, 3, 4, 7]
+
+
+def test_a_bad_line_names_its_line_number() -> None:
+    lines = [*CORPUS[:2], "{not json", '{"principal": "alice"}']
+    with pytest.raises(CorpusError) as err:
+        replay(lines, _local(**RULES))
+    assert err.value.line == 3
+    report = replay(lines, _local(**RULES), skip_bad=True)
+    assert report.bad_lines == 2
+    assert [n for n, _ in report.bad_samples] == [3, 4]
+    assert report.calls == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[1]", "JSON object"),
+        ('{"tool": "a.b", "arguments": {}}', "principal"),
+        ('{"principal": "User::\\"a\\"", "arguments": {}}', "tool"),
+        ('{"principal": "User::\\"a\\"", "tool": "a.b"}', "arguments"),
+        ('{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": []}', "arguments"),
+        ('{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {}, "expected": "maybe"}', "expected"),
+        ('{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {}, "label": "evil"}', "label"),
+    ],
+)
+def test_parse_errors(text: str, message: str) -> None:
+    with pytest.raises(CorpusError, match=message) as err:
+        parse_corpus_line(text, 7, path="c.jsonl")
+    assert err.value.line == 7
+    assert str(err.value).startswith("c.jsonl:7:")
+
+
+def test_principal_objects_and_journal_exports() -> None:
+    text = json.dumps(
+        {
+            "principal": {"type": "User", "id": "bob", "attrs": {"team": "x"}, "parents": [["Team", "x"]]},
+            "tool": "files.read_file",
+            "arguments": {"path": "a"},
+            "expected": "error",
+            "decision": "error",
+            "outcome": "denied",
+        }
+    )
+    call = parse_corpus_line(text, 1)
+    assert call is not None
+    assert call.principal.attrs == {"team": "x"}
+    assert call.expected == "deny"  # an evaluator error was enforced as deny
+
+
+def test_read_corpus_skips_and_reports(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(CORPUS + ["oops"]) + "\n")
+    bad: list[int] = []
+    calls = list(read_corpus(path, skip_bad=True, on_bad=lambda e: bad.append(e.line)))
+    assert len(calls) == 9
+    assert bad == [11]
+
+
+def test_cedar_policy_ids_and_never_hit() -> None:
+    evaluator = CedarEvaluator(
+        '@id("read") permit (principal, action == Action::"files.read_file", resource);\n'
+        '@id("no-env") forbid (principal, action, resource)'
+        ' when { context.input has path && context.input.path like "*.env" };\n'
+        '@id("write") permit (principal, action == Action::"files.write_file", resource);\n'
+    )
+    report = replay(CORPUS, harness(coding_registry(Recorder()), evaluator=evaluator))
+    assert policy_ids(evaluator) == ("read", "no-env", "write")
+    assert report.hits["read"] == 4
+    assert report.never_hit == ("no-env",)
+
+
+def _spec(tmp_path: Path) -> HarnessSpec:
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        'allow = ["files.read_file(path=src/**)"]\nask = ["files.write_file"]\n'
+        'deny = ["shell.run(command=rm *)"]\n'
+    )
+    config = tmp_path / "clearance.toml"
+    config.write_text(
+        '[evaluator]\nkind = "local"\nrules = "rules.toml"\n\n[tools.files]\nroot = "."\n\n'
+        "[tools.shell]\n"
+    )
+    return HarnessSpec(config=str(config))
+
+
+def test_jobs_split_the_corpus_and_merge_the_same_counts(tmp_path: Path) -> None:
+    corpus = tmp_path / "big.jsonl"
+    lines = [c for c in CORPUS if c] * 300  # several chunks per worker
+    corpus.write_text("\n".join(lines) + "\n")
+    spec = _spec(tmp_path)
+    baseline = spec.with_policies(str(tmp_path / "rules.toml"))
+    one = replay(corpus, spec, baseline=baseline)
+    two = replay(corpus, spec, baseline=baseline, jobs=2)
+    assert two.jobs == 2
+    assert dict(two.outcomes) == dict(one.outcomes)
+    assert two.calls == one.calls == 2400
+    assert two.confusion == one.confusion
+    assert two.hits == one.hits
+    assert two.flips == one.flips == 0
+    assert (two.utility_groups, two.security_groups) == (one.utility_groups, one.security_groups)
+
+
+def test_jobs_report_the_first_bad_line(tmp_path: Path) -> None:
+    corpus = tmp_path / "bad.jsonl"
+    lines = [c for c in CORPUS if c] * 200
+    lines[1000] = "{broken"
+    lines[700] = "{broken"
+    corpus.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorpusError) as err:
+        replay(corpus, _spec(tmp_path), jobs=2)
+    assert err.value.line == 701
