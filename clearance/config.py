@@ -266,10 +266,11 @@ def pack_path(name: str) -> Path:
         ConfigError: no bundled pack has this name.
     """
     path = PACKS_DIR / name
-    if not re.fullmatch(r"[a-z0-9_-]+", name) or not path.is_dir():
-        known = (
-            sorted(p.name for p in PACKS_DIR.iterdir() if p.is_dir()) if PACKS_DIR.is_dir() else []
+    if not re.fullmatch(r"[a-z0-9_-]+(/[a-z0-9_-]+)?", name) or not any(path.glob("*.cedar")):
+        known = sorted(
+            str(p.parent.relative_to(PACKS_DIR)) for p in PACKS_DIR.glob("**/*.cedar")
         )
+        known = sorted(set(known))
         raise ConfigError(
             f"no bundled policy pack named {name!r}"
             + (f" (bundled: {', '.join(known)})" if known else "")

@@ -153,7 +153,7 @@ WRONG_VALUES = {
     ),
     "unknown pack": (
         "[evaluator]\nkind = 'cedar'\npack = 'nope'\n",
-        "no bundled policy pack named 'nope' (bundled: coding",
+        "no bundled policy pack named 'nope' (bundled: agentdojo/banking,",
     ),
     "missing policy dir": (
         "[evaluator]\nkind = 'cedar'\npolicies = 'nowhere'\n",
