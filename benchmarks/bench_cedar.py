@@ -7,7 +7,10 @@ Measured in the same run, on the same policies and calls:
 * ``cedarpy naive``: ``cedarpy.is_authorized`` given the policy text and the entity list on
   every call, as a first integration would;
 * ``cedarpy pre-parsed``: ``cedarpy.is_authorized`` with the whole set parsed once into a
-  ``PolicySet`` and the entities into an ``Entities`` handle.
+  ``PolicySet`` and the entities into an ``Entities`` handle;
+* ``Cedar floor``: cedarpy's lowest-level call on a pre-parsed set of only the called tool's
+  policies with only the context they read: what Cedar itself costs, without any Python
+  around it. The difference to ``clearance`` is what the evaluator and engine add.
 
 The policies: policy ``i`` is about tool ``i mod 1000``; nine in ten are permits with a
 condition on the path argument, one in ten forbids. Every call goes to a tool that has
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import cedarpy
+from cedarpy import _internal
 
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import AuthzRequest, Principal, SessionInfo
@@ -88,6 +92,8 @@ class Row:
     clearance_p99: float
     naive_median: float
     preparsed_median: float
+    floor_median: float
+    """Cedar alone on the tool's own policies (cedarpy's lowest-level call): the floor."""
 
     @property
     def speedup(self) -> float:
@@ -173,7 +179,7 @@ def measure(size: int, registry: ToolRegistry, calls: int, budget: float) -> Row
         }
         for t in tools
     ]
-    cedar_requests = [
+    cedar_requests: list[dict[str, Any]] = [
         {
             "principal": {"type": "User", "id": "alice"},
             "action": {"type": "Action", "id": r.tool.qualified_name},
@@ -208,24 +214,47 @@ def measure(size: int, registry: ToolRegistry, calls: int, budget: float) -> Row
         budget,
         min(n, 200),
     )
+    # The floor: Cedar itself on exactly the tool's own policies, pre-parsed, with only the
+    # context they read, through cedarpy's lowest-level call. What clearance adds is the rest.
+    by_tool: dict[str, list[str]] = {}
+    for i, policy in enumerate(texts):
+        by_tool.setdefault(tools[i % len(tools)].qualified_name, []).append(policy)
+    floor_sets = [
+        cedarpy.PolicySet.from_str("\n".join(by_tool[r.tool.qualified_name])) for r in requests
+    ]
+    floor_requests = [
+        {**cr, "context": json.dumps({"input": {"path": cr["context"]["input"]["path"]}})}
+        for cr in cedar_requests
+    ]
+    inner = entities._inner
+    floor_t = time_calls(
+        lambda i: _internal.is_authorized_batch(
+            [floor_requests[i % n]], floor_sets[i % n], inner, None, False
+        ),
+        calls,
+        budget,
+        n,
+    )
     return Row(
         size,
         statistics.median(ours_t),
         statistics.quantiles(ours_t, n=100)[98],
         statistics.median(naive_t),
         statistics.median(pre_t),
+        statistics.median(floor_t),
     )
 
 
 def table(rows: Sequence[Row]) -> str:
     head = (
         f"{'policies':>8} | {'clearance median':>16} | {'p99':>8} | {'cedarpy naive':>13} | "
-        f"{'cedarpy pre-parsed':>18} | {'vs pre-parsed':>13}"
+        f"{'cedarpy pre-parsed':>18} | {'vs pre-parsed':>13} | {'Cedar floor':>11}"
     )
     lines = [head, "-" * len(head)]
     lines.extend(
         f"{r.policies:>8} | {r.clearance_median:>13.1f} us | {r.clearance_p99:>5.1f} us | "
-        f"{r.naive_median:>10.1f} us | {r.preparsed_median:>15.1f} us | {r.speedup:>12.1f}x"
+        f"{r.naive_median:>10.1f} us | {r.preparsed_median:>15.1f} us | {r.speedup:>12.1f}x | "
+        f"{r.floor_median:>8.1f} us"
         for r in rows
     )
     return "\n".join(lines)
@@ -244,6 +273,7 @@ def plot(rows: Sequence[Row], path: Path) -> bool:
     ax.plot(sizes, [r.clearance_median for r in rows], "o-", label="clearance CedarEvaluator")
     ax.plot(sizes, [r.preparsed_median for r in rows], "s-", label="cedarpy, pre-parsed set")
     ax.plot(sizes, [r.naive_median for r in rows], "^-", label="cedarpy, text each call")
+    ax.plot(sizes, [r.floor_median for r in rows], "x--", label="Cedar floor (tool's own policies)")
     ax.axhline(30, color="grey", linestyle=":", label="30 us target")
     ax.set_xscale("log")
     ax.set_yscale("log")

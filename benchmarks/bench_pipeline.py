@@ -40,11 +40,17 @@ def pct(values: list[float], q: float) -> float:
 async def pipeline_cost(calls: int) -> dict[str, float]:
     registry = ToolRegistry()
     registry.register("files", [Tool("read_file", noop, input_schema=SCHEMA, read_only=True)])
-    evaluator = LocalEvaluator(allow=["files.read_file(path=src/**)"], deny=["files.*(path=**/.env)"])
+    evaluator = LocalEvaluator(
+        allow=["files.read_file(path=src/**)"], deny=["files.*(path=**/.env)"]
+    )
     args = {"path": "src/app/main.py", "limit": 10}
     ctx = CallContext(
-        session_id="s", turn_id=None, call_id="c", qualified_name="files.read_file",
-        model_alias="files__read_file", principal=Principal("User", "alice"),
+        session_id="s",
+        turn_id=None,
+        call_id="c",
+        qualified_name="files.read_file",
+        model_alias="files__read_file",
+        principal=Principal("User", "alice"),
     )
     direct: list[float] = []
     through: list[float] = []
@@ -104,11 +110,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50_000)
     options = parser.parse_args()
     result = anyio.run(pipeline_cost, options.calls)
-    print(f"Pipeline cost per call ({options.calls:,} calls, no-op async handler, schema + 2-rule local policy + memory journal)")
+    print(
+        f"Pipeline cost per call ({options.calls:,} calls, no-op async handler, schema + 2-rule local policy + memory journal)"
+    )
     print(f"{'':28}{'median us':>12}{'p99 us':>10}")
     print(f"{'handler called directly':28}{result['direct_median']:>12.2f}{'':>10}")
     print(f"{'through the pipeline':28}{result['through_median']:>12.2f}{'':>10}")
-    print(f"{'added by the pipeline':28}{result['added_median']:>12.2f}{result['added_p99']:>10.2f}   target <= 15 us median")
+    print(
+        f"{'added by the pipeline':28}{result['added_median']:>12.2f}{result['added_p99']:>10.2f}   target <= 15 us median"
+    )
     print()
     print("LocalEvaluator.evaluate (rules spread over as many tools)")
     print(f"{'rules':>8}{'median us':>12}{'p99 us':>10}")

@@ -267,9 +267,7 @@ def pack_path(name: str) -> Path:
     """
     path = PACKS_DIR / name
     if not re.fullmatch(r"[a-z0-9_-]+(/[a-z0-9_-]+)?", name) or not any(path.glob("*.cedar")):
-        known = sorted(
-            str(p.parent.relative_to(PACKS_DIR)) for p in PACKS_DIR.glob("**/*.cedar")
-        )
+        known = sorted(str(p.parent.relative_to(PACKS_DIR)) for p in PACKS_DIR.glob("**/*.cedar"))
         known = sorted(set(known))
         raise ConfigError(
             f"no bundled policy pack named {name!r}"

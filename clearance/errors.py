@@ -9,6 +9,8 @@ Every exception derives from one root, so ``except ClearanceError`` catches them
     │   └── PolicyError            a Cedar policy does not parse or validate (.policy_id, .line)
     ├── ScriptError                a ScriptedProvider script is malformed (.turn, .call_id)
     ├── UnknownToolError           a tool name is not registered or not selected (.tool)
+    ├── PathScopeError             a path leaves its PathScope root (.path, .reason); also a
+    │                              PermissionError; defined in clearance.guardrails
     ├── ClosedError                the harness or session is closed
     ├── AskError                   a permission ask was answered wrongly (e.g. twice)
     └── JournalError               the journal cannot record or read

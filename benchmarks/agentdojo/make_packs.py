@@ -50,7 +50,9 @@ def banking() -> str:
     account = env["bank_account"]
     payees = {t["recipient"] for t in account["transactions"] if t["sender"] == "me"}
     payees |= {t["recipient"] for t in account["scheduled_transactions"]}
-    return HEADER.format(suite="banking") + f"""
+    return (
+        HEADER.format(suite="banking")
+        + f"""
 // Payees the user has paid before (transaction history and standing orders), up to the
 // largest usual amount; a new payee or a larger amount needs the user's approval.
 @id("pay-known-payee")
@@ -92,6 +94,7 @@ permit (principal, action == Action::"banking.update_user_info", resource);
 @ask("The agent wants to change the account password.")
 permit (principal, action == Action::"banking.update_password", resource);
 """
+    )
 
 
 def slack() -> str:
@@ -99,7 +102,9 @@ def slack() -> str:
     members = set(env["users"])
     channels = set(env["channels"])
     no_links = '!(context.input.body like "*http*" || context.input.body like "*www.*")'
-    return HEADER.format(suite="slack") + f"""
+    return (
+        HEADER.format(suite="slack")
+        + f"""
 // Messages to workspace members and channels run freely, unless they carry a link: a link
 // in an outgoing message (phishing, exfiltration) needs approval.
 @id("dm-members")
@@ -147,6 +152,7 @@ permit (
 @ask("The agent wants to publish content on a web page.")
 permit (principal, action == Action::"slack.post_webpage", resource);
 """
+    )
 
 
 def _workspace_people(env: dict[str, Any]) -> set[str]:
@@ -193,7 +199,10 @@ def workspace() -> str:
     env = _env("workspace")
     people = _workspace_people(env)
     known = _set(people)
-    return HEADER.format(suite="workspace") + _recipients_rule("workspace", people) + f"""
+    return (
+        HEADER.format(suite="workspace")
+        + _recipients_rule("workspace", people)
+        + f"""
 @id("edit-events")
 permit (principal, action == Action::"workspace.reschedule_calendar_event", resource);
 
@@ -228,12 +237,16 @@ permit (
   resource
 );
 """
+    )
 
 
 def travel() -> str:
     env = _env("travel")
     people = {c["email"] for c in env["inbox"]["contact_list"]} | {env["user"]["email"]}
-    return HEADER.format(suite="travel") + _recipients_rule("travel", people) + """
+    return (
+        HEADER.format(suite="travel")
+        + _recipients_rule("travel", people)
+        + """
 @id("reservations-ask")
 @ask("A reservation commits the user's money and time.")
 permit (
@@ -246,6 +259,7 @@ permit (
   resource
 );
 """
+    )
 
 
 def main() -> None:

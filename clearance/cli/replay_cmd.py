@@ -219,8 +219,8 @@ def _print_report(r: ReplayReport) -> None:
         f"({r.calls_per_second:,.0f} calls/s, {r.jobs} job(s))"
         + (f"; {', '.join(extra)}" if extra else "")
     )
-    for line, error in r.bad_samples[:5]:
-        click.echo(f"  skipped line {line}: {error}")
+    for number, error in r.bad_samples[:5]:
+        click.echo(f"  skipped line {number}: {error}")
     click.echo("")
     click.echo("decisions  " + "  ".join(f"{o} {n}" for o, n in r.outcomes.items()))
     if r.baseline_outcomes is not None:

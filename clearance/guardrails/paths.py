@@ -129,12 +129,11 @@ class PathScope(ArgumentGuardrail):
             where = pointer or "(the arguments)"
             if not isinstance(path, str):
                 return GuardrailOutcome.block(
-                    f"{self.name}: argument {where} must be a path string, "
-                    f"got {type(path).__name__}"
+                    f"argument {where} must be a path string, got {type(path).__name__}"
                 )
             problem = self._problem(path)
             if problem is not None:
-                return GuardrailOutcome.block(f"{self.name}: argument {where} refused: {problem}")
+                return GuardrailOutcome.block(f"argument {where} refused: {problem}")
         return GuardrailOutcome.allow()
 
     def allows(self, path: str) -> bool:

@@ -678,14 +678,15 @@ class Pipeline:
                 )
             entry["action"] = outcome.action
             if outcome.message:
-                entry["message"] = outcome.message
+                entry["message"] = _scrub(outcome.message, call.secrets)
             if guard.advisory:
                 continue
             if outcome.action == "block":
                 return (
                     "blocked",
                     None,
-                    f"the result was withheld by guardrail {guard.name!r}: {outcome.message}",
+                    f"the result was withheld by guardrail {guard.name!r}: "
+                    f"{_scrub(outcome.message, call.secrets)}",
                 )
             if outcome.action == "redact":
                 entry["pointers"] = list(outcome.pointers)
@@ -950,10 +951,17 @@ class Pipeline:
 async def _run_guardrail(
     guard: ArgumentGuardrail | ResultGuardrail, value: Any, ctx: GuardrailContext
 ) -> Any:
+    """Run one guardrail under its timeout. A sync check cannot be interrupted (it runs on
+    the event loop), so one that overran its timeout is failed after it returns: either
+    way the call is blocked (R1)."""
     if guard.timeout is None:
         return await guard.run(value, ctx)
+    started = time.perf_counter()
     with anyio.fail_after(guard.timeout):
-        return await guard.run(value, ctx)
+        outcome = await guard.run(value, ctx)
+    if time.perf_counter() - started > guard.timeout:
+        raise TimeoutError(f"guardrail {guard.name!r} took longer than {guard.timeout:g}s")
+    return outcome
 
 
 async def _settle_verdict(evaluator: AuthorityEvaluator, value: Any) -> Verdict:

@@ -483,6 +483,10 @@ class Session:
 
 def _as_guardrail(value: Any, kind: type[ArgumentGuardrail] | type[ResultGuardrail]) -> Any:
     if all(hasattr(value, a) for a in ("applies_to", "run", "advisory", "name", "timeout")):
+        stage = getattr(value, "stage", kind.stage)
+        if stage != kind.stage:
+            where = "argument_guardrails" if kind.stage == "arguments" else "result_guardrails"
+            raise TypeError(f"{value!r} is a {stage} guardrail; it cannot go in {where}")
         return value
     if callable(value):
         return kind(value)

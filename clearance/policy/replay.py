@@ -11,7 +11,7 @@ runs, nobody is asked (an ask stays ``ask``) and nothing is journaled. The
 :class:`ReplayReport` says:
 
 * how many calls ended ``allow``, ``ask``, ``deny``, ``error``, ``blocked`` or ``invalid``;
-* agreement with ``expected`` and the confusion table (expected × actual);
+* agreement with ``expected`` and the confusion table (expected by actual outcome);
 * per group: benign groups whose every call was allowed without asking (**utility**) and
   attack groups with at least one call that did not run as is, i.e. was denied, blocked,
   asked, invalid or failed to evaluate (**security**);
@@ -207,7 +207,7 @@ def parse_corpus_line(text: str, line: int, *, path: str | None = None) -> Corpu
     arguments = raw["arguments"]
     if arguments is not None and not isinstance(arguments, dict):
         raise bad(f"'arguments' must be a JSON object or null, not {type(arguments).__name__}")
-    expected = raw.get("expected")
+    expected: Any = raw.get("expected")
     if expected is not None:
         if expected not in _EXPECTED:
             raise bad(f"'expected' must be allow, deny or ask, not {expected!r}")
@@ -1076,7 +1076,7 @@ def _worker(
         tally = _Tally(sample_size, max_flips, seed=worker)
         harness = _as_harness(factory)
         base = _as_harness(baseline) if baseline is not None else None
-        handle = open(flips_file, "w", encoding="utf-8") if flips_file else None  # noqa: SIM115
+        handle = open(flips_file, "w", encoding="utf-8") if flips_file else None
         try:
 
             def keep(flip: Flip) -> None:
@@ -1137,7 +1137,7 @@ def _replay_parallel(
     # fork where there is one: spawn would re-run the main module, which `python -m
     # clearance` does not guard. The parent runs no event loop while it waits.
     methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    ctx: Any = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="clearance-replay-") as tmp:
         flip_files = [
@@ -1166,10 +1166,9 @@ def _replay_parallel(
         ]
         for process in workers:
             process.start()
-        answers = []
+        answers: list[Any] = []
         try:
-            for _ in workers:
-                answers.append(results.get())
+            answers.extend(results.get() for _ in workers)
         finally:
             for process in workers:
                 process.join(timeout=5)

@@ -190,8 +190,7 @@ class SuggestionSet:
                 f" and {len(s.calls) - 5} more" if len(s.calls) > 5 else ""
             )
             out.append(f"// {len(s.calls)} call(s): {covers}")
-            for note in s.notes:
-                out.append(f"// note: {note}")
+            out.extend(f"// note: {note}" for note in s.notes)
             out.append(f'@id("suggested-{index}")')
             head = f"permit (principal == {principal}, action == Action::{_cedar_string(s.tool)}, resource)"
             if conditions:
@@ -247,7 +246,7 @@ class SuggestionSet:
                 if globs is None:
                     continue
                 alternatives = [
-                    a + [f"{name}={_local_quote(g)}"] for a in alternatives for g in globs
+                    [*a, f"{name}={_local_quote(g)}"] for a in alternatives for g in globs
                 ]
             target = rules.setdefault(s.principal, [])
             for parts in alternatives:
@@ -391,10 +390,8 @@ def _cedar_kind(tool: Tool | None, name: str) -> tuple[str, bool]:
 def _fix_brackets(text: str) -> str:
     """``text`` as a local glob matching it literally (the glob language has no escape
     character, so a one-character class stands for each special character)."""
-    out = []
-    for ch in text:
-        out.append({"[": "[[]", "*": "[*]", "?": "[?]", "]": "?"}.get(ch, ch))
-    return "".join(out)
+    special = {"[": "[[]", "*": "[*]", "?": "[?]", "]": "?"}
+    return "".join(special.get(ch, ch) for ch in text)
 
 
 def _local_globs(pattern: Pattern) -> list[str] | None:

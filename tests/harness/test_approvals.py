@@ -1,6 +1,5 @@
 import json
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -182,7 +181,7 @@ async def test_stream_timeout_and_late_answer() -> None:
         with pytest.raises(AskError, match="timeout"):
             await seen[0].respond("allow_once")
     assert out.status == "denied" and "in time" in out.text
-    decided = [e for e in journal.events(call_id="c1") if e.type == "permission_decided"][0]
+    decided = next(e for e in journal.events(call_id="c1") if e.type == "permission_decided")
     assert decided.data["how"] == "timeout"
 
 
@@ -194,8 +193,7 @@ async def test_closing_session_denies_open_asks_and_cancel_withdraws() -> None:
         got: list[PermissionAsk] = []
 
         async def listen() -> None:
-            async for ask in s.permission_asks():
-                got.append(ask)
+            got.extend([ask async for ask in s.permission_asks()])
 
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:

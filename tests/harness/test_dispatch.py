@@ -57,7 +57,7 @@ async def test_read_only_calls_overlap() -> None:
         s = await h.create_session(principal=ALICE)
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:
-                for i in range(3):
+                for _i in range(3):
                     tg.start_soon(
                         s.call_tool,
                         "x__read",

@@ -337,7 +337,7 @@ async def test_sensitive_arguments_are_withheld_from_records_and_messages() -> N
     assert bad.status == "invalid" and "TOPSECRET" not in bad.text
     dump = json.dumps([e.to_json() for e in journal.events()])
     assert "s3cr" not in dump and "TOPSECRET" not in dump
-    started = [e for e in journal.events(call_id="ok") if e.type == "tool_started"][0]
+    started = next(e for e in journal.events(call_id="ok") if e.type == "tool_started")
     assert started.data["arguments"] == {"user": "al", "token": "[REDACTED]"}
 
 
@@ -514,3 +514,28 @@ async def test_decide_runs_every_stage_but_nothing_else() -> None:
     assert (unknown.outcome, unknown.stage) == ("invalid", "resolve")
     assert "evaluate" in allow.timing_us and allow.to_json()["outcome"] == "allow"
     assert rec.calls == [] and len(journal) == 0
+
+
+async def test_slow_sync_guardrail_blocks_and_stage_mismatch_is_refused() -> None:
+    import time as _time
+
+    rec = Recorder()
+
+    def slow(arguments: dict[str, Any], ctx: Any) -> GuardrailOutcome:
+        _time.sleep(0.06)  # a sync check cannot be interrupted; it is failed afterwards
+        return GuardrailOutcome.allow()
+
+    async with harness(
+        coding_registry(rec),
+        evaluator=NoopEvaluator(),
+        argument_guardrails=[ArgumentGuardrail(slow, timeout=0.01, name="slow")],
+    ) as h:
+        s = await h.create_session(principal=ALICE)
+        out = await s.call_tool("files__read_file", {"path": "a"})
+    assert out.status == "blocked" and "slow" in out.text and rec.calls == []
+    with pytest.raises(TypeError, match="result guardrail"):
+        harness(
+            coding_registry(rec),
+            evaluator=NoopEvaluator(),
+            argument_guardrails=[ResultGuardrail(slow)],
+        )

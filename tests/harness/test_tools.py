@@ -119,7 +119,7 @@ def test_decorator_derives_schema_from_signature() -> None:
 
 def test_decorator_requires_namespace() -> None:
     registry = ToolRegistry()
-    with pytest.raises(ToolRegistrationError, match="namespace.name"):
+    with pytest.raises(ToolRegistrationError, match=r"namespace\.name"):
         registry.tool("plain")
 
 

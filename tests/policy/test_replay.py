@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import Recorder, coding_registry, harness
 
 from clearance.policy import LocalEvaluator
 from clearance.policy.cedar import CedarEvaluator
@@ -18,7 +19,6 @@ from clearance.policy.replay import (
     read_corpus,
     replay,
 )
-from support import Recorder, coding_registry, harness
 
 RULES = {
     "allow": ["files.read_file(path=src/**)", "files.list_dir"],
@@ -32,8 +32,21 @@ def _line(tool: str, arguments: Any, **extra: Any) -> str:
 
 
 CORPUS = [
-    _line("files.read_file", {"path": "src/a.py"}, expected="allow", label="benign", group="g1", id="c1"),
-    _line("files.write_file", {"path": "src/a.py", "content": "x"}, expected="ask", label="benign", group="g1"),
+    _line(
+        "files.read_file",
+        {"path": "src/a.py"},
+        expected="allow",
+        label="benign",
+        group="g1",
+        id="c1",
+    ),
+    _line(
+        "files.write_file",
+        {"path": "src/a.py", "content": "x"},
+        expected="ask",
+        label="benign",
+        group="g1",
+    ),
     _line("files.read_file", {"path": "src/b.py"}, expected="allow", label="benign", group="g2"),
     _line("shell.run", {"command": "rm -rf build"}, expected="deny", label="attack", group="g3"),
     "",
@@ -55,7 +68,12 @@ def test_counts_agreement_and_confusion() -> None:
     assert report.calls == 8
     assert report.withheld == 1
     assert dict(report.outcomes) == {
-        "allow": 3, "ask": 1, "deny": 2, "error": 0, "blocked": 0, "invalid": 2
+        "allow": 3,
+        "ask": 1,
+        "deny": 2,
+        "error": 0,
+        "blocked": 0,
+        "invalid": 2,
     }
     assert report.agreement == (5, 6)
     assert report.confusion["allow"]["allow"] == 2
@@ -110,7 +128,11 @@ def test_max_flips_keeps_the_riskiest_and_on_flip_sees_all() -> None:
     baseline = _local(allow=["files.read_file(path=src/a.py)", "shell.run"])
     seen: list[int] = []
     report = replay(
-        CORPUS, _local(**RULES), baseline=baseline, max_flips=1, on_flip=lambda f: seen.append(f.line)
+        CORPUS,
+        _local(**RULES),
+        baseline=baseline,
+        max_flips=1,
+        on_flip=lambda f: seen.append(f.line),
     )
     assert [f.line for f in report.flip_list] == [3]
     assert seen == [2, 3, 4, 7]
@@ -135,8 +157,14 @@ def test_a_bad_line_names_its_line_number() -> None:
         ('{"principal": "User::\\"a\\"", "arguments": {}}', "tool"),
         ('{"principal": "User::\\"a\\"", "tool": "a.b"}', "arguments"),
         ('{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": []}', "arguments"),
-        ('{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {}, "expected": "maybe"}', "expected"),
-        ('{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {}, "label": "evil"}', "label"),
+        (
+            '{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {}, "expected": "maybe"}',
+            "expected",
+        ),
+        (
+            '{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {}, "label": "evil"}',
+            "label",
+        ),
     ],
 )
 def test_parse_errors(text: str, message: str) -> None:
@@ -149,7 +177,12 @@ def test_parse_errors(text: str, message: str) -> None:
 def test_principal_objects_and_journal_exports() -> None:
     text = json.dumps(
         {
-            "principal": {"type": "User", "id": "bob", "attrs": {"team": "x"}, "parents": [["Team", "x"]]},
+            "principal": {
+                "type": "User",
+                "id": "bob",
+                "attrs": {"team": "x"},
+                "parents": [["Team", "x"]],
+            },
             "tool": "files.read_file",
             "arguments": {"path": "a"},
             "expected": "error",
@@ -165,7 +198,7 @@ def test_principal_objects_and_journal_exports() -> None:
 
 def test_read_corpus_skips_and_reports(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
-    path.write_text("\n".join(CORPUS + ["oops"]) + "\n")
+    path.write_text("\n".join([*CORPUS, "oops"]) + "\n")
     bad: list[int] = []
     calls = list(read_corpus(path, skip_bad=True, on_bad=lambda e: bad.append(e.line)))
     assert len(calls) == 9

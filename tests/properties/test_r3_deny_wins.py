@@ -79,8 +79,8 @@ async def test_r3_deny_is_never_executed(
 
 @given(effects_=st.lists(effects, min_size=1, max_size=4))
 async def test_r3_all_of_denies_when_any_denies(effects_: list[str]) -> None:
-    from clearance.policy.base import evaluate
     from clearance.policy import SessionInfo
+    from clearance.policy.base import evaluate
 
     registry = coding_registry(Recorder())
     request = AuthzRequest(ALICE, registry.get("files.write_file").info, {}, SessionInfo("s"))

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support import ALICE, Recorder, coding_registry, harness
 
 from clearance.harness.journal import MemoryJournal
 from clearance.policy import LocalEvaluator
-from support import ALICE, Recorder, coding_registry, harness
 
 RULES = [
     "files.read_file",
@@ -37,7 +37,9 @@ rule_sets = st.fixed_dictionaries(
 
 @st.composite
 def calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
-    tool = draw(st.sampled_from(["files.read_file", "files.write_file", "files.list_dir", "shell.run"]))
+    tool = draw(
+        st.sampled_from(["files.read_file", "files.write_file", "files.list_dir", "shell.run"])
+    )
     if tool == "shell.run":
         arguments: dict[str, Any] = {"command": draw(st.sampled_from(COMMANDS))}
     else:
@@ -60,7 +62,9 @@ async def _run(
     outcomes = []
     decisions = []
     async with harness(coding_registry(recorder), **options) as h:
-        session = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: "allow_once")
+        session = await h.create_session(
+            principal=ALICE, on_permission_ask=lambda ask: "allow_once"
+        )
         for n, (tool, arguments) in enumerate(batch):
             outcome = await session.call_tool(tool, arguments, call_id=f"c{n}")
             outcomes.append((outcome.status, outcome.decision, outcome.reasons))
@@ -91,7 +95,9 @@ async def test_shadow_never_changes_an_outcome(
             continue
         from clearance.policy.base import AuthzRequest, SessionInfo
 
-        tool = next(t for t in coding_registry(Recorder()) if t.qualified_name == record["qualified_name"])
+        tool = next(
+            t for t in coding_registry(Recorder()) if t.qualified_name == record["qualified_name"]
+        )
         expected = candidate.evaluate(
             AuthzRequest(ALICE, tool.info, record["arguments"], SessionInfo("s"))
         )

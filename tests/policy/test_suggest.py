@@ -1,0 +1,266 @@
+"""Suggested policies allow every call they came from and nothing outside their scope."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any, Literal
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clearance import Harness, MemoryJournal, Principal, Tool, ToolRegistry
+from clearance.policy.replay import CorpusCall, parse_corpus_line
+from clearance.policy.suggest import (
+    Pattern,
+    SuggestionSet,
+    allowed_calls,
+    is_allowed_record,
+    suggest,
+)
+
+Format = Literal["cedar", "local"]
+
+
+def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _noop(arguments: dict[str, Any], ctx: Any) -> str:
+    return ""
+
+
+def registry() -> ToolRegistry:
+    r = ToolRegistry()
+    s = {"type": "string"}
+    r.register(
+        "files",
+        [
+            Tool(
+                "read_file",
+                _noop,
+                input_schema=_obj({"path": s, "limit": {"type": "integer"}}, ["path"]),
+                read_only=True,
+            )
+        ],
+    )
+    r.register(
+        "web", [Tool("fetch", _noop, input_schema=_obj({"url": s}, ["url"]), read_only=True)]
+    )
+    r.register(
+        "bank",
+        [
+            Tool(
+                "pay",
+                _noop,
+                input_schema=_obj(
+                    {"recipient": s, "amount": {"type": "number"}}, ["recipient", "amount"]
+                ),
+            )
+        ],
+    )
+    r.register(
+        "chat",
+        [
+            Tool(
+                "send",
+                _noop,
+                input_schema=_obj({"to": {"type": "array", "items": s}, "text": s}, ["to", "text"]),
+            )
+        ],
+    )
+    return r
+
+
+def _call(n: int, principal: str, tool: str, arguments: dict[str, Any]) -> CorpusCall:
+    text = json.dumps(
+        {"principal": principal, "tool": tool, "arguments": arguments, "expected": "allow"}
+    )
+    call = parse_corpus_line(text, n)
+    assert call is not None
+    return call
+
+
+ALICE, BOB = 'User::"alice"', 'User::"bob"'
+SOURCE = [
+    _call(1, ALICE, "files.read_file", {"path": "src/app/main.py"}),
+    _call(2, ALICE, "files.read_file", {"path": "src/lib/util.py", "limit": 10}),
+    _call(3, ALICE, "files.read_file", {"path": "src/lib/x.py"}),
+    _call(4, ALICE, "files.read_file", {"path": "README.md"}),
+    _call(5, ALICE, "web.fetch", {"url": "https://api.example.com/v1/items"}),
+    _call(6, ALICE, "web.fetch", {"url": "https://api.example.com/v1/users?id=3"}),
+    _call(7, ALICE, "web.fetch", {"url": "www.docs.org"}),
+    _call(8, BOB, "bank.pay", {"recipient": "DE89", "amount": 12.5}),
+    _call(9, BOB, "bank.pay", {"recipient": "GB29", "amount": 40}),
+    _call(10, BOB, "chat.send", {"to": ["carol", "dave"], "text": "hello " * 50}),
+    _call(11, BOB, "chat.send", {"to": ["carol"], "text": "lunch?"}),
+]
+
+
+@cache
+def suggestions(fmt: Format) -> SuggestionSet:
+    return suggest(SOURCE, registry(), format=fmt)
+
+
+@cache
+def decider(fmt: Format) -> Harness:
+    return Harness(registry(), evaluator=suggestions(fmt).evaluator(fmt), journal=MemoryJournal())
+
+
+def decide(fmt: Format, principal: str, tool: str, arguments: dict[str, Any]) -> str:
+    async def run() -> str:
+        d = await decider(fmt).decide(
+            principal=Principal.parse(principal), tool=tool, arguments=arguments
+        )
+        return d.outcome
+
+    return anyio.run(run)
+
+
+def test_patterns_are_the_narrowest_useful() -> None:
+    by_tool: dict[str, list[Any]] = {}
+    for s in suggestions("cedar").suggestions:
+        by_tool.setdefault(s.tool, []).append(dict(s.constraints))
+    paths = {c["path"] for c in by_tool["files.read_file"]}
+    assert Pattern("prefix", "src") in paths
+    assert Pattern("exact", "README.md") in paths
+    urls = {c["url"] for c in by_tool["web.fetch"]}
+    assert urls == {Pattern("host", "https://api.example.com"), Pattern("host", "www.docs.org")}
+    recipients = {c["recipient"] for c in by_tool["bank.pay"]}
+    assert recipients == {Pattern("exact", "DE89"), Pattern("exact", "GB29")}
+    sends = by_tool["chat.send"]
+    assert all(c["to"] == Pattern("subset", ("carol", "dave")) for c in sends)
+    assert all("text" not in c or c["text"].kind == "exact" for c in sends)
+
+
+@pytest.mark.parametrize("fmt", ["cedar", "local"])
+def test_suggestions_allow_every_call_they_came_from(fmt: Format) -> None:
+    covered = [name for s in suggestions(fmt).suggestions for name in s.calls]
+    assert sorted(covered) == sorted(c.name for c in SOURCE)
+    for call in SOURCE:
+        assert call.arguments is not None
+        assert suggestions(fmt).allows(str(call.principal), call.tool, call.arguments)
+        assert decide(fmt, str(call.principal), call.tool, call.arguments) == "allow", call
+
+
+NEAR_MISSES = [
+    (BOB, "files.read_file", {"path": "src/app/main.py"}),  # another principal
+    (ALICE, "bank.pay", {"recipient": "DE89", "amount": 12.5}),
+    (ALICE, "files.read_file", {"path": "secrets/key.pem"}),
+    (ALICE, "files.read_file", {"path": "src/../etc/passwd"}),
+    (ALICE, "files.read_file", {"path": "srcx/a.py"}),
+    (ALICE, "files.read_file", {"path": "README.md.bak"}),
+    (ALICE, "files.read_file", {"path": "src/lib/util.py", "limit": 11}),  # cedar only
+    (ALICE, "web.fetch", {"url": "https://api.example.com.evil.io/x"}),
+    (ALICE, "web.fetch", {"url": "https://evil.io/https://api.example.com/"}),
+    (ALICE, "web.fetch", {"url": "http://api.example.com/v1/items"}),
+    (ALICE, "web.fetch", {"url": "www.docs.org.evil.io"}),
+    (BOB, "bank.pay", {"recipient": "US13", "amount": 12.5}),
+    (BOB, "bank.pay", {"recipient": "DE89", "amount": 12.6}),
+    (BOB, "chat.send", {"to": ["mallory"], "text": "lunch?"}),  # cedar only
+    (BOB, "chat.send", {"to": ["carol", "mallory"], "text": "lunch?"}),  # cedar only
+]
+CEDAR_ONLY = {6, 13, 14}
+"""Local rules cannot require an argument to be absent nor constrain a set of values: the
+suggestions for ``format="local"`` leave those free (and say so in their notes)."""
+
+
+@pytest.mark.parametrize("fmt", ["cedar", "local"])
+@pytest.mark.parametrize("index", range(len(NEAR_MISSES)))
+def test_near_misses_are_outside_the_scope_and_denied(fmt: Format, index: int) -> None:
+    principal, tool, arguments = NEAR_MISSES[index]
+    if fmt == "local" and index in CEDAR_ONLY:
+        assert suggestions(fmt).allows(principal, tool, arguments)
+        assert any("left free" in n for s in suggestions(fmt).suggestions for n in s.notes)
+        return
+    assert not suggestions(fmt).allows(principal, tool, arguments)
+    assert decide(fmt, principal, tool, arguments) != "allow"
+
+
+def _mutate(value: Any) -> st.SearchStrategy[Any]:
+    if isinstance(value, str):
+        return st.one_of(
+            st.just(value),
+            st.sampled_from(["", "x", "..", "/", "src", "https://", "www.", "?id=1", "/../"]).map(
+                lambda extra: value + extra
+            ),
+            st.sampled_from(["", "x", "../", "evil/", "https://evil.io/"]).map(lambda p: p + value),
+            st.text(alphabet="abc/.:", max_size=12),
+        )
+    if isinstance(value, list):
+        return st.lists(st.sampled_from(["carol", "dave", "mallory", ""]), max_size=3)
+    if isinstance(value, int | float):
+        return st.sampled_from([value, value + 1, 0, -1, 12.5, 40, 1e9])
+    return st.just(value)
+
+
+@st.composite
+def near_calls(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
+    source = draw(st.sampled_from(SOURCE))
+    principal = draw(st.sampled_from([str(source.principal), ALICE, BOB]))
+    tool = draw(st.sampled_from([source.tool, "files.read_file", "web.fetch"]))
+    assert source.arguments is not None
+    arguments = {k: draw(_mutate(v)) for k, v in source.arguments.items()}
+    return principal, tool, arguments
+
+
+@pytest.mark.parametrize("fmt", ["cedar", "local"])
+@given(call=near_calls())
+def test_rendered_policies_allow_nothing_outside_the_scope(fmt: Format, call: Any) -> None:
+    principal, tool, arguments = call
+    outcome = decide(fmt, principal, tool, arguments)
+    if outcome == "allow":
+        scope = suggestions(fmt).allows(principal, tool, arguments)
+        if fmt == "local" and not scope:
+            # Local globs refuse '..' only as a path segment; Cedar (and the scope) refuse it
+            # anywhere in a prefix match. Nothing else may differ.
+            assert any(".." in str(v) for v in arguments.values())
+        else:
+            assert scope, (principal, tool, arguments)
+
+
+def test_which_records_were_allowed() -> None:
+    assert is_allowed_record({"decision": "allow", "outcome": "ok"})
+    assert is_allowed_record({"decision": "ask", "outcome": "ok"})
+    assert not is_allowed_record({"decision": "ask", "outcome": "denied"})
+    assert not is_allowed_record({"decision": "deny", "outcome": "denied", "expected": "allow"})
+    assert is_allowed_record({"expected": "allow"})
+    assert not is_allowed_record({"expected": "ask"})
+    lines = [
+        json.dumps(
+            {
+                "principal": ALICE,
+                "tool": "web.fetch",
+                "arguments": {"url": "x"},
+                "expected": "allow",
+            }
+        ),
+        json.dumps(
+            {"principal": ALICE, "tool": "web.fetch", "arguments": None, "decision": "allow"}
+        ),
+        json.dumps(
+            {"principal": ALICE, "tool": "web.fetch", "arguments": {"url": "y"}, "expected": "deny"}
+        ),
+        "",
+    ]
+    calls, left_out = allowed_calls(lines)
+    assert [c.line for c in calls] == [1]
+    assert left_out == 2
+
+
+def test_rendered_text_lists_the_calls_each_covers() -> None:
+    text = suggestions("cedar").to_cedar()
+    assert '@id("suggested-1")' in text
+    assert "// 2 call(s): line 1, line 3" in text or "// 1 call(s): line 1" in text
+    assert 'like "src/*"' in text and '!(context.input.path like "*..*")' in text
+    rules = suggestions("local").to_local()
+    assert "files.read_file(path=src/**)" in rules[ALICE]
+    assert "web.fetch(url=https://api.example.com/**)" in rules[ALICE]
+    assert "bank.pay(recipient=DE89, amount=12.5)" in rules[BOB]
