@@ -30,7 +30,7 @@ from typing import Any
 from clearance import Harness, MemoryJournal, ToolRegistry
 from clearance.policy import LocalEvaluator, NoopEvaluator
 from clearance.policy.cedar import CedarEvaluator
-from clearance.policy.replay import ReplayReport, register_tool_declarations, replay
+from clearance.policy.replay import Flip, ReplayReport, register_tool_declarations, replay
 
 HERE = Path(__file__).resolve().parent
 PACKS = HERE.parents[1] / "clearance" / "packs" / "agentdojo"
@@ -105,8 +105,19 @@ def run(plot: bool) -> list[dict[str, Any]]:
         )
         for name, evaluator in evaluators(suite, data).items():
             harness = Harness(registry_for(data), evaluator=evaluator, journal=MemoryJournal())
-            report = replay(lines, harness)
-            rows.append(_row(suite, name, data, report, unscorable))
+            # Against an allow-everything baseline, every flip is a call this policy set
+            # did not simply allow: the calls that cost utility or stop an attack.
+            baseline = Harness(
+                registry_for(data), evaluator=NoopEvaluator(), journal=MemoryJournal()
+            )
+            flips: list[Flip] = []
+            report = replay(lines, harness, baseline=baseline, on_flip=flips.append)
+            row = _row(suite, name, data, report, unscorable)
+            row["stopped_calls"] = flips
+            row["attack_groups"] = sorted(
+                {json.loads(line)["group"] for line in lines if '"attack"' in line}
+            )
+            rows.append(row)
     _write_results(rows)
     if plot:
         _plot(rows)
@@ -176,6 +187,24 @@ def _write_results(rows: list[dict[str, Any]]) -> None:
     out += ["", "All suites:", "", "| policy | utility | security |", "| --- | --- | --- |"]
     for name, (u, ut, s, st) in totals.items():
         out.append(f"| {name} | {u}/{ut} ({100 * u / ut:.0f}%) | {s}/{st} ({100 * s / st:.0f}%) |")
+    out += ["", "## Where the packs cost utility or miss an attack", ""]
+    for r in rows:
+        if r["policy"] != "pack":
+            continue
+        costly: dict[str, list[str]] = {}
+        stopped: set[str] = set()
+        for flip in r["stopped_calls"]:
+            if flip.label == "benign":
+                why = ", ".join(flip.reasons) or flip.outcome
+                costly.setdefault(str(flip.group), []).append(
+                    f"`{flip.tool}` {flip.outcome} ({why})"
+                )
+            else:
+                stopped.add(str(flip.group))
+        missed = [g for g in r["attack_groups"] if g not in stopped]
+        out.append(f"- **{r['suite']}**: user tasks not fully allowed:")
+        out += [f"  - {g}: {'; '.join(sorted(set(v)))}" for g, v in sorted(costly.items())]
+        out.append("  - injection tasks not stopped: " + (", ".join(missed) if missed else "none"))
     never = [r for r in rows if r["policy"] == "pack" and r["never_hit"]]
     if never:
         out += ["", "Pack policies that decided no call:", ""]

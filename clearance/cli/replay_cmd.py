@@ -10,7 +10,8 @@
 Tools come from the configuration (``--config``, else ./clearance.toml, else the built-in
 default: the bundled ``files`` and ``shell`` tools) plus, with ``--tools FILE``, tool
 declarations (name, input schema, read_only) for tools the configuration does not provide,
-such as an application's own or an MCP server's. Nothing is ever run. Exit codes: 0 ok,
+such as an application's own or an MCP server's; with ``--tools`` and no configuration file,
+only the declared tools. Nothing is ever run. Exit codes: 0 ok,
 1 a check failed (``--strict`` found a disagreement or a loosening flip; a suggestion does
 not allow a call it came from), 2 bad usage or input (a corpus line that does not parse
 names its line number).
@@ -19,6 +20,7 @@ names its line number).
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -397,6 +399,9 @@ def suggest_command(
         )
         for c in calls
     ]
+    cedar_log = logging.getLogger("clearance.policy.cedar")
+    level = cedar_log.level
+    cedar_log.setLevel(logging.ERROR)  # "no policy can permit tool X" is expected here
     try:
         check = replay(
             corpus,
@@ -404,6 +409,8 @@ def suggest_command(
         )
     except ClearanceError as exc:
         fail(f"the suggested policies do not load: {exc}")
+    finally:
+        cedar_log.setLevel(level)
     allowed = check.outcomes.get("allow", 0)
     not_allowed = [f"{o} {n}" for o, n in check.outcomes.items() if o != "allow" and n]
     if as_json:

@@ -60,6 +60,42 @@ class Principal:
         return (self.type, self.id) == (other.type, other.id)
 
     @classmethod
+    def from_json(cls, value: Any) -> Principal:
+        """A principal from ``'User::"alice"'`` text or ``{"type", "id", "attrs",
+        "parents"}`` (parents as ``[["Team", "infra"]]`` pairs or ``'Team::"infra"'`` text).
+
+        Raises:
+            ValueError: the value has neither form.
+        """
+        if isinstance(value, str):
+            return cls.parse(value)
+        if isinstance(value, Mapping):
+            kind, ident = value.get("type"), value.get("id")
+            if not isinstance(kind, str) or not isinstance(ident, str):
+                raise ValueError("'principal' needs a string 'type' and 'id'")
+            attrs = value.get("attrs", {})
+            if not isinstance(attrs, Mapping):
+                raise ValueError("'principal.attrs' must be an object")
+            parents = value.get("parents", [])
+            pairs: list[tuple[str, str]] = []
+            for parent in parents if isinstance(parents, list) else [None]:
+                if (
+                    isinstance(parent, list)
+                    and len(parent) == 2
+                    and all(isinstance(p, str) for p in parent)
+                ):
+                    pairs.append((parent[0], parent[1]))
+                elif isinstance(parent, str):
+                    p = cls.parse(parent)
+                    pairs.append((p.type, p.id))
+                else:
+                    raise ValueError(
+                        '\'principal.parents\' must be a list like [["Team", "infra"]]'
+                    )
+            return cls(kind, ident, dict(attrs), tuple(pairs))
+        raise ValueError('\'principal\' must be like "User::\\"alice\\"" or {"type", "id"}')
+
+    @classmethod
     def parse(cls, text: str) -> Principal:
         """Parse ``'User::"alice"'`` (or ``User::alice``) into a principal."""
         kind, sep, ident = text.partition("::")

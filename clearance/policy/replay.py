@@ -62,9 +62,11 @@ __all__ = [
     "HarnessFactory",
     "HarnessSpec",
     "ReplayReport",
+    "load_tool_declarations",
     "parse_corpus_line",
     "policy_ids",
     "read_corpus",
+    "register_tool_declarations",
     "replay",
     "replay_async",
 ]
@@ -161,9 +163,7 @@ def _parse_principal(value: Any) -> Principal:
                 _principals.clear()
             _principals[value] = found
         return found
-    from clearance.policy.testing import _principal
-
-    return _principal(value)
+    return Principal.from_json(value)
 
 
 def parse_corpus_line(text: str, line: int, *, path: str | None = None) -> CorpusCall | None:
@@ -755,8 +755,8 @@ class HarnessSpec:
 
     Tools come from the configuration's bundled toolsets (``--config``, else
     ``./clearance.toml``, else the built-in default: ``files`` and ``shell``) plus the
-    declarations in ``tools`` (a JSON file; see :func:`load_tool_declarations`); handlers
-    never run. The evaluator is the configuration's, unless ``policies`` (a Cedar
+    declarations in ``tools`` (a JSON file; see :func:`load_tool_declarations`); with
+    declarations and no configuration file, only the declared tools. Handlers never run. The evaluator is the configuration's, unless ``policies`` (a Cedar
     directory, or a TOML rules file) or ``rules`` (a TOML rules file) replaces it. The
     configuration's argument guardrails apply. Nothing is journaled.
     """
@@ -776,10 +776,16 @@ class HarnessSpec:
         return HarnessSpec(self.config, policies, None, self.tools, None)
 
     def build_registry(self) -> Any:
-        from clearance.config import build_registry, resolve_config
+        """The tools: the configured toolsets plus the declared ones. With declarations
+        and no configuration file at all, only the declared tools (the built-in default's
+        ``files`` and ``shell`` would be noise in someone else's corpus)."""
+        from clearance.config import build_registry, find_config, resolve_config
+        from clearance.harness.tools import ToolRegistry
 
-        config = resolve_config(self.config)
-        registry = build_registry(config)
+        if self.tools is not None and self.config is None and find_config() is None:
+            registry = ToolRegistry()
+        else:
+            registry = build_registry(resolve_config(self.config))
         if self.tools is not None:
             register_tool_declarations(registry, load_tool_declarations(self.tools))
         return registry

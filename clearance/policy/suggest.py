@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Pattern",
+    "PrincipalRules",
     "Suggestion",
     "SuggestionSet",
     "allowed_calls",
@@ -356,6 +357,10 @@ def _cedar_value(value: Any, kind: str) -> str:
     return _cedar_string(str(value))
 
 
+_RECORDS: dict[int, tuple[Any, Any]] = {}
+"""The Cedar input record of each tool seen (schema generation is not free)."""
+
+
 def _cedar_kind(tool: Tool | None, name: str) -> tuple[str, bool]:
     """The Cedar type of ``context.input.<name>`` ("string", "long", "decimal", "bool",
     "set:<element>", "other" or "untyped") and whether it is required."""
@@ -370,9 +375,18 @@ def _cedar_kind(tool: Tool | None, name: str) -> tuple[str, bool]:
         build_schema,
     )
 
-    try:
-        record = build_schema([tool]).tools[tool.qualified_name].input
-    except (ValueError, KeyError):
+    cached = _RECORDS.get(id(tool))
+    if cached is None or cached[0] is not tool:
+        try:
+            record: Any = build_schema([tool]).tools[tool.qualified_name].input
+        except (ValueError, KeyError):
+            record = None
+        if len(_RECORDS) >= 1024:
+            _RECORDS.clear()
+        # The tool is kept in the entry so that its id cannot be reused while cached.
+        _RECORDS[id(tool)] = cached = (tool, record)
+    record = cached[1]
+    if record is None:
         return "untyped", False
     attr = record.attributes.get(name)
     if attr is None:
@@ -429,8 +443,10 @@ def _expressible(format: str, tool: Tool | None, name: str, pattern: Pattern) ->
         if pattern.kind == "absent":
             return "local rules cannot require an argument to be absent"
         globs = _local_globs(pattern)
-        if globs is None or any(
-            "]" in str(_raw(pattern)) or ("'" in g and '"' in g) for g in globs
+        if (
+            globs is None
+            or "]" in str(pattern.value)
+            or any(not g or ("'" in g and '"' in g) for g in globs)
         ):
             return "the value cannot be written as a local glob"
         return None
@@ -454,10 +470,6 @@ def _expressible(format: str, tool: Tool | None, name: str, pattern: Pattern) ->
             else (f"a range of {kind} values")
         )
     return None if _fits(value, kind) else f"the value does not fit {kind}"
-
-
-def _raw(pattern: Pattern) -> Any:
-    return pattern.value
 
 
 def _fits(value: Any, kind: str) -> bool:

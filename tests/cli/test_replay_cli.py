@@ -197,3 +197,28 @@ def test_suggest_from_a_journal(workdir: Path) -> None:
     tools = {s["tool"] for s in out["suggestions"]}
     assert tools == {"files.read_file", "files.write_file"}
     assert "etc/passwd" not in out["policies"]
+
+
+def test_replay_declared_tools_with_a_pack(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    data = root / "benchmarks" / "agentdojo" / "data"
+    (tmp_path / "reads.toml").write_text('allow = ["banking.get_*", "banking.read_file"]\n')
+    done = clearance(
+        "replay",
+        str(data / "banking.corpus.jsonl"),
+        "--tools",
+        str(data / "banking.tools.json"),
+        "--policies",
+        str(root / "clearance" / "packs" / "agentdojo" / "banking"),
+        "--baseline",
+        "reads.toml",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no Cedar policy can permit" not in done.stderr  # only the declared tools
+    report = json.loads(done.stdout)
+    assert report["utility"]["fully_allowed"] == 11
+    assert report["utility"]["baseline_fully_allowed"] == 4
+    assert report["security"]["stopped"] == report["security"]["baseline_stopped"] == 9
+    assert report["flips"]["calls"][0]["kind"] == "deny->allow"

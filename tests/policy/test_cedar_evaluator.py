@@ -810,3 +810,40 @@ def test_mcp_tools_carry_their_server() -> None:
         ALICE, reg.get("github.create_issue").info, {"title": "x"}, SessionInfo("s")
     )
     assert ev.evaluate(call).reasons == ("gh",)
+
+
+def test_validation_by_scope_groups_finds_what_whole_set_validation_finds() -> None:
+    from clearance.policy.cedar import CedarEngine
+
+    policies = """
+    @id("ok-any") permit(principal, action, resource) when { context.session.id != "" };
+    @id("bad-any") forbid(principal, action, resource) when { context.input.path == "" };
+    @id("ok-group") permit(principal, action in Action::"read_only", resource)
+      when { context.input.path like "*" };
+    @id("bad-group") permit(principal, action in Action::"mutating", resource)
+      when { context.input.amount.lessThan(decimal("1.0")) };
+    @id("ok-one") permit(principal, action == Action::"shop.refund", resource)
+      when { context.input.count > 1 && action != Action::"files.read_file" };
+    @id("bad-one") permit(principal, action == Action::"files.write_file", resource)
+      when { context.input.size > 1 };
+    @id("bad-mixed") permit(principal, action in [Action::"files.read_file", Action::"shop.refund"], resource)
+      when { context.input.count > 0 };
+    @id("group-as-action") permit(principal, action == Action::"read_only", resource);
+    @id("unknown") permit(principal, action == Action::"files.gone", resource);
+    @id("unknown-in-condition") permit(principal, action, resource) when { action == Action::"nope" };
+    @id("bad-principal") permit(principal is Robot, action, resource);
+    """
+    ev = CedarEvaluator(policies)
+    with pytest.raises(PolicyError) as info:
+        ev.bind(REGISTRY)
+    ours = {(str(p["policy_id"]), str(p["message"])) for p in info.value.problems}
+    whole = CedarEngine(policies).validate(generate_schema(REGISTRY))
+    assert whole
+    expected = set()
+    for problem in whole:
+        message = problem.message.split(", ", 1)[1] if problem.message.startswith("for policy") else problem.message
+        expected.add((str(problem.policy_id), message))
+    for policy_id, message in expected:
+        assert any(p == policy_id and m.startswith(message) for p, m in ours), (policy_id, message)
+    assert {p for p, _ in ours} == {p for p, _ in expected}
+    assert "ok-any" not in {p for p, _ in ours}

@@ -258,3 +258,56 @@ def test_jobs_report_the_first_bad_line(tmp_path: Path) -> None:
     with pytest.raises(CorpusError) as err:
         replay(corpus, _spec(tmp_path), jobs=2)
     assert err.value.line == 701
+
+
+def test_jobs_stream_every_flip_in_corpus_order(tmp_path: Path) -> None:
+    corpus = tmp_path / "big.jsonl"
+    lines = [c for c in CORPUS if c] * 200
+    corpus.write_text("\n".join(lines) + "\n")
+    (tmp_path / "loose.toml").write_text('allow = ["files.*", "shell.run"]\n')
+    spec = _spec(tmp_path)
+    seen: list[int] = []
+    report = replay(
+        corpus,
+        spec,
+        baseline=spec.with_policies(str(tmp_path / "loose.toml")),
+        jobs=2,
+        max_flips=5,
+        on_flip=lambda f: seen.append(f.line),
+    )
+    assert report.flips == len(seen) == 3 * 200  # write, rm and docs/ tighten
+    assert seen == sorted(seen)
+    assert len(report.flip_list) == 5
+    assert [f.line for f in report.flip_list] == seen[:5]
+    assert not any(f.loosens for f in report.flip_list)
+
+
+AGENTDOJO = Path(__file__).resolve().parents[2] / "benchmarks" / "agentdojo"
+PACKS = Path(__file__).resolve().parents[2] / "clearance" / "packs" / "agentdojo"
+
+
+@pytest.mark.parametrize(
+    ("suite", "utility", "security"),
+    [
+        ("workspace", (35, 40), (6, 6)),
+        ("travel", (18, 20), (5, 6)),
+        ("banking", (11, 16), (9, 9)),
+        ("slack", (15, 21), (4, 5)),
+    ],
+)
+def test_agentdojo_packs_score_as_published(
+    suite: str, utility: tuple[int, int], security: tuple[int, int]
+) -> None:
+    """The packs load against their suite's tools and keep the figures in RESULTS.md."""
+    from clearance import ToolRegistry
+    from clearance.policy.replay import register_tool_declarations
+
+    corpus = AGENTDOJO / "data" / f"{suite}.corpus.jsonl"
+    tools = json.loads((AGENTDOJO / "data" / f"{suite}.tools.json").read_text())
+    registry = ToolRegistry()
+    register_tool_declarations(registry, tools)
+    evaluator = CedarEvaluator.from_directory(PACKS / suite)
+    report = replay(corpus, harness(registry, evaluator=evaluator))
+    assert (report.utility_groups, report.benign_groups) == utility
+    assert (report.security_groups, report.attack_groups) == security
+    assert report.outcomes["invalid"] == report.outcomes["error"] == 0

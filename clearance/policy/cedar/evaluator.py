@@ -501,10 +501,11 @@ class CedarEvaluator:
         actions = _action_entities(model)
         engine = _engine(sources.policies, [*generated, *actions, *sources.entities])
 
-        problems = [_locate(p, engine, model) for p in engine.validate(model.json)]
         tree = _policy_tree(engine, sources.policies)
+        uids = {policy_id: pst.entity_uids(node) for policy_id, node in tree.items()}
+        problems = [_locate(p, engine, model) for p in _validate(engine, uids, model)]
         reported = {(p["policy_id"], str(p["message"])) for p in problems}
-        for problem in _naming_problems(engine, tree, model, tools):
+        for problem in _naming_problems(engine, uids, model, tools):
             name = str(problem["message"]).split(" is not ", 1)[0]
             if not any(pid == problem["policy_id"] and name in msg for pid, msg in reported):
                 problems.append(problem)
@@ -785,6 +786,91 @@ def _action_entities(model: SchemaModel) -> list[dict[str, Any]]:
     return out
 
 
+def _validate(
+    engine: CedarEngine, uids: Mapping[str, frozenset[pst.EntityUid]], model: SchemaModel
+) -> list[PolicyProblem]:
+    """Cedar's strict validation of every policy against the generated schema.
+
+    Validating against a schema with a thousand tool actions costs Cedar milliseconds per
+    policy, so the policies are grouped by the tool actions their scope can apply to and each
+    group is validated against a schema cut down to those actions (plus the action groups and
+    the actions the group's policies name). A policy's validation depends only on those:
+    the request types its scope admits and the names it uses, so the problems are the same.
+    """
+    infos = [i for i in engine.policies if i.kind != "link"]
+    if not infos:
+        return []
+    if any(i.text is None for i in infos):
+        return list(engine.validate(model.json))
+    body = model.json[model.namespace]
+    actions: Mapping[str, Any] = body["actions"]
+    action_type = model.action_type
+    groups = {name for name, decl in actions.items() if "appliesTo" not in decl}
+    members: dict[str, set[str]] = {}
+    for name, decl in actions.items():
+        for ref in decl.get("memberOf", ()):
+            members.setdefault(ref["id"], set()).add(name)
+    by_key: dict[frozenset[str] | None, list[PolicyInfo]] = {}
+    for info in infos:
+        key: frozenset[str] | None = None
+        if info.action.op != "any":
+            applicable: set[str] = set()
+            for entity in info.action.entities:
+                if entity.type != action_type:
+                    continue
+                if entity.id in groups and info.action.op == "in":
+                    applicable |= members.get(entity.id, set())
+                elif entity.id in actions:
+                    applicable.add(entity.id)
+            key = frozenset(applicable)
+        by_key.setdefault(key, []).append(info)
+    if len(by_key) == 1 and None in by_key:
+        return list(engine.validate(model.json))
+
+    inputs = {ts.input_type_name: name for name, ts in model.tools.items()}
+    problems: list[PolicyProblem] = []
+    for key, group in by_key.items():
+        if key is None:
+            schema: Mapping[str, Any] = model.json
+        else:
+            named = {
+                uid.id
+                for info in group
+                for uid in uids.get(info.id, ())
+                if str(uid.type) == action_type
+            }
+            cut: dict[str, Any] = {name: actions[name] for name in groups}
+            for name in named - key:
+                if name in actions and name not in cut:
+                    cut[name] = {k: v for k, v in actions[name].items() if k != "appliesTo"}
+            cut.update((name, actions[name]) for name in key)
+            common = {
+                name: typ
+                for name, typ in body["commonTypes"].items()
+                if name not in inputs or inputs[name] in key
+            }
+            schema = {
+                model.namespace: {
+                    "entityTypes": body["entityTypes"],
+                    "commonTypes": common,
+                    "actions": cut,
+                }
+            }
+        result = cedarpy.validate_policies(
+            "\n".join(str(i.text) for i in group), json.dumps(schema)
+        )
+        for error in result.errors:
+            local = error.policy_id
+            index = int(local[6:]) if local.startswith("policy") and local[6:].isdigit() else -1
+            owner = group[index] if 0 <= index < len(group) else None
+            if owner is None:
+                problems.append(PolicyProblem(error.error, None, None, None))
+                continue
+            message = error.error.replace(f"for policy `{local}`", f"for policy `{owner.id}`", 1)
+            problems.append(PolicyProblem(message, owner.label, owner.path, owner.line, owner.id))
+    return problems
+
+
 def _policy_tree(engine: CedarEngine, policies: list[tuple[str, str]]) -> dict[str, pst.Template]:
     """Each policy's PST by the engine's Cedar id (the engine parses the joined text)."""
     if not policies:
@@ -798,33 +884,51 @@ def _policy_tree(engine: CedarEngine, policies: list[tuple[str, str]]) -> dict[s
     return nodes
 
 
-def _action_matches(info: PolicyInfo, action_type: str, ids: frozenset[str]) -> bool:
-    scope = info.action
-    if scope.op == "any":
-        return True
-    return any(e.type == action_type and e.id in ids for e in scope.entities)
+@dataclass(slots=True)
+class _Group:
+    """What the policies naming one action (or no action) need and cover, merged."""
+
+    need: _Need = field(default_factory=dict)
+    covers_all: bool = False
+    tools: set[str] = field(default_factory=set)
+    namespaces: set[str] = field(default_factory=set)
+
+    def add(self, info: PolicyInfo, need: _Need, model: SchemaModel) -> None:
+        self.need = _merge(self.need, need)
+        if info.effect != "permit":
+            return
+        cover = _resource_cover(info, model)
+        if cover == "all":
+            self.covers_all = True
+        elif cover is not None:
+            (self.tools if cover[0] == "tool" else self.namespaces).add(cover[1])
+
+    def covers(self, tool: Tool) -> bool:
+        return (
+            self.covers_all
+            or tool.qualified_name in self.tools
+            or tool.namespace in self.namespaces
+        )
 
 
-def _resource_matches(info: PolicyInfo, tool: Tool, model: SchemaModel) -> bool:
+def _resource_cover(info: PolicyInfo, model: SchemaModel) -> str | tuple[str, str] | None:
+    """Which tools a permit's resource scope can match: all, one tool, one namespace, none."""
     scope = info.resource
     tool_type = model.qualify(TOOL_TYPE)
-    ns_type = model.qualify(NAMESPACE_TYPE)
-    if scope.op == "any":
-        return True
-    if scope.slot:
-        return True  # a template: any link may name the tool
+    if scope.op == "any" or scope.slot:
+        return "all"  # a template slot: any link may name any tool
     if scope.op == "is":
-        return scope.entity_type == tool_type
+        return "all" if scope.entity_type == tool_type else None
     if scope.op == "is in" and scope.entity_type != tool_type:
-        return False
-    (target,) = scope.entities or (None,)
-    if target is None:
-        return True
-    if scope.op == "==":
-        return target.type == tool_type and target.id == tool.qualified_name
-    return (target.type == tool_type and target.id == tool.qualified_name) or (
-        target.type == ns_type and target.id == tool.namespace
-    )
+        return None
+    if not scope.entities:
+        return "all"
+    target = scope.entities[0]
+    if target.type == tool_type:
+        return ("tool", target.id)
+    if scope.op != "==" and target.type == model.qualify(NAMESPACE_TYPE):
+        return ("ns", target.id)
+    return None  # a tool's only ancestor is its namespace
 
 
 def _plans(
@@ -833,12 +937,25 @@ def _plans(
     infos: Sequence[PolicyInfo],
     tree: Mapping[str, pst.Template],
 ) -> tuple[dict[str, _ToolPlan], tuple[str, ...]]:
+    """Per tool: whether any permit can match it, and the context its policies read.
+
+    Policies are grouped by the action ids their scope names (one group for no action
+    constraint), so the work is linear in policies plus tools, not their product.
+    """
     action_type = model.action_type
-    needs = {
-        i.id: _context_need(tree[i.template_id or i.id])
-        for i in infos
-        if (i.template_id or i.id) in tree
-    }
+    unconstrained = _Group()
+    by_action: dict[str, _Group] = {}
+    for info in infos:
+        if info.kind == "template":
+            continue  # a template authorizes nothing; its links are listed separately
+        node = tree.get(info.template_id or info.id)
+        reads = _context_need(node) if node is not None else None
+        if info.action.op == "any":
+            unconstrained.add(info, reads, model)
+            continue
+        for entity in info.action.entities:
+            if entity.type == action_type:
+                by_action.setdefault(entity.id, _Group()).add(info, reads, model)
     tool_type = model.qualify(TOOL_TYPE)
     tool_ctx = RecordType(
         {"read_only": Attribute(BOOL, True), "annotations": Attribute(model.annotations, True)}
@@ -846,22 +963,18 @@ def _plans(
     plans: dict[str, _ToolPlan] = {}
     ungoverned: list[str] = []
     for tool in tools:
-        ids = frozenset(
-            {
-                tool.qualified_name,
-                CALL_TOOL,
-                READ_ONLY if tool.read_only else MUTATING,
-                namespace_group(tool.namespace),
-            }
+        ids = (
+            tool.qualified_name,
+            CALL_TOOL,
+            READ_ONLY if tool.read_only else MUTATING,
+            namespace_group(tool.namespace),
         )
-        applicable = [
-            i for i in infos if i.kind != "template" and _action_matches(i, action_type, ids)
-        ]
-        if not any(i.effect == "permit" and _resource_matches(i, tool, model) for i in applicable):
+        groups = [unconstrained, *(by_action[i] for i in ids if i in by_action)]
+        if not any(g.covers(tool) for g in groups):
             ungoverned.append(tool.qualified_name)
         need: _Need = {}
-        for info in applicable:
-            need = _merge(need, needs.get(info.id, None))
+        for group in groups:
+            need = _merge(need, group.need)
         top = need if need is not None else {"input": None, "session": None, "tool": None}
         tool_need: _Need = top.get("tool", {})
         tool_value = (
@@ -891,7 +1004,7 @@ def _plans(
 
 def _naming_problems(
     engine: CedarEngine,
-    tree: Mapping[str, pst.Template],
+    uids: Mapping[str, frozenset[pst.EntityUid]],
     model: SchemaModel,
     tools: list[Tool],
 ) -> list[dict[str, object]]:
@@ -908,10 +1021,7 @@ def _naming_problems(
     }
     problems: list[dict[str, object]] = []
     for info in engine.policies:
-        node = tree.get(info.id)
-        if node is None:
-            continue
-        for uid in sorted(pst.entity_uids(node), key=str):
+        for uid in sorted(uids.get(info.id, ()), key=str):
             kind = str(uid.type)
             if kind in known and uid.id not in known[kind]:
                 hint = difflib.get_close_matches(uid.id, sorted(known[kind]), n=1)
