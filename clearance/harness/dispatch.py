@@ -168,6 +168,27 @@ class Dispatcher:
     def release(self) -> None:
         self._admitted -= 1
 
+    def try_acquire_slot(self, tool: Tool, lock: SessionLock) -> bool:
+        """Take the session lock, the tool's limit and a harness-wide slot at once if all
+        are free and nobody waits for them (no suspension); False leaves everything as it
+        was, and the caller waits with :meth:`acquire_slot`."""
+        write = not tool.read_only
+        if lock._waiters or not lock._can_enter(write):
+            return False
+        limiter = self._limiter
+        if limiter._waiters or limiter.borrowed >= limiter.total:
+            return False
+        if tool.concurrency is not None:
+            tool_limiter = self._tool_limiters.get(tool.qualified_name)
+            if tool_limiter is None:
+                tool_limiter = self._tool_limiters[tool.qualified_name] = Limiter(tool.concurrency)
+            if tool_limiter._waiters or tool_limiter.borrowed >= tool_limiter.total:
+                return False
+            tool_limiter.borrowed += 1
+        lock._enter(write)
+        limiter.borrowed += 1
+        return True
+
     async def acquire_slot(self, tool: Tool, lock: SessionLock) -> None:
         """Wait for the session lock, the tool's limit and a harness-wide slot, in that
         order (every call takes them in the same order, so they cannot deadlock).

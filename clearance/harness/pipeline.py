@@ -573,7 +573,8 @@ class Pipeline:
             session.running.add(scope)
             try:
                 with scope:
-                    await self.dispatcher.acquire_slot(tool, session.lock)
+                    if not self.dispatcher.try_acquire_slot(tool, session.lock):
+                        await self.dispatcher.acquire_slot(tool, session.lock)
                     try:
                         started = time.perf_counter()
                         status, raw, message = await self._invoke(call, tool, ctx)
@@ -625,6 +626,8 @@ class Pipeline:
         deadline: anyio.CancelScope | None = None
         try:
             if tool.timeout is None:
+                if tool.is_async:  # the common case, one coroutine less
+                    return "ok", await tool.handler(call.arguments, ctx), None
                 return "ok", await self.dispatcher.call_handler(tool, call.arguments, ctx), None
             with anyio.move_on_after(tool.timeout) as deadline:
                 return "ok", await self.dispatcher.call_handler(tool, call.arguments, ctx), None

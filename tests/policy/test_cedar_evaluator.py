@@ -841,7 +841,11 @@ def test_validation_by_scope_groups_finds_what_whole_set_validation_finds() -> N
     assert whole
     expected = set()
     for problem in whole:
-        message = problem.message.split(", ", 1)[1] if problem.message.startswith("for policy") else problem.message
+        message = (
+            problem.message.split(", ", 1)[1]
+            if problem.message.startswith("for policy")
+            else problem.message
+        )
         expected.add((str(problem.policy_id), message))
     for policy_id, message in expected:
         assert any(p == policy_id and m.startswith(message) for p, m in ours), (policy_id, message)
