@@ -37,7 +37,7 @@ from clearance.harness.approvals import (
 )
 from clearance.harness.journal import JournalEvent
 from clearance.harness.tools import CallContext, CallToolResult, ResultError, Tool, normalize_result
-from clearance.policy.base import AuthorityEvaluator, AuthzRequest, SessionInfo, Verdict, evaluate
+from clearance.policy.base import AuthorityEvaluator, AuthzRequest, Verdict, evaluate
 
 if TYPE_CHECKING:
     from clearance.harness.session import Harness, Session
@@ -162,6 +162,8 @@ class _Call:
     dry: bool = False
     """Decide only: no journal, no call-id bookkeeping, no asks, no dispatch."""
     decided_written: bool = False
+    admitted: bool = False
+    started_written: bool = False
 
     def identity(self) -> dict[str, Any]:
         """The tool's names for records: a fresh dict each time (records own their data)."""
@@ -173,6 +175,10 @@ class _Call:
             "qualified_name": tool.qualified_name,
             "model_alias": tool.model_alias,
         }
+
+
+_FAILED: Any = object()
+"""A guardrail raised or timed out (see ``Pipeline._check``)."""
 
 
 def _us(start: float) -> int:
@@ -222,17 +228,22 @@ class Pipeline:
         try:
             decided = await self._decide(call, context or {})
         except BaseException:
-            # Cancelled while deciding (an ask, an async guardrail or evaluator): the
-            # call still gets its one call_decided record (R7), then the cancellation
-            # goes on.
-            if not call.decided_written:
-                with anyio.CancelScope(shield=True):
+            # Cancelled while deciding (an ask, an async guardrail or evaluator, a journal
+            # write): the call still ends exactly once (R7), then the cancellation goes on.
+            with anyio.CancelScope(shield=True):
+                if not call.decided_written:
                     await self._end_early(
                         call,
                         "cancelled",
                         "the call was cancelled before it could run",
                         stage=call.record.get("stage", "cancelled"),
                     )
+                elif call.started_written:
+                    await self._finished(
+                        call, "cancelled", None, "the call was cancelled", time.perf_counter()
+                    )
+            if call.admitted:
+                self.dispatcher.release()
             raise
         if decided is not None:
             return decided
@@ -352,7 +363,7 @@ class Pipeline:
         # Authority: the evaluator sees exactly the arguments the handler will get (R2).
         t = time.perf_counter()
         request = AuthzRequest(
-            session.principal, tool.info, arguments, SessionInfo(session.id, call.turn_id), context
+            session.principal, tool.info, arguments, session.info(call.turn_id), context
         )
         evaluator = session.evaluator
         try:
@@ -444,29 +455,28 @@ class Pipeline:
                 decision="allow",
                 reasons=verdict.reasons,
             )
+        call.admitted = True
         try:
-            # Shielded: once admitted, a call is decided and started as one step, so a
-            # cancellation cannot leave a decision without its start (R7); it takes
-            # effect in _run, which ends the call as cancelled.
-            with anyio.CancelScope(shield=True):
-                await self._decided(
-                    call,
-                    "dispatched",
-                    None,
-                    "allow" if verdict.effect == "allow" else "ask",
-                    verdict.reasons,
-                    grant,
-                )
-                await self._record(
-                    call,
-                    "tool_started",
-                    {
-                        **call.identity(),
-                        "arguments": self._visible(call, arguments),
-                        "correlation_id": call.correlation_id,
-                    },
-                )
+            await self._decided(
+                call,
+                "dispatched",
+                None,
+                "allow" if verdict.effect == "allow" else "ask",
+                verdict.reasons,
+                grant,
+            )
+            call.started_written = True
+            await self._record(
+                call,
+                "tool_started",
+                {
+                    **call.identity(),
+                    "arguments": self._visible(call, arguments),
+                    "correlation_id": call.correlation_id,
+                },
+            )
         except Exception as exc:
+            call.admitted = False
             self.dispatcher.release()
             self._diagnose(call, exc, stage="journal")
             return self._outcome(
@@ -499,25 +509,15 @@ class Pipeline:
             "arguments",
         )
         for guard in guards:
-            entry: dict[str, Any] = {"name": guard.name, "advisory": guard.advisory}
-            outcomes.append(entry)
-            try:
-                outcome = await _run_guardrail(guard, arguments, gctx)
-            except Exception as exc:
-                entry.update(action="error", error=type(exc).__name__)
-                self._diagnose(call, exc, stage=f"guardrail {guard.name}")
-                if guard.advisory:
-                    continue
+            outcome, entry = await self._check(call, guard, arguments, gctx, outcomes)
+            if outcome is _FAILED:
                 return await self._end_early(
                     call,
                     "blocked",
                     f"guardrail {guard.name!r} failed; the call was blocked",
                     stage="guardrail",
                 )
-            entry["action"] = outcome.action
-            if outcome.message:
-                entry["message"] = _scrub(outcome.message, call.secrets)
-            if guard.advisory:
+            if outcome is None:
                 continue
             if outcome.action == "block":
                 return await self._end_early(
@@ -527,7 +527,6 @@ class Pipeline:
                     stage="guardrail",
                 )
             if outcome.action == "redact":
-                entry["pointers"] = list(outcome.pointers)
                 call.withheld.update(outcome.pointers)
                 call.secrets.update(_values_at(arguments, outcome.pointers))
             elif outcome.action == "ask":
@@ -665,24 +664,14 @@ class Pipeline:
         entries: list[dict[str, Any]] = []
         call.record["result_guardrails"] = entries
         for guard in guards:
-            entry: dict[str, Any] = {"name": guard.name, "advisory": guard.advisory}
-            entries.append(entry)
-            try:
-                outcome = await _run_guardrail(guard, value, gctx)
-            except Exception as exc:
-                entry.update(action="error", error=type(exc).__name__)
-                self._diagnose(call, exc, stage=f"result guardrail {guard.name}")
-                if guard.advisory:
-                    continue
+            outcome, _ = await self._check(call, guard, value, gctx, entries)
+            if outcome is _FAILED:
                 return (
                     "blocked",
                     None,
                     f"result guardrail {guard.name!r} failed; the result was withheld (correlation id {call.correlation_id})",
                 )
-            entry["action"] = outcome.action
-            if outcome.message:
-                entry["message"] = _scrub(outcome.message, call.secrets)
-            if guard.advisory:
+            if outcome is None:
                 continue
             if outcome.action == "block":
                 return (
@@ -692,7 +681,6 @@ class Pipeline:
                     f"{_scrub(outcome.message, call.secrets)}",
                 )
             if outcome.action == "redact":
-                entry["pointers"] = list(outcome.pointers)
                 value = _pointer.redact(value, outcome.pointers)
             elif outcome.action == "replace":
                 value = outcome.value
@@ -706,6 +694,35 @@ class Pipeline:
                 f"result guardrails produced an invalid result (correlation id {call.correlation_id})",
             )
         return ("error" if final.is_error else "ok"), final, None
+
+    async def _check(
+        self,
+        call: _Call,
+        guard: Any,
+        value: Any,
+        gctx: GuardrailContext,
+        entries: list[dict[str, Any]],
+    ) -> tuple[Any, dict[str, Any]]:
+        """Run one guardrail (either stage) and record its outcome in ``entries``.
+
+        Returns the outcome to enforce; ``None`` when there is nothing to enforce (an
+        advisory guardrail, or one that failed while advisory); ``_FAILED`` when it
+        raised or timed out and is enforcing (the caller blocks: R1).
+        """
+        entry: dict[str, Any] = {"name": guard.name, "advisory": guard.advisory}
+        entries.append(entry)
+        try:
+            outcome = await _run_guardrail(guard, value, gctx)
+        except Exception as exc:
+            entry.update(action="error", error=type(exc).__name__)
+            self._diagnose(call, exc, stage=f"{gctx.stage} guardrail {guard.name}")
+            return (None if guard.advisory else _FAILED), entry
+        entry["action"] = outcome.action
+        if outcome.message:
+            entry["message"] = _scrub(outcome.message, call.secrets)
+        if outcome.action == "redact":
+            entry["pointers"] = list(outcome.pointers)
+        return (None if guard.advisory else outcome), entry
 
     # -- asks ---------------------------------------------------------------------------
 
@@ -1074,8 +1091,11 @@ def _result_reference(result: CallToolResult) -> dict[str, Any]:
     """What the journal keeps of a result: text and structure, images by reference."""
     import hashlib
 
+    body = result.to_json()
+    content = body["content"]
+    if not any(block.get("type") == "image" for block in content):
+        return body  # a fresh copy already; text and structure are kept as they are
     blocks: list[dict[str, Any]] = []
-    content = result.to_json()["content"]
     for block in content:
         if block.get("type") == "image":
             data = str(block.get("data", ""))

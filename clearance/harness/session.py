@@ -35,7 +35,7 @@ from clearance.harness.dispatch import Dispatcher, SessionLock
 from clearance.harness.journal import EventHub, EventStream, Journal, JournalEvent, MemoryJournal
 from clearance.harness.pipeline import CallOutcome, Decision, Diagnostics, Pipeline
 from clearance.harness.tools import Tool, ToolRegistry
-from clearance.policy.base import AllOf, AuthorityEvaluator, Principal, bind
+from clearance.policy.base import AllOf, AuthorityEvaluator, Principal, SessionInfo, bind
 
 if TYPE_CHECKING:
     from clearance.harness.providers import Provider, Run
@@ -324,6 +324,7 @@ class Session:
         self.running: set[anyio.CancelScope] = set()
         self.closed = False
         self._inflight = 0
+        self._infos: dict[str | None, SessionInfo] = {}
         self._idle: anyio.Event | None = None
         self._open_asks: dict[str, PermissionAsk] = {}
         self._ask_listeners = 0
@@ -389,6 +390,15 @@ class Session:
                         yield ask
         finally:
             self._ask_listeners -= 1
+
+    def info(self, turn_id: str | None) -> SessionInfo:
+        """The session as evaluators see it (one shared value per turn)."""
+        info = self._infos.get(turn_id)
+        if info is None:
+            if len(self._infos) > 1024:
+                self._infos.clear()
+            info = self._infos[turn_id] = SessionInfo(self.id, turn_id)
+        return info
 
     def _enter(self) -> None:
         self._inflight += 1

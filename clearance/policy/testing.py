@@ -250,31 +250,7 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
 
 
 def _principal(value: Any) -> Principal:
-    if isinstance(value, str):
-        return Principal.parse(value)
-    if isinstance(value, Mapping):
-        kind, ident = value.get("type"), value.get("id")
-        if not isinstance(kind, str) or not isinstance(ident, str):
-            raise ValueError("'principal' needs a string 'type' and 'id'")
-        attrs = value.get("attrs", {})
-        if not isinstance(attrs, Mapping):
-            raise ValueError("'principal.attrs' must be an object")
-        parents = value.get("parents", [])
-        pairs: list[tuple[str, str]] = []
-        for parent in parents if isinstance(parents, list) else [None]:
-            if (
-                isinstance(parent, list)
-                and len(parent) == 2
-                and all(isinstance(p, str) for p in parent)
-            ):
-                pairs.append((parent[0], parent[1]))
-            elif isinstance(parent, str):
-                p = Principal.parse(parent)
-                pairs.append((p.type, p.id))
-            else:
-                raise ValueError('\'principal.parents\' must be a list like [["Team", "infra"]]')
-        return Principal(kind, ident, dict(attrs), tuple(pairs))
-    raise ValueError('\'principal\' must be like "User::\\"alice\\"" or {"type", "id"}')
+    return Principal.from_json(value)
 
 
 def run_decision_tests(
