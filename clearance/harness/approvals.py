@@ -24,7 +24,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -104,10 +104,12 @@ class GrantScope:
             return False
         return all(_under(v, self.prefix) for v in values)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, public: bool = False) -> dict[str, Any]:
+        """The scope as JSON. ``public=True`` (asks, journal records) leaves out the hash of
+        the exact arguments: a hash of a low-entropy secret can be reversed by guessing."""
         return {
             "kind": self.kind,
-            "arguments_hash": self.arguments_hash,
+            "arguments_hash": None if public else self.arguments_hash,
             "field": self.field,
             "prefix": self.prefix,
             "description": self.description,
@@ -125,29 +127,43 @@ class GrantScope:
 
 
 def _under(value: Any, prefix: str) -> bool:
-    if not isinstance(value, str) or "\x00" in value:
+    """Whether a path value lies under ``prefix``: a plain relative path below it, with no
+    parent steps, no encoded dots, no whitespace or control characters and no empty or
+    ``.`` segments, so that a prefix cannot be stretched to reach anything else."""
+    if not isinstance(value, str) or not value.startswith(prefix):
         return False
-    if ".." in value.replace("\\", "/").split("/"):
+    if any(ch.isspace() or ord(ch) < 32 or ch == "\x7f" for ch in value) or "\\" in value:
+        return False
+    if "%2e" in value.lower() or "%2f" in value.lower():
         return False
     if value.startswith("/") and not prefix.startswith("/"):
         return False
-    return value.startswith(prefix)
+    rest = value[len(prefix) :]
+    segments = rest.split("/")
+    return bool(rest) and all(s not in ("", ".", "..") for s in segments)
 
 
-def suggest_scopes(arguments: Mapping[str, Any]) -> tuple[GrantScope, ...]:
-    """Scopes that make sense for a grant on this call: exact, directory prefixes, tool."""
+def suggest_scopes(
+    arguments: Mapping[str, Any], *, withheld: Iterable[str] = ()
+) -> tuple[GrantScope, ...]:
+    """Scopes that make sense for a grant on this call: exact, directory prefixes of
+    path-like arguments (by name: ``path``, ``source``, ``destination``...), the tool.
+
+    A withheld (sensitive or redacted) argument never becomes a prefix: suggestions are
+    shown to people and recorded (R8).
+    """
+    # A top-level argument is hidden when a withheld pointer reaches it or into it.
+    hidden = {(_pointer.parse(p) or ("*",))[0] for p in withheld}
     scopes = [GrantScope.exact(arguments)]
     for key, value in arguments.items():
-        if not isinstance(value, str) or "\x00" in value:
+        pointer = "/" + key.replace("~", "~0").replace("/", "~1")
+        if key in hidden or "*" in hidden:
             continue
-        if key.lower() in _PATHISH or "/" in value:
-            directory = posixpath.dirname(value.rstrip("/"))
-            if directory and ".." not in directory.split("/"):
-                scopes.append(
-                    GrantScope.prefix_of(
-                        "/" + key.replace("~", "~0").replace("/", "~1"), directory + "/"
-                    )
-                )
+        if not isinstance(value, str) or key.lower() not in _PATHISH:
+            continue
+        directory = posixpath.dirname(value.rstrip("/"))
+        if directory and _under(value, directory + "/"):
+            scopes.append(GrantScope.prefix_of(pointer, directory + "/"))
     scopes.append(GrantScope.tool())
     return tuple(scopes)
 
@@ -242,7 +258,7 @@ class PermissionAsk:
             "arguments": self.arguments,
             "reason": self.reason,
             "policies": list(self.policies),
-            "suggestions": [s.to_json() for s in self.suggestions],
+            "suggestions": [s.to_json(public=True) for s in self.suggestions],
         }
 
 
@@ -294,12 +310,13 @@ class Grant:
             return False
         return self.scope.covers(arguments)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, public: bool = False) -> dict[str, Any]:
+        """The grant as JSON (``public``: see :meth:`GrantScope.to_json`)."""
         return {
             "grant_id": self.grant_id,
             "principal": self.principal,
             "tool": self.tool,
-            "scope": self.scope.to_json(),
+            "scope": self.scope.to_json(public=public),
             "kind": self.kind,
             "session_id": self.session_id,
             "created_at": self.created_at,

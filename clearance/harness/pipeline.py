@@ -162,6 +162,8 @@ class _Call:
     dry: bool = False
     """Decide only: no journal, no call-id bookkeeping, no asks, no dispatch."""
     decided_written: bool = False
+    dispatch_arguments: Any = None
+    """The handler's own copy of the final arguments (see ``_decide``)."""
     admitted: bool = False
     started_written: bool = False
 
@@ -175,6 +177,16 @@ class _Call:
             "qualified_name": tool.qualified_name,
             "model_alias": tool.model_alias,
         }
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, scalars): several times faster than
+    ``copy.deepcopy``, which matters on every call."""
+    if type(value) is dict:
+        return {k: _copy_json(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy_json(v) for v in value]
+    return value
 
 
 _FAILED: Any = object()
@@ -227,6 +239,37 @@ class Pipeline:
         )
         try:
             decided = await self._decide(call, context or {})
+        except Exception as exc:  # a bug in a stage: fail closed (R1), never escape
+            self._diagnose(call, exc, stage="pipeline")
+            if call.admitted:
+                self.dispatcher.release()
+                call.admitted = False
+            if call.started_written:  # the start is on record: end it, do not run
+                await self._finished(
+                    call, "failed", None, "the pipeline failed", time.perf_counter()
+                )
+                return self._outcome(
+                    call,
+                    "failed",
+                    f"the pipeline failed; the call was not run (correlation id {call.correlation_id})",
+                    "error",
+                    (),
+                )
+            if call.decided_written:
+                return self._outcome(
+                    call,
+                    "denied",
+                    f"the pipeline failed; the call was not run (correlation id {call.correlation_id})",
+                    "error",
+                    (),
+                )
+            return await self._end_early(
+                call,
+                "denied",
+                "the pipeline failed; the call was not run",
+                stage=call.record.get("stage", "pipeline"),
+                decision="error",
+            )
         except BaseException:
             # Cancelled while deciding (an ask, an async guardrail or evaluator, a journal
             # write): the call still ends exactly once (R7), then the cancellation goes on.
@@ -332,7 +375,7 @@ class Pipeline:
         problem = _check_shape(call.arguments, h.max_argument_bytes, h.max_argument_depth)
         if problem is None:
             call.secrets.update(_values_at(call.arguments, call.withheld))
-            problem = _schema_problem(tool, call.arguments)
+            problem = _schema_problem(tool, call.arguments, call.withheld, call.secrets)
         call.timing["validate"] = _us(t)
         call.record["schema"] = {"valid": problem is None, "error": _scrub(problem, call.secrets)}
         if problem is not None:
@@ -359,6 +402,10 @@ class Pipeline:
             call.record["guardrails"] = []
             call.timing["guardrails"] = 0
         call.arguments = arguments
+        # The handler gets its own copy, taken now: whatever the evaluator, a shadow
+        # evaluator, an ask answerer or the caller later does to this dict, the handler
+        # runs exactly the arguments that were validated and authorized (R2, R6).
+        call.dispatch_arguments = _copy_json(arguments)
 
         # Authority: the evaluator sees exactly the arguments the handler will get (R2).
         t = time.perf_counter()
@@ -371,6 +418,7 @@ class Pipeline:
             if type(verdict) is not Verdict:  # async evaluators, or a wrong answer
                 verdict = await _settle_verdict(evaluator, verdict)
             failed = False
+            verdict_record = _verdict_record(verdict, failed, call.secrets)
         except Exception as exc:
             self._diagnose(call, exc, stage="evaluator")
             verdict = Verdict(
@@ -380,11 +428,13 @@ class Pipeline:
                 evaluator=_evaluator_name(evaluator),
             )
             failed = True
+            verdict_record = _verdict_record(verdict, failed, call.secrets)
         call.timing["evaluate"] = _us(t)
-        call.record["verdict"] = _verdict_record(verdict, failed, call.secrets)
+        call.record["verdict"] = verdict_record
         if h.shadow_evaluator is not None:
             call.record["shadow"] = await self._shadow(call, request, verdict)
-        if verdict.effect == "deny":
+        # Only "allow" and "ask" go on; anything else is a deny (R4).
+        if verdict.effect != "allow" and verdict.effect != "ask":
             reason = _scrub(verdict.message, call.secrets) or (
                 "denied by " + ", ".join(verdict.reasons) if verdict.reasons else "denied"
             )
@@ -534,7 +584,7 @@ class Pipeline:
             elif outcome.action == "replace":
                 problem = _check_shape(outcome.value, h.max_argument_bytes, h.max_argument_depth)
                 if problem is None:
-                    problem = _schema_problem(tool, outcome.value)
+                    problem = _schema_problem(tool, outcome.value, call.withheld, call.secrets)
                 if problem is not None:
                     entry["error"] = "replacement invalid"
                     return await self._end_early(
@@ -544,7 +594,14 @@ class Pipeline:
                         f"{_scrub(problem, call.secrets)}",
                         stage="guardrail",
                     )
+                removed = {t for _, t in _pointer.iter_strings(arguments)} - {
+                    t for _, t in _pointer.iter_strings(outcome.value)
+                }
                 arguments = outcome.value
+                # Records made from here on (a later block, a failure) show the rewrite,
+                # and whatever it rewrote away never surfaces in a message (R8).
+                call.arguments = arguments
+                call.secrets.update(t for t in removed if t)
                 call.secrets.update(_values_at(arguments, call.withheld))
         return arguments
 
@@ -626,10 +683,18 @@ class Pipeline:
         try:
             if tool.timeout is None:
                 if tool.is_async:  # the common case, one coroutine less
-                    return "ok", await tool.handler(call.arguments, ctx), None
-                return "ok", await self.dispatcher.call_handler(tool, call.arguments, ctx), None
+                    return "ok", await tool.handler(call.dispatch_arguments, ctx), None
+                return (
+                    "ok",
+                    await self.dispatcher.call_handler(tool, call.dispatch_arguments, ctx),
+                    None,
+                )
             with anyio.move_on_after(tool.timeout) as deadline:
-                return "ok", await self.dispatcher.call_handler(tool, call.arguments, ctx), None
+                return (
+                    "ok",
+                    await self.dispatcher.call_handler(tool, call.dispatch_arguments, ctx),
+                    None,
+                )
         except Exception as exc:
             if deadline is None or not deadline.cancel_called:
                 self._diagnose(call, exc, stage="handler")
@@ -750,11 +815,14 @@ class Pipeline:
             arguments=self._visible(call, arguments),
             reason=reason,
             policies=policies,
-            suggestions=suggest_scopes(arguments),
+            suggestions=suggest_scopes(arguments, withheld=call.withheld),
         )
         record["ask_id"] = ask.ask_id
         await self._record(call, "permission_asked", {**call.identity(), **ask.to_json()})
         decision, how = await session.answer(ask)
+        if session.closed and decision is not None:
+            # Answered, but the session closed meanwhile: no grant may outlive it (R5).
+            decision, how = None, "closed"
         record.update(answer=decision.decision if decision else "deny", how=how)
         if decision is not None and decision.message:
             record["message"] = _scrub(decision.message, call.secrets)
@@ -764,7 +832,7 @@ class Pipeline:
                 new_grant = grant_from_answer(ask, decision, arguments)
                 if new_grant is not None:
                     h.grants.add(new_grant)
-                    record["grant_created"] = new_grant.to_json()
+                    record["grant_created"] = new_grant.to_json(public=True)
             except Exception as exc:
                 self._diagnose(call, exc, stage="grant")
                 decision, record["answer"] = None, "deny"
@@ -1046,16 +1114,33 @@ def _check_shape(value: Any, max_bytes: int, max_depth: int) -> str | None:
     return None
 
 
-def _schema_problem(tool: Tool, arguments: Any) -> str | None:
+def _schema_problem(
+    tool: Tool, arguments: Any, withheld: Any = (), secret_values: set[str] | None = None
+) -> str | None:
+    """The first few schema violations, safe to show: a violation at or under a withheld
+    pointer names only the place, and every message is scrubbed before it is shortened
+    (a shortened secret would no longer match itself)."""
     validator = tool.validator
     if validator.is_valid(arguments):
         return None
     errors = list(validator.iter_errors(arguments))[:3]
     parts = []
     for err in errors:
-        where = "/" + "/".join(str(p) for p in err.instance_path)
-        parts.append(f"{where}: {_shorten(err.message)}")
+        tokens = [str(p) for p in err.instance_path]
+        where = "/" + "/".join(tokens)
+        if any(_under_pointer(tokens, pointer) for pointer in withheld):
+            parts.append(f"{where}: invalid (value withheld)")
+            continue
+        message = _scrub(err.message, secret_values or set()) or ""
+        parts.append(f"{where}: {_shorten(message)}")
     return "; ".join(parts) or "does not match the schema"
+
+
+def _under_pointer(tokens: list[str], pointer: str) -> bool:
+    """Whether the instance path ``tokens`` is at, under or above ``pointer`` (``*`` matches
+    any token). Above counts too: an error about an object names its withheld members."""
+    want = _pointer.parse(pointer)
+    return all(w == "*" or w == t for w, t in zip(want, tokens, strict=False))
 
 
 def _shorten(text: str, limit: int = 200) -> str:

@@ -211,6 +211,9 @@ class Harness:
         if sid in self.sessions:
             raise ValueError(f"session id {sid!r} is in use")
         session = Session(self, sid, principal, agent, selected, evaluator, on_permission_ask)
+        # A reused session id starts clean: no session grant of an earlier session with
+        # this id may carry over (R5).
+        self.grants.end_session(sid)
         self.sessions[sid] = session
         await self.journal.append(
             JournalEvent(

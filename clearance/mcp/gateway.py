@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import hmac
 import json
 import logging
@@ -452,6 +453,8 @@ class Gateway:
             on_call_tool=self._call_tool,
         )
         self._sessions: dict[tuple[Principal, str | None], Session] = {}
+        self._sessionless: set[str] = set()
+        """Clearance sessions serving requests that carry no MCP session id."""
         self._session_lock = anyio.Lock()
         self._rounds: dict[str, _Rounds] = {}
         self._listing: list[mcp_types.Tool] | None = None
@@ -642,13 +645,27 @@ class Gateway:
                     on_permission_ask=self._on_ask,
                 )
                 self._sessions[key] = session
+                if key[1] is None:
+                    self._sessionless.add(session.id)
         return session
 
     async def _on_ask(self, ask: PermissionAsk) -> PermissionDecision:
         exchange = _EXCHANGE.get()
         if exchange is None:  # a call that did not come through this gateway
-            return PermissionDecision(self.ask_fallback, message="answered by the gateway fallback")
-        return await exchange.answer(ask)
+            decision = PermissionDecision(
+                self.ask_fallback, message="answered by the gateway fallback"
+            )
+        else:
+            decision = await exchange.answer(ask)
+        if decision.decision == "allow_session" and ask.session_id in self._sessionless:
+            # Requests without an MCP session share one clearance session for the
+            # gateway's lifetime; a "session" grant there would act like "always".
+            decision = dataclasses.replace(
+                decision,
+                decision="allow_once",
+                message="allow_session has no session to live in here; allowed once",
+            )
+        return decision
 
     def _can_elicit(self, session: ServerSession) -> bool:
         if not self.elicitation:

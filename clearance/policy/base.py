@@ -154,6 +154,20 @@ class Verdict:
     annotations: Mapping[str, str] = field(default_factory=dict)
     """Names for the ids in ``reasons`` (Cedar ``@id``), where they differ."""
 
+    def __post_init__(self) -> None:
+        # A verdict is checked where it is made: an effect spelled any other way
+        # ("Deny", "permit") must never be read as anything but an error.
+        if self.effect not in ("allow", "deny", "ask"):
+            raise ValueError(f"a verdict's effect is 'allow', 'deny' or 'ask', not {self.effect!r}")
+        if not isinstance(self.reasons, tuple) or not all(isinstance(r, str) for r in self.reasons):
+            raise TypeError("Verdict.reasons must be a tuple of strings")
+        if not isinstance(self.errors, tuple) or not all(isinstance(e, str) for e in self.errors):
+            raise TypeError("Verdict.errors must be a tuple of strings")
+        if self.message is not None and not isinstance(self.message, str):
+            raise TypeError("Verdict.message must be a string or None")
+        if not isinstance(self.annotations, Mapping):
+            raise TypeError("Verdict.annotations must be a mapping")
+
     @classmethod
     def allow(cls, *reasons: str, evaluator: str = "", message: str | None = None) -> Verdict:
         return cls("allow", tuple(reasons), evaluator=evaluator, message=message)

@@ -17,6 +17,7 @@ Decision: deny beats ask beats allow; a call that no rule matches is denied (rul
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -45,6 +46,10 @@ def _glob_to_regex(glob: str) -> re.Pattern[str]:
     while i < len(glob):
         c = glob[i]
         if c == "*":
+            if glob.startswith("**/", i):
+                out.append("(?:.*/)?")  # '**/' also matches no directory at all: '**/.env'
+                i += 3
+                continue
             if glob.startswith("**", i):
                 out.append(".*")
                 i += 2
@@ -122,6 +127,10 @@ class Rule:
     def _match(c: ArgConstraint, value: Any, deny: bool) -> bool:
         text = value if type(value) is str else json.dumps(value, sort_keys=True)
         if c.pattern.fullmatch(text) is None:
+            # A deny rule also matches the path the value names once normalized, so
+            # './secrets/key' or 'a//.env' cannot slip past it (R3).
+            if deny and ("/" in text or "\\" in text or text.startswith(".")):
+                return c.pattern.fullmatch(_normalized(text)) is not None
             return False
         if not deny and ".." in text and not c.allows_dotdot:
             # A wildcard must not smuggle a parent-directory step past an allow rule.
@@ -130,6 +139,13 @@ class Rule:
 
 
 _MISSING: Any = object()
+
+
+def _normalized(text: str) -> str:
+    """A path value as the file system would read it: backslashes as slashes, no empty or
+    '.' segments, parent steps folded (a leading '../' stays)."""
+    folded = posixpath.normpath(text.replace("\\", "/"))
+    return folded[2:] if folded.startswith("./") else folded
 
 
 def parse_rule(

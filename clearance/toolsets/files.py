@@ -23,7 +23,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from clearance.guardrails.paths import PathScope, PathScopeError
@@ -54,6 +54,10 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
+PROTECTED: tuple[str, ...] = (".git", ".gitconfig")
+"""Path segments the bundled mutating file tools refuse by default."""
+
+
 def files_tools(
     root: str | os.PathLike[str],
     *,
@@ -61,6 +65,7 @@ def files_tools(
     max_entries: int = 1000,
     max_results: int = 200,
     max_search_file_bytes: int = 2_000_000,
+    protected: Sequence[str] = PROTECTED,
 ) -> list[Tool]:
     """The workspace file tools, confined to ``root``.
 
@@ -74,6 +79,9 @@ def files_tools(
         max_entries: ``list_dir`` lists at most this many entries.
         max_results: ``search`` returns at most this many matching lines.
         max_search_file_bytes: ``search`` skips files larger than this.
+        protected: path segments the mutating tools never write, move or move away
+            (default ``.git`` and ``.gitconfig``: a planted git config or hook makes an
+            allow-listed ``git status`` run any program).
 
     Raises:
         ConfigError: ``root`` is not an existing directory.
@@ -101,7 +109,7 @@ def files_tools(
         ),
         Tool(
             "write_file",
-            _write_file(scope),
+            _write_file(scope, frozenset(protected)),
             description=(
                 "Write a UTF-8 text file in the workspace, replacing it if it exists. Missing "
                 "parent directories are created."
@@ -113,7 +121,7 @@ def files_tools(
         ),
         Tool(
             "move_file",
-            _move_file(scope),
+            _move_file(scope, frozenset(protected)),
             description=(
                 "Move or rename a file or directory inside the workspace. The destination must "
                 "not exist; missing parent directories are created."
@@ -218,9 +226,22 @@ def _read_file(scope: PathScope, max_bytes: int) -> Handler:
     return read_file
 
 
-def _write_file(scope: PathScope) -> Handler:
+def _protected(path: str, protected: frozenset[str]) -> str | None:
+    """The protected segment ``path`` touches, if any (compared case-insensitively: some
+    file systems fold case)."""
+    for segment in path.replace("\\", "/").split("/"):
+        if segment.lower() in protected:
+            return segment
+    return None
+
+
+def _write_file(scope: PathScope, protected: frozenset[str]) -> Handler:
     def write_file(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         path: str = arguments["path"]
+        if (segment := _protected(path, protected)) is not None:
+            return _error(
+                f"write_file: {segment!r} is protected and cannot be written", "protected"
+            )
         # a lone surrogate (valid in JSON text, not in UTF-8) becomes "?"
         data = arguments["content"].encode("utf-8", errors="replace")
         try:
@@ -236,10 +257,15 @@ def _write_file(scope: PathScope) -> Handler:
     return write_file
 
 
-def _move_file(scope: PathScope) -> Handler:
+def _move_file(scope: PathScope, protected: frozenset[str]) -> Handler:
     def move_file(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         source: str = arguments["source"]
         destination: str = arguments["destination"]
+        for path in (source, destination):
+            if (segment := _protected(path, protected)) is not None:
+                return _error(
+                    f"move_file: {segment!r} is protected and cannot be moved", "protected"
+                )
         current = source
         try:
             # The entries themselves are moved (a symlink stays a symlink), so only their

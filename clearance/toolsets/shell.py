@@ -18,6 +18,7 @@ import os
 import shlex
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -31,6 +32,23 @@ __all__ = ["register_shell", "shell_tools"]
 
 _POLL = 0.05  # seconds between checks for cancellation while the command runs
 _DRAIN_GRACE = 2.0  # seconds to wait for output readers once the process group is gone
+
+
+_GIT_SAFE = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    f"core.hooksPath={os.devnull}",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "diff.external=",
+    "-c",
+    "core.sshCommand=false",
+    "-c",
+    "protocol.ext.allow=never",
+)
+"""Options put before every git command: no repository config may run a program."""
 
 
 def shell_tools(
@@ -69,10 +87,20 @@ def shell_tools(
     if timeout <= 0:
         raise ValueError("timeout must be positive")
     allowed = None if allowed_programs is None else frozenset(allowed_programs)
+    # HOME is an empty private directory, not the workspace, and git reads no global or
+    # system config: otherwise a config file the agent wrote (core.fsmonitor, hooks,
+    # diff drivers) turns an allow-listed "git status" into any program.
     environment = (
         dict(env)
         if env is not None
-        else {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", "HOME": str(cwd)}
+        else {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "LANG": "C.UTF-8",
+            "HOME": tempfile.mkdtemp(prefix="clearance-home-"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+        }
     )
 
     def run(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
@@ -90,6 +118,9 @@ def shell_tools(
                 f"run: program {program!r} is not allowed; allowed programs: {listed}",
                 "not_allowed",
             )
+        if os.path.basename(program) == "git":
+            # The repository's own .git/config could still name programs to run.
+            argv = [program, *_GIT_SAFE, *argv[1:]]
         return _run(argv, cwd, environment, timeout, max_output, ctx)
 
     return [

@@ -247,7 +247,7 @@ def test_explain_names_the_decision_the_policies_and_the_stage(cli: Any, tmp_pat
     assert asked["principal"] == 'User::"alice"'
     assert not (tmp_path / "src").exists()  # nothing ran
 
-    denied = _explain(cli, "shell__run", {"command": "ls && rm -rf /"})
+    denied = _explain(cli, "shell__run", {"command": "ls && rm -rf build"})
     assert (denied["decision"], denied["stage"], denied["policies"]) == (
         "deny",
         "evaluator",

@@ -320,6 +320,15 @@ async def test_http_gateway_tokens_and_calls(tmp_path: Path, upstream: Upstream)
                 assert fallback.is_error and status(fallback) == "denied"
                 assert "cannot be asked" in text(fallback)
 
+            # Sessionless (2026-era) requests share one clearance session for the gateway's
+            # life, so an allow_session answer is taken as allow_once: the next call asks again.
+            answers = Answers("allow_session", "allow_session")
+            async with http_client(url, token, elicitation_callback=answers) as client:
+                for _ in range(2):
+                    noted = await client.call_tool("up__write_note", {"text": "sessionless"})
+                    assert not noted.is_error, text(noted)
+                assert len(answers.asked) == 2
+
             # The gateway is a Streamable HTTP MCP server: a harness can use it as a source.
             registry = ToolRegistry()
             async with Harness(registry, evaluator=LocalEvaluator(allow=["remote.up__echo"])) as h:
@@ -349,7 +358,9 @@ async def test_http_gateway_tokens_and_calls(tmp_path: Path, upstream: Upstream)
                 assert not noted.is_error and text(noted) == "asked over http"
                 assert len(answers.asked) == 1
     assert [c["args"]["text"] for c in upstream.calls() if c["tool"] == "write_note"] == [
-        "asked over http"
+        "sessionless",
+        "sessionless",
+        "asked over http",
     ]
 
 

@@ -122,3 +122,30 @@ def test_indexed_by_tool_many_rules() -> None:
     ev = LocalEvaluator(allow=[f"ns.tool{i}(path=dir{i}/*)" for i in range(1000)])
     assert effect(ev, "ns.tool500", path="dir500/a") == "allow"
     assert effect(ev, "ns.tool500", path="dir501/a") == "deny"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".env",
+        "sub/.env",
+        "a//.env",
+        "a/./.env",
+        "x/../.env",
+        "./secrets/key",
+        "secrets//k",
+        "src\\..\\secrets\\k",
+    ],
+)
+def test_deny_rules_match_normalized_paths(path: str) -> None:
+    ev = LocalEvaluator(
+        allow=["files.*"], deny=["files.*(path=**/.env)", "files.*(path=secrets/**)"]
+    )
+    assert effect(ev, "files.read_file", path=path) == "deny"
+
+
+def test_double_star_slash_matches_no_directory_too() -> None:
+    ev = LocalEvaluator(allow=["files.write_file(path=src/**/*.py)"])
+    assert effect(ev, "files.write_file", path="src/a.py") == "allow"
+    assert effect(ev, "files.write_file", path="src/x/y/a.py") == "allow"
+    assert effect(ev, "files.write_file", path="src/a.txt") == "deny"

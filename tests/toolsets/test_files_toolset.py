@@ -245,3 +245,38 @@ def test_tools_are_safe_without_the_guardrail_even_as_root(workspace: Path) -> N
     # nothing here depends on file permissions (the tests may run as root)
     assert os.path.islink(workspace / "escape")
     assert call(workspace, "read_file", path="escape/secret.txt").is_error
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("write_file", {"path": ".git/config", "content": "[core]"}),
+        ("write_file", {"path": "sub/.GIT/hooks/pre-commit", "content": "x"}),
+        ("write_file", {"path": ".gitconfig", "content": "[core]"}),
+        ("move_file", {"source": "a.txt", "destination": ".git/config"}),
+        ("move_file", {"source": ".git/HEAD", "destination": "b.txt"}),
+    ],
+)
+def test_mutating_tools_refuse_protected_paths(
+    tmp_path: Path, tool: str, arguments: dict[str, str]
+) -> None:
+    from clearance.harness.tools import CallContext
+    from clearance.policy.base import Principal
+    from clearance.toolsets.files import files_tools
+
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref")
+    handlers = {t.name: t.handler for t in files_tools(tmp_path)}
+    ctx = CallContext(
+        session_id="s",
+        turn_id=None,
+        call_id="c",
+        qualified_name=f"files.{tool}",
+        model_alias=f"files__{tool}",
+        principal=Principal("User", "u"),
+    )
+    out = handlers[tool](arguments, ctx)
+    assert out.is_error and out.structured_content == {"error": "protected"}
+    assert (tmp_path / ".git" / "HEAD").read_text() == "ref"
+    assert not (tmp_path / ".gitconfig").exists() and not (tmp_path / ".git" / "config").exists()

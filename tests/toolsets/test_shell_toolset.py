@@ -57,7 +57,16 @@ def test_environment_is_minimal_by_default(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("SUPER_SECRET_API_KEY", "do-not-leak")
     out = run(tmp_path, "env").structured_content["stdout"]
     assert "do-not-leak" not in out
-    assert sorted(line.split("=")[0] for line in out.splitlines()) == ["HOME", "LANG", "PATH"]
+    assert sorted(line.split("=")[0] for line in out.splitlines()) == [
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_TERMINAL_PROMPT",
+        "HOME",
+        "LANG",
+        "PATH",
+    ]
+    home = next(line for line in out.splitlines() if line.startswith("HOME="))
+    assert home != f"HOME={tmp_path.resolve()}"  # never the workspace the agent writes
     custom = run(tmp_path, "env", env={"PATH": "/usr/bin:/bin", "X": "1"})
     assert "X=1" in custom.structured_content["stdout"]
 
@@ -137,3 +146,23 @@ def test_registration_and_options(tmp_path: Path) -> None:
         shell_tools(tmp_path / "missing")
     with pytest.raises(ValueError):
         shell_tools(tmp_path, timeout=0)
+
+
+def test_planted_git_config_runs_nothing(tmp_path: Path) -> None:
+    """A repository config naming programs (fsmonitor, hooks) must not make an
+    allow-listed git command run them."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    marker = tmp_path.parent / f"{tmp_path.name}-pwned"
+    hook = tmp_path / "evil.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    with (tmp_path / ".git" / "config").open("a") as config:
+        config.write(f"[core]\n\tfsmonitor = {hook}\n\thooksPath = {tmp_path}\n")
+    out = run(tmp_path, "git status", allowed_programs={"git"})
+    assert not out.is_error, out.text
+    assert not marker.exists()
