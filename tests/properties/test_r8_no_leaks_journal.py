@@ -37,9 +37,10 @@ SCHEMA = {
 SHAPES = ["allowed", "fails", "asked", "denied", "invalid_other", "invalid_token", "nested"]
 
 # Secrets long and odd enough not to occur in a record by chance ("sk-" never does).
+# Some are long: a message shortened before it is scrubbed would leak a prefix of them.
 secrets = st.text(alphabet=st.characters(codec="utf-8"), min_size=6, max_size=40).map(
     lambda s: "sk-" + s
-)
+) | st.text(alphabet="abcdefXYZ0123456789", min_size=200, max_size=400).map(lambda s: "sk-" + s)
 
 
 def registry() -> ToolRegistry:
@@ -127,9 +128,9 @@ async def test_r8_no_leaks_in_the_stored_journal(sink: str, calls: list[tuple[st
             for n, (shape, secret) in enumerate(calls):
                 name, arguments = call_for(shape, secret)
                 outcome = await session.call_tool(name, arguments, call_id=f"c{n}")
-                assert secret not in outcome.text
+                assert secret[:24] not in outcome.text
         stored = stored_bytes(sink, directory, journal)
         assert b"[REDACTED]" in stored  # the records are there, with the values withheld
         for _, secret in calls:
-            for form in forms(secret):
+            for form in forms(secret) + (forms(secret[:24]) if len(secret) > 60 else []):
                 assert form not in stored, (sink, secret)
