@@ -289,9 +289,13 @@ def test_command(directory: str, config_path: str | None, verbose: bool, as_json
         and sys.stderr.isatty()
         and len(load_decision_tests(path)) >= _PROGRESS_THRESHOLD
     )
-    if progress:
-        click.echo("running decision tests...", err=True, nl=False)
-    report = run_decision_tests(path, registry=registry)
+
+    def show(done: int, total: int) -> None:
+        # A counter on the terminal, redrawn every 1% (or at the end).
+        if done == total or done % max(1, total // 100) == 0:
+            click.echo(f"\rrunning decision tests: {done}/{total}", err=True, nl=False)
+
+    report = run_decision_tests(path, registry=registry, progress=show if progress else None)
     if progress:
         click.echo("\r\033[K", err=True, nl=False)
     counts = report.counts

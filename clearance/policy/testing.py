@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -257,6 +257,8 @@ def run_decision_tests(
     directory: str | os.PathLike[str],
     evaluator: AuthorityEvaluator | None = None,
     registry: ToolRegistry | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
 ) -> TestReport:
     """Run every decision test under ``directory``.
 
@@ -265,6 +267,7 @@ def run_decision_tests(
         evaluator: the evaluator to test. Default: ``CedarEvaluator.from_directory(directory)``.
         registry: the tools the cases call. Needed unless ``evaluator`` is already bound to
             one; an evaluator that has a ``bind`` hook and is not bound yet is bound to it.
+        progress: called as ``progress(done, total)`` after each case (for a progress bar).
 
     Returns:
         One result per case; ``report.passed`` tells whether all passed.
@@ -281,7 +284,12 @@ def run_decision_tests(
 
         evaluator = CedarEvaluator.from_directory(directory)
     tools = _tools(evaluator, registry)
-    return TestReport(tuple(_run(case, evaluator, tools) for case in cases))
+    results = []
+    for done, case in enumerate(cases, 1):
+        results.append(_run(case, evaluator, tools))
+        if progress is not None:
+            progress(done, len(cases))
+    return TestReport(tuple(results))
 
 
 def _tools(evaluator: AuthorityEvaluator, registry: ToolRegistry | None) -> Mapping[str, Tool]:

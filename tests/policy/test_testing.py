@@ -248,3 +248,12 @@ def test_cases_load_in_file_order_with_their_location(tmp_path: Path) -> None:
         ("a.tests.json", 0, "a1"),
     ]
     assert cases[2].session.id == "s9" and cases[2].session.turn_id == "t"
+
+
+def test_progress_is_reported_after_each_case(tmp_path: Path) -> None:
+    directory = _pack(tmp_path, [_case(), _case(name="again")])
+    seen: list[tuple[int, int]] = []
+    report = run_decision_tests(
+        directory, registry=_registry(), progress=lambda d, t: seen.append((d, t))
+    )
+    assert seen == [(1, 2), (2, 2)] and len(report.results) == 2
