@@ -219,12 +219,9 @@ def _format_cedar(text: str) -> str:
     Raises:
         ValueError: the text does not parse, or formatting would change its meaning.
     """
-    import cedarpy  # the formatter has no clearance adapter yet; see the module doc
+    from clearance.policy.cedar import format_policies
 
-    formatted: str = cedarpy.format_policies(text)
-    if cedarpy.policies_to_json_str(formatted) != cedarpy.policies_to_json_str(text):
-        raise ValueError("formatting would change the policies; left as is")
-    return formatted
+    return format_policies(text)
 
 
 @policy.command("format")

@@ -9,6 +9,7 @@ from clearance.policy.cedar.engine import (
     CedarResponse,
     PolicyInfo,
     PolicyProblem,
+    format_policies,
 )
 from clearance.policy.cedar.evaluator import CedarEvaluator
 from clearance.policy.cedar.schema import generate_schema, schema_to_text, untyped_arguments
@@ -20,6 +21,7 @@ __all__ = [
     "CedarResponse",
     "PolicyInfo",
     "PolicyProblem",
+    "format_policies",
     "generate_schema",
     "schema_to_text",
     "untyped_arguments",

@@ -1007,3 +1007,16 @@ def _parse_schema(schema: str | Mapping[str, Any]) -> Any:
         return cedarpy.Schema.from_str(schema)
     except ValueError as exc:
         raise ConfigError(f"the Cedar schema does not parse: {exc}") from exc
+
+
+def format_policies(text: str) -> str:
+    """Cedar's own formatting of policy text (comments kept).
+
+    Raises:
+        ValueError: the text does not parse, or formatting would change the policies it
+            parses to (the result is checked against the original).
+    """
+    formatted: str = cedarpy.format_policies(text)
+    if cedarpy.policies_to_json_str(formatted) != cedarpy.policies_to_json_str(text):
+        raise ValueError("formatting would change the policies; left as is")
+    return formatted
