@@ -645,7 +645,8 @@ class CallDecidedData(_ToolIdentity):
 
 
 class ToolStartedData(_ToolIdentity):
-    """``tool_started``: committed before the handler runs."""
+    """``tool_started``: recorded before the handler runs (committed, or, with
+    ``SqliteJournal``'s default durability, in its start log; see ``docs/journal.md``)."""
 
     arguments: dict[str, Any] | None
     """The final arguments the handler gets, withheld values replaced."""

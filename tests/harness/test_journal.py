@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import json
 import os
 import shutil
@@ -9,6 +11,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import clearance
@@ -30,6 +36,7 @@ from clearance import (
     Tool,
     ToolRegistry,
 )
+from clearance.harness import journal_sqlite
 from clearance.harness.journal import (
     EVENT_TYPES,
     Durability,
@@ -321,16 +328,241 @@ async def test_sqlite_shares_its_file_with_the_grant_store(tmp_path: Path) -> No
     SqliteGrantStore(path).close()
 
 
-async def test_sqlite_normal_commits_tool_started_before_append_returns(tmp_path: Path) -> None:
-    journal = SqliteJournal(tmp_path / "j.db", durability="normal")
+@contextlib.asynccontextmanager
+async def writer_held(journal: SqliteJournal) -> AsyncIterator[None]:
+    """Keep the writer thread busy (as a slow disk or a starved thread would): nothing
+    appended meanwhile is committed until the block exits."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(db: sqlite3.Connection) -> None:
+        entered.set()
+        release.wait()
+
+    busy: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    journal._put(journal_sqlite._Control(hold, future=busy))
     try:
+        with anyio.fail_after(5):
+            await anyio.to_thread.run_sync(entered.wait)
+        yield
+    finally:
+        release.set()
+
+
+def start_log(path: Path) -> Path:
+    return Path(f"{path}-starts")
+
+
+def logged(path: Path) -> list[tuple[int, str]]:
+    """``(seq, type)`` of each line of a journal's start log."""
+    lines = start_log(path).read_bytes().splitlines()
+    return [(row[0], row[2]) for row in map(json.loads, lines)]
+
+
+def crash_copy(path: Path, directory: Path) -> Path:
+    """The journal's files as a process crash would leave them (the page cache is the
+    files): a copy of the database, its WAL and its start log, taken while it is open."""
+    directory.mkdir()
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-starts"):
+        if (path.parent / name).exists():
+            shutil.copyfile(path.parent / name, directory / name)
+    return directory / path.name
+
+
+async def test_sqlite_normal_logs_tool_started_before_append_returns(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path, durability="normal")
+    try:
+        async with writer_held(journal):
+            await journal.append(event("call_decided"))
+            await journal.append(event("tool_started", correlation_id="k1"))
+            # Nothing is committed: both are in the start log, the start's line last.
+            assert read_sqlite(path) == []
+            assert logged(path) == [(1, "call_decided"), (2, "tool_started")]
+            crashed = crash_copy(path, tmp_path / "crashed")
+        await journal.append(event("tool_finished", status="ok"))
+        await journal.flush()
+        assert [e.type for e in read_sqlite(path)] == [
+            "call_decided",
+            "tool_started",
+            "tool_finished",
+        ]
+    finally:
+        await journal.aclose()
+    assert not start_log(path).exists()  # a clean close removes it
+
+    # Opening after the crash restores both records and closes the start (rule R7).
+    reopened = SqliteJournal(crashed)
+    try:
+        events = reopened.events()
+        assert [(e.seq, e.type) for e in events] == [
+            (1, "call_decided"),
+            (2, "tool_started"),
+            (3, "tool_finished"),
+        ]
+        assert events[2].data["status"] == "interrupted"
+        assert events[2].data["started_seq"] == 2
+        assert events[2].data["correlation_id"] == "k1"
+        assert (await reopened.append(event())).seq == 4  # seq continues after both
+        assert start_log(crashed).stat().st_size == 0  # the restored rows are gone from it
+    finally:
+        await reopened.aclose()
+
+
+async def test_the_start_log_holds_only_what_is_not_committed(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path)
+    try:
+        await journal.append(event("call_decided", "c1"))
+        await journal.flush()
+        async with writer_held(journal):
+            await journal.append(event("tool_started", "c1"))
+            await journal.append(event("tool_finished", "c1", status="ok"))  # not logged
+            await journal.append(event("call_decided", "c2"))
+            await journal.append(event("tool_started", "c2"))
+            assert logged(path) == [
+                (2, "tool_started"),
+                (3, "tool_finished"),
+                (4, "call_decided"),
+                (5, "tool_started"),
+            ]
+    finally:
+        await journal.aclose()
+
+
+@pytest.mark.parametrize("durability", ["full", "off"])
+async def test_only_normal_writes_a_start_log(durability: Durability, tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path, durability=durability)
+    try:
+        await journal.append(event("tool_started"))
+        assert not start_log(path).exists()
+    finally:
+        await journal.aclose()
+
+
+async def test_the_start_log_is_truncated_once_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_sqlite, "_LOG_EVERY", 2)
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path)
+    try:
+        await journal.append(event("tool_started", "c1"))
+        # A flush ends the writer's round that took the start; the next one starts after
+        # that round has looked after the log.
+        await journal.flush()
+        await journal.flush()
+        assert logged(path) == [(1, "tool_started")]  # one commit: not yet
+        await journal.append(event("tool_started", "c2"))
+        await journal.flush()
+        await journal.flush()
+        assert start_log(path).stat().st_size == 0
+        await journal.append(event("tool_started", "c3"))
+        assert logged(path) == [(3, "tool_started")]
+    finally:
+        await journal.aclose()
+    assert not start_log(path).exists()
+    assert [e.seq for e in read_sqlite(path)] == [1, 2, 3]
+
+
+async def test_a_start_log_never_wholly_committed_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Starts that keep coming leave no moment with the whole log committed: past its size
+    # limit the writer replaces it with a file of the rows it has not committed.
+    monkeypatch.setattr(journal_sqlite, "_LOG_MAX", 1)
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path)
+    try:
+        await journal.append(event("tool_started", "c1"))
+        async with writer_held(journal):  # takes c1's start first and commits it
+            await journal.append(event("tool_finished", "c1", status="ok"))
+            await journal.append(event("tool_started", "c2"))
+            assert logged(path) == [(1, "tool_started"), (2, "tool_finished"), (3, "tool_started")]
+            second = writer_held(journal)  # queued behind the two records
+        async with second:  # the round that committed c1 ended by replacing the log
+            assert logged(path) == [(2, "tool_finished"), (3, "tool_started")]
+            assert start_log(path).stat().st_mode & 0o077 == 0
+        await journal.append(event("tool_started", "c3"))  # appends to the new file
+        assert logged(path)[-1] == (4, "tool_started")
+    finally:
+        await journal.aclose()
+    assert [e.seq for e in read_sqlite(path)] == [1, 2, 3, 4]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200)
+@given(
+    seq=st.integers(1, 2**62),
+    ts=st.floats(allow_nan=False),
+    type_=st.sampled_from(EVENT_TYPES),
+    ids=st.tuples(st.text(), st.none() | st.text(), st.none() | st.text()),
+    data=st.dictionaries(st.text(), json_values, max_size=4),
+)
+def test_start_log_lines_give_back_the_row(
+    seq: int, ts: float, type_: str, ids: tuple[str, str | None, str | None], data: Any
+) -> None:
+    row = (seq, ts, type_, *ids, 1, encode_data(data))
+    line = journal_sqlite._line(row).encode("ascii")
+    assert line.count(b"\n") == 1 and line.endswith(b"\n")
+    assert journal_sqlite._parse_line(line) == row
+
+
+async def test_a_torn_last_start_log_line_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path)
+    try:
+        async with writer_held(journal):
+            await journal.append(event("tool_started", "c1"))
+            crashed = crash_copy(path, tmp_path / "crashed")
+    finally:
+        await journal.aclose()
+    with start_log(crashed).open("ab") as fh:
+        fh.write(b'[2,1.5,"tool_started","s1","t1","c2",1,{"tool":"t')  # killed mid-write
+    reopened = SqliteJournal(crashed)
+    try:
+        assert [(e.seq, e.type, e.call_id) for e in reopened.events()] == [
+            (1, "tool_started", "c1"),
+            (2, "tool_finished", "c1"),
+        ]
+    finally:
+        await reopened.aclose()
+
+
+async def test_a_corrupt_start_log_line_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    await SqliteJournal(path).aclose()
+    start_log(path).write_bytes(b'{"not": "a row"}\n[1,1.5,"tool_started","s1",null,"c1",1,{}]\n')
+    with pytest.raises(JournalError, match=r"j\.db-starts:1: not a start-log record"):
+        SqliteJournal(path)
+
+
+@pytest.mark.parametrize("writer", ["holding the GIL", "os.write"])
+async def test_a_failed_start_log_write_waits_for_the_commit(
+    writer: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path)
+    try:
+        start = journal._start_log
+        assert start is not None
+        if writer == "os.write":
+            start.write = journal_sqlite._write_all
+        os.close(start.fd)
+        start.fd = os.open(start.path, os.O_RDONLY)  # writes now fail, as on a full disk
         await journal.append(event("call_decided"))
         await journal.append(event("tool_started"))
-        # Another connection (another process, after a crash) sees both already.
-        assert [e.type for e in read_sqlite(tmp_path / "j.db")] == ["call_decided", "tool_started"]
-        await journal.append(event("tool_finished"))
-        await journal.flush()
-        assert len(read_sqlite(tmp_path / "j.db")) == 3
+        # The start was committed instead before append returned.
+        assert [e.type for e in read_sqlite(path)] == ["call_decided", "tool_started"]
+        assert "cannot write the start log" in caplog.text
+        await journal.append(event("tool_started", "c2"))  # and so are later ones
+        assert len(read_sqlite(path)) == 3
     finally:
         await journal.aclose()
 
@@ -345,8 +577,12 @@ async def test_sqlite_full_commits_every_event_before_append_returns(tmp_path: P
         await journal.aclose()
 
 
-async def test_a_cancelled_append_still_records_and_returns(tmp_path: Path) -> None:
-    journal = SqliteJournal(tmp_path / "j.db")
+@pytest.mark.parametrize("durability", ["normal", "full"])
+async def test_a_cancelled_append_still_records_and_returns(
+    durability: Durability, tmp_path: Path
+) -> None:
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path, durability=durability)
     returned = False
     try:
         with anyio.CancelScope() as scope:
@@ -355,7 +591,13 @@ async def test_a_cancelled_append_still_records_and_returns(tmp_path: Path) -> N
             returned = True
             await anyio.lowlevel.checkpoint()  # the cancellation takes effect here
         assert returned and scope.cancelled_caught
-        assert [e.type for e in read_sqlite(tmp_path / "j.db")] == ["tool_started"]
+        if durability == "full":  # awaited the commit
+            assert [e.type for e in read_sqlite(path)] == ["tool_started"]
+        else:  # committed or, until then, in the start log
+            assert [(1, "tool_started")] in (
+                [(e.seq, e.type) for e in read_sqlite(path)],
+                logged(path),
+            )
     finally:
         await journal.aclose()
 
@@ -398,26 +640,60 @@ async def test_queued_records_are_bounded(tmp_path: Path) -> None:
         await journal.aclose()
 
 
-async def test_a_failed_commit_fails_closed(tmp_path: Path) -> None:
-    journal = SqliteJournal(tmp_path / "j.db")
-    ran: list[int] = []
-
+def counting_registry(ran: list[str]) -> ToolRegistry:
     async def handler(arguments: dict[str, Any], ctx: CallContext) -> str:
-        ran.append(1)
+        ran.append(ctx.call_id)
         return "ran"
 
     reg = ToolRegistry()
     reg.register("t", [Tool("ok", handler)])
-    async with Harness(reg, evaluator=LocalEvaluator(allow=["t.ok"]), journal=journal) as h:
+    return reg
+
+
+async def test_a_failed_commit_fails_closed(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "j.db", durability="full")
+    ran: list[str] = []
+    async with Harness(
+        counting_registry(ran), evaluator=LocalEvaluator(allow=["t.ok"]), journal=journal
+    ) as h:
         session = await h.create_session(principal=ALICE)
-        assert (await session.call_tool("t__ok", {})).ok
+        assert (await session.call_tool("t__ok", {}, call_id="c1")).ok
         # Make the database refuse writes, as a full disk would.
         await journal._control_async(lambda db: db.execute("PRAGMA query_only = ON"))
-        outcome = await session.call_tool("t__ok", {})
+        outcome = await session.call_tool("t__ok", {}, call_id="c2")
         assert outcome.status == "denied" and "journal failed" in (outcome.message or "")
         with pytest.raises(JournalError, match="cannot write"):
             await journal.append(event())
-    assert ran == [1]  # the second handler never ran (rule R1)
+    assert ran == ["c1"]  # the second handler never ran (rule R1)
+
+
+async def test_a_failed_commit_keeps_the_start_log_and_fails_closed(tmp_path: Path) -> None:
+    # "normal": a start in the start log is recorded, so its handler runs; the commit that
+    # fails afterwards denies every later call, and the log keeps what it lacks.
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path)
+    ran: list[str] = []
+    async with Harness(
+        counting_registry(ran), evaluator=LocalEvaluator(allow=["t.ok"]), journal=journal
+    ) as h:
+        session = await h.create_session(principal=ALICE, session_id="s1")
+        assert (await session.call_tool("t__ok", {}, call_id="c1")).ok
+        await journal._control_async(lambda db: db.execute("PRAGMA query_only = ON"))
+        assert (await session.call_tool("t__ok", {}, call_id="c2")).ok
+        with pytest.raises(JournalError, match="cannot write"):
+            await journal.flush()
+        outcome = await session.call_tool("t__ok", {}, call_id="c3")
+        assert outcome.status == "denied" and "journal failed" in (outcome.message or "")
+    assert ran == ["c1", "c2"]
+    assert start_log(path).exists()  # not removed: the database lacks c2
+
+    reopened = SqliteJournal(path)  # a new connection can write again
+    try:
+        c2 = [(e.type, e.data.get("status")) for e in reopened.events(call_id="c2")]
+    finally:
+        await reopened.aclose()
+    # c2's end came after the failure: lost, so its start is closed as interrupted.
+    assert c2 == [("call_decided", None), ("tool_started", None), ("tool_finished", "interrupted")]
 
 
 async def test_ten_thousand_calls_leave_ten_thousand_ends(tmp_path: Path) -> None:

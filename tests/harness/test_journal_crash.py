@@ -3,10 +3,15 @@
 A child process runs a harness over a durable journal; its blocking handler writes a
 marker file once it runs and then waits forever. The test kills the child, reopens the
 journal and checks that every start left open got exactly one ``interrupted`` end.
+
+With ``"normal"`` durability a ``SqliteJournal`` start may be only in the start log
+(``<path>-starts``) when the process dies; the ``held`` mode makes sure of it by keeping
+the writer thread busy before the blocking calls.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -84,6 +89,21 @@ CHILD = textwrap.dedent(
             )
             for i in range(3):
                 await session.call_tool("t__ok", {"n": i}, call_id=f"ok{i}")
+            if mode == "held":
+                # Keep the writer thread busy from here on (a slow disk, a starved
+                # thread): nothing appended later is committed before the kill.
+                import threading
+
+                from clearance.harness.journal_sqlite import _Control
+
+                entered = threading.Event()
+
+                def hold(db):
+                    entered.set()
+                    threading.Event().wait()
+
+                journal._put(_Control(hold))
+                await anyio.to_thread.run_sync(entered.wait)
             async with anyio.create_task_group() as tg:
                 for n in range(3):
                     tg.start_soon(
@@ -130,6 +150,16 @@ def run_and_kill(
     return journal
 
 
+def start_log(path: Path) -> list[tuple[int, str, str | None]]:
+    """``(seq, type, call_id)`` of each whole line of a SQLite journal's start log."""
+    try:
+        lines = Path(f"{path}-starts").read_bytes().splitlines(keepends=True)
+    except FileNotFoundError:
+        return []
+    rows = [json.loads(line) for line in lines if line.endswith(b"\n")]
+    return [(row[0], row[2], row[5]) for row in rows]
+
+
 def by_call(events: list[JournalEvent]) -> dict[str | None, Counter[str]]:
     counts: dict[str | None, Counter[str]] = {}
     for event in events:
@@ -155,10 +185,13 @@ def open_journal(sink: str, path: Path) -> SqliteJournal | JsonlJournal:
 )
 async def test_sigkill_leaves_interrupted_ends(sink: str, durability: str, tmp_path: Path) -> None:
     path = run_and_kill(tmp_path, sink, durability)
-    before = read_journal(path)
-    starts = {e.call_id for e in before if e.type == "tool_started"}
-    ends = {e.call_id for e in before if e.type == "tool_finished"}
-    # tool_started is committed before a handler runs: all three blocked calls are there.
+    # What the files hold: the committed records and, for SQLite, the start log's.
+    before = {(e.type, e.call_id) for e in read_journal(path)}
+    before |= {(type_, call_id) for _, type_, call_id in start_log(path)}
+    starts = {call_id for type_, call_id in before if type_ == "tool_started"}
+    ends = {call_id for type_, call_id in before if type_ == "tool_finished"}
+    # tool_started is recorded before a handler runs (committed, or in the start log): all
+    # three blocked calls are there.
     assert starts - ends == {"block0", "block1", "block2"}
 
     journal = open_journal(sink, path)
@@ -192,6 +225,43 @@ async def test_sigkill_leaves_interrupted_ends(sink: str, durability: str, tmp_p
     if sink == "sqlite":
         with sqlite3.connect(path) as db:
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+async def test_sigkill_restores_starts_only_in_the_start_log(tmp_path: Path) -> None:
+    path = run_and_kill(tmp_path, "sqlite", "normal", mode="held")
+    # The handlers ran, yet nothing of the blocked calls reached the database: their
+    # decisions and starts are only in the start log, with the seq they were given.
+    committed = read_journal(path)
+    assert not [e for e in committed if str(e.call_id).startswith("block")]
+    logged = [(type_, call_id) for _, type_, call_id in start_log(path)]
+    for n in range(3):
+        assert ("call_decided", f"block{n}") in logged
+        assert ("tool_started", f"block{n}") in logged
+    last_logged = max(seq for seq, _, _ in start_log(path))
+
+    journal = SqliteJournal(path)
+    try:
+        events = list(journal.events())
+        assert start_log(path) == []  # restored, then emptied
+        appended = await journal.append(JournalEvent("session_closed", "s1", None, None, {}))
+    finally:
+        await journal.aclose()
+
+    seqs = [e.seq for e in events]
+    assert seqs == list(range(1, len(seqs) + 1))  # restored in place: no gaps
+    assert appended.seq == seqs[-1] + 1 > last_logged  # seq continues after both
+    check_r7_after_crash(events)
+    started = {e.call_id: e for e in events if e.type == "tool_started"}
+    interrupted = [e for e in events if e.data.get("status") == "interrupted"]
+    assert sorted(str(e.call_id) for e in interrupted) == ["block0", "block1", "block2"]
+    for end in interrupted:
+        start = started[end.call_id]
+        assert end.data["started_seq"] == start.seq
+        assert start.data["qualified_name"] == "t.block"
+        assert start.data["arguments"] == {"n": int(str(end.call_id)[-1])}
+        assert end.seq > last_logged
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 @pytest.mark.parametrize("durability", ["normal", "off"])
