@@ -5,7 +5,10 @@ Run: python benchmarks/bench_pipeline.py [--calls N]
 1. A no-op async handler called directly vs through ``session.call_tool`` (schema
    validation, local evaluator with a 2-rule policy, MemoryJournal), measured in the same
    run; median and p99 of the added cost per call.
-2. ``LocalEvaluator.evaluate`` at 10, 100 and 1,000 rules spread over as many tools.
+2. The same call with a ``PathScope`` argument guardrail, with a ``SecretScanner`` over a
+   2 KB text argument, and with ``SqliteJournal`` (default durability) instead of the
+   ``MemoryJournal``: what each adds per call over the plain pipeline, same run.
+3. ``LocalEvaluator.evaluate`` at 10, 100 and 1,000 rules spread over as many tools.
 """
 
 from __future__ import annotations
@@ -37,13 +40,35 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-async def pipeline_cost(calls: int) -> dict[str, float]:
+TEXT_SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
+    "required": ["path", "text"],
+    "additionalProperties": False,
+}
+# 2 KB of ordinary prose-like text with identifiers, numbers and a URL, no secret in it.
+TEXT = (
+    "Refactor parse_config() in src/app/config.py so that version 2 files load; see "
+    "https://docs.example.com/config#v2 and issue 4821 for the 17 failing cases. "
+) * 13
+
+
+async def pipeline_cost(
+    calls: int,
+    *,
+    argument_guardrails: list[Any] | None = None,
+    journal: Any = None,
+    text: bool = False,
+) -> dict[str, float]:
     registry = ToolRegistry()
-    registry.register("files", [Tool("read_file", noop, input_schema=SCHEMA, read_only=True)])
+    schema = TEXT_SCHEMA if text else SCHEMA
+    registry.register("files", [Tool("read_file", noop, input_schema=schema, read_only=True)])
     evaluator = LocalEvaluator(
         allow=["files.read_file(path=src/**)"], deny=["files.*(path=**/.env)"]
     )
-    args = {"path": "src/app/main.py", "limit": 10}
+    args: dict[str, Any] = {"path": "src/app/main.py", "limit": 10}
+    if text:
+        args = {"path": "src/app/main.py", "text": TEXT[:2048]}
     ctx = CallContext(
         session_id="s",
         turn_id=None,
@@ -54,7 +79,12 @@ async def pipeline_cost(calls: int) -> dict[str, float]:
     )
     direct: list[float] = []
     through: list[float] = []
-    async with Harness(registry, evaluator=evaluator, journal=MemoryJournal()) as harness:
+    async with Harness(
+        registry,
+        evaluator=evaluator,
+        journal=journal if journal is not None else MemoryJournal(),
+        argument_guardrails=argument_guardrails or [],
+    ) as harness:
         session = await harness.create_session(principal=Principal("User", "alice"))
         for i in range(2000):  # warm up
             await session.call_tool("files__read_file", args, call_id=f"w{i}")
@@ -71,9 +101,9 @@ async def pipeline_cost(calls: int) -> dict[str, float]:
             through.append((t2 - t1) * 1e6)
             if not outcome.ok:
                 raise SystemExit(f"call failed: {outcome.text}")
-            if i % 5000 == 4999:
-                # Keep the journal and call-id set from dominating memory in long runs.
-                harness.journal._events.clear()  # type: ignore[attr-defined]
+            if i % 5000 == 4999 and isinstance(harness.journal, MemoryJournal):
+                # Keep the journal from dominating memory in long runs.
+                harness.journal._events.clear()
     added = [t - d for t, d in zip(through, direct, strict=True)]
     return {
         "direct_median": statistics.median(direct),
@@ -119,6 +149,40 @@ def main() -> None:
     print(
         f"{'added by the pipeline':28}{result['added_median']:>12.2f}{result['added_p99']:>10.2f}   target <= 15 us median"
     )
+    print()
+    import tempfile
+    from pathlib import Path
+
+    from clearance import SqliteJournal
+    from clearance.guardrails import PathScope, SecretScanner
+
+    calls = max(5_000, options.calls // 5)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "ws"
+        (root / "src" / "app").mkdir(parents=True)
+        (root / "src" / "app" / "main.py").write_text("print('hi')\n")
+        rows = []
+        base_plain = anyio.run(pipeline_cost, calls)["through_median"]
+        path_scope = anyio.run(
+            lambda: pipeline_cost(calls, argument_guardrails=[PathScope(root, fields=["/path"])])
+        )
+        rows.append(("PathScope (one path)", path_scope["through_median"] - base_plain))
+        base_text = anyio.run(lambda: pipeline_cost(calls, text=True))["through_median"]
+        scanner = anyio.run(
+            lambda: pipeline_cost(
+                calls, text=True, argument_guardrails=[SecretScanner.for_arguments()]
+            )
+        )
+        rows.append(("SecretScanner (path + 2 KB text)", scanner["through_median"] - base_text))
+        sqlite = anyio.run(
+            lambda: pipeline_cost(calls, journal=SqliteJournal(Path(tmp) / "bench.db"))
+        )
+        rows.append(("SqliteJournal vs MemoryJournal", sqlite["through_median"] - base_plain))
+    print(f"What each adds per call over the plain pipeline ({calls:,} calls each)")
+    print(f"{'':36}{'added median us':>16}")
+    for label, added in rows:
+        print(f"{label:36}{added:>16.2f}")
+    print("targets: PathScope and SecretScanner <= 20 us each; SqliteJournal <= 25 us")
     print()
     print("LocalEvaluator.evaluate (rules spread over as many tools)")
     print(f"{'rules':>8}{'median us':>12}{'p99 us':>10}")

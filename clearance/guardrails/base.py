@@ -156,6 +156,14 @@ class Guardrail:
         outcome: Any = self.check(value, ctx)
         if inspect.isawaitable(outcome):
             outcome = await outcome
+        return self.settle(outcome)
+
+    def settle(self, outcome: Any) -> GuardrailOutcome:
+        """Check that what :meth:`check` returned is an outcome this stage allows.
+
+        Raises:
+            TypeError: it is not a ``GuardrailOutcome``, or it asks at the result stage.
+        """
         if not isinstance(outcome, GuardrailOutcome):
             raise TypeError(f"guardrail {self.name!r} returned {outcome!r}, not a GuardrailOutcome")
         if outcome.action == "ask" and self.stage == "result":

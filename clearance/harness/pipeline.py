@@ -1042,14 +1042,25 @@ async def _run_guardrail(
     """Run one guardrail under its timeout. A sync check cannot be interrupted (it runs on
     the event loop), so one that overran its timeout is failed after it returns: either
     way the call is blocked (R1)."""
-    if guard.timeout is None:
-        return await guard.run(value, ctx)
+    settle = getattr(guard, "settle", None)
+    if settle is None:  # a duck-typed guardrail with only run()
+        if guard.timeout is None:
+            return await guard.run(value, ctx)
+        with anyio.fail_after(guard.timeout):
+            return await guard.run(value, ctx)
     started = time.perf_counter()
-    with anyio.fail_after(guard.timeout):
-        outcome = await guard.run(value, ctx)
-    if time.perf_counter() - started > guard.timeout:
+    outcome = guard.check(value, ctx)
+    if inspect.isawaitable(outcome):
+        # Only an async check can be interrupted; the deadline is set for it alone (a
+        # cancel scope per sync check would cost more than most checks).
+        if guard.timeout is None:
+            outcome = await outcome
+        else:
+            with anyio.fail_after(guard.timeout):
+                outcome = await outcome
+    elif guard.timeout is not None and time.perf_counter() - started > guard.timeout:
         raise TimeoutError(f"guardrail {guard.name!r} took longer than {guard.timeout:g}s")
-    return outcome
+    return settle(outcome)
 
 
 async def _settle_verdict(evaluator: AuthorityEvaluator, value: Any) -> Verdict:

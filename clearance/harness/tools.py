@@ -130,6 +130,7 @@ class ToolRegistry:
         timeout: float | None = None,
         sensitive: Sequence[str] = (),
         annotations: Mapping[str, Any] | None = None,
+        **unknown: Any,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a tool; its input schema comes from its signature.
 
@@ -139,6 +140,10 @@ class ToolRegistry:
             @registry.tool("app.show_status")
             async def show_status(text: str, ctx: CallContext) -> dict: ...
         """
+        if unknown:
+            raise ToolRegistrationError(
+                qualified_name, f"unknown option(s): {', '.join(sorted(unknown))}"
+            )
         namespace, dot, name = qualified_name.partition(".")
         if not dot:
             raise ToolRegistrationError(qualified_name, "name it 'namespace.name'")

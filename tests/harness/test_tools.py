@@ -87,8 +87,8 @@ def test_unknown_options_are_refused() -> None:
     with pytest.raises(TypeError):
         Tool("x", noop, colour="red")  # type: ignore[call-arg]
     registry = ToolRegistry()
-    with pytest.raises(TypeError):
-        registry.tool("a.b", colour="red")  # type: ignore[call-arg]
+    with pytest.raises(ToolRegistrationError, match="unknown option.*colour"):
+        registry.tool("a.b", colour="red")
 
 
 def test_registry_freezes() -> None:
