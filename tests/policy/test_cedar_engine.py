@@ -437,3 +437,23 @@ def test_no_cedarpy_types_in_answers() -> None:
     for value in values:
         assert not type(value).__module__.startswith("cedarpy")
     json.dumps(response.reasons)  # plain strings
+
+
+def test_the_direct_cedar_call_agrees_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clearance.policy.cedar import engine as engine_module
+
+    policies = 'permit(principal, action == Action::"a", resource) when { context.x == 1 };'
+    request = ({"type": "User", "id": "u"}, {"type": "Action", "id": "a"}, {"type": "T", "id": "t"})
+    engine = CedarEngine(policies)
+    assert engine.is_authorized(*request, context={"x": 1}).decision == "allow"
+    assert engine_module._fast is True  # the first decision checked the direct path
+    assert engine.is_authorized(*request, context={"x": 2}).decision == "deny"
+
+    def broken(*args: object) -> object:
+        raise TypeError("changed signature")
+
+    monkeypatch.setattr(engine_module, "_INTERNAL", broken)
+    monkeypatch.setattr(engine_module, "_fast", None)
+    assert engine.is_authorized(*request, context={"x": 1}).decision == "allow"
+    assert engine_module._fast is False
+    assert engine.is_authorized(*request, context={"x": 2}).decision == "deny"

@@ -906,8 +906,10 @@ class CedarEngine:
                 memo[key] = policy_set
         else:
             policy_set = self._policy_set
-        result = cedarpy.is_authorized(request, policy_set, entity_handle, self._schema_handle)
-        return self._response(result)
+        allowed, reasons, errors = _authorize(
+            request, policy_set, entity_handle, self._schema_handle
+        )
+        return self._response(allowed, reasons, errors)
 
     def _merged_entities(self, entities: Sequence[Mapping[str, Any]]) -> _Merged:
         """The engine's entities plus ``entities``, their parents, and a slice memo for them.
@@ -939,11 +941,11 @@ class CedarEngine:
                 self._merged.popitem(last=False)
         return merged
 
-    def _response(self, result: Any) -> CedarResponse:
+    def _response(
+        self, allowed: bool, reasons: Sequence[str], raw_errors: Sequence[str]
+    ) -> CedarResponse:
         # On the hot path: a decision usually has one or two reasons and no errors, so the
         # sorting and the error parsing are skipped when there is nothing to do.
-        diagnostics = result.diagnostics
-        reasons: Sequence[str] = diagnostics.reasons
         order = self._order
         last = len(order)
         if len(reasons) > 1:
@@ -951,19 +953,17 @@ class CedarEngine:
         known = self._annotations
         annotations = {pid: known.get(pid, _EMPTY_ANNOTATIONS) for pid in reasons}
         errors: tuple[CedarError, ...] = ()
-        if diagnostics.errors:
+        if raw_errors:
             errors = tuple(
                 sorted(
-                    (self._error(text) for text in diagnostics.errors),
+                    (self._error(text) for text in raw_errors),
                     key=lambda e: order.get(e.policy_id, last) if e.policy_id else last + 1,
                 )
             )
             for error in errors:
                 if error.policy_id:
                     annotations[error.policy_id] = known.get(error.policy_id, _EMPTY_ANNOTATIONS)
-        return CedarResponse(
-            "allow" if result.allowed else "deny", tuple(reasons), errors, annotations
-        )
+        return CedarResponse("allow" if allowed else "deny", tuple(reasons), errors, annotations)
 
     def _error(self, text: str) -> CedarError:
         m = _ERROR_RE.match(text)
@@ -1020,3 +1020,53 @@ def format_policies(text: str) -> str:
     if cedarpy.policies_to_json_str(formatted) != cedarpy.policies_to_json_str(text):
         raise ValueError("formatting would change the policies; left as is")
     return formatted
+
+
+# --- the call into Cedar ----------------------------------------------------------------------
+
+_INTERNAL: Any = getattr(getattr(cedarpy, "_internal", None), "is_authorized_batch", None)
+_fast: bool | None = None
+"""Whether the direct path agrees with ``cedarpy.is_authorized`` (checked on first use)."""
+
+
+def _authorize(
+    request: dict[str, Any], policies: Any, entities: Any, schema: Any
+) -> tuple[bool, list[str], list[str]]:
+    """One Cedar decision: ``(allowed, determining policy ids, error messages)``.
+
+    ``cedarpy.is_authorized`` wraps the Rust call in a batch of one, copies the request and
+    builds result objects, about a third of a decision's cost. The Rust entry point under it
+    is called directly instead, the same way the wrapper calls it, once a first decision
+    has shown that both paths answer alike; otherwise (another cedarpy, a different
+    answer) every decision goes through the public function. The R10 property compares
+    this engine with the public function on every run.
+    """
+    global _fast
+    if _fast is not False and _INTERNAL is not None:
+        try:
+            fast = _fast_authorize(request, policies, entities, schema)
+        except Exception:  # an internal API that changed shape: stop using it
+            _fast = False
+        else:
+            if _fast is None:
+                public = cedarpy.is_authorized(request, policies, entities, schema)
+                slow = (public.allowed, public.diagnostics.reasons, public.diagnostics.errors)
+                _fast = fast == slow
+                return slow
+            return fast
+    result = cedarpy.is_authorized(request, policies, entities, schema)
+    return result.allowed, result.diagnostics.reasons, result.diagnostics.errors
+
+
+def _fast_authorize(
+    request: dict[str, Any], policies: Any, entities: Any, schema: Any
+) -> tuple[bool, list[str], list[str]]:
+    context = request.get("context")
+    call = {**request, "context": json.dumps(context)} if context is not None else request
+    raw = json.loads(_INTERNAL([call], policies, entities._inner, schema, False)[0])
+    diagnostics = raw.get("diagnostics") or {}
+    return (
+        raw["decision"] == "Allow",
+        diagnostics.get("reason", []),
+        diagnostics.get("errors", []),
+    )
