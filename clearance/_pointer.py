@@ -10,7 +10,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["REDACTED", "find", "iter_strings", "parse", "redact", "set_value"]
+__all__ = ["REDACTED", "escape", "find", "iter_strings", "parse", "redact", "set_value"]
 
 REDACTED = "[REDACTED]"
 
@@ -24,7 +24,8 @@ def parse(pointer: str) -> tuple[str, ...]:
     return tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/"))
 
 
-def _escape(token: str) -> str:
+def escape(token: str) -> str:
+    """``token`` as one pointer token: ``~`` becomes ``~0`` and ``/`` becomes ``~1``."""
     return token.replace("~", "~0").replace("/", "~1")
 
 
@@ -41,7 +42,7 @@ def _find(node: Any, tokens: tuple[str, ...], here: str) -> Iterator[tuple[str, 
     if isinstance(node, dict):
         keys = list(node) if head == "*" else [head] if head in node else []
         for key in keys:
-            yield from _find(node[key], rest, f"{here}/{_escape(str(key))}")
+            yield from _find(node[key], rest, f"{here}/{escape(str(key))}")
     elif isinstance(node, list):
         if head == "*":
             indexes = range(len(node))
@@ -85,7 +86,7 @@ def iter_strings(document: Any, here: str = "") -> Iterator[tuple[str, str]]:
         yield here, document
     elif isinstance(document, dict):
         for key, value in document.items():
-            yield from iter_strings(value, f"{here}/{_escape(str(key))}")
+            yield from iter_strings(value, f"{here}/{escape(str(key))}")
     elif isinstance(document, list):
         for i, value in enumerate(document):
             yield from iter_strings(value, f"{here}/{i}")

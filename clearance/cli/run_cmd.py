@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -589,8 +590,9 @@ def run(
         err=as_json,
     )
 
-    async def main() -> _Session:
-        return await _drive(
+    s: _Session = _run_sync(
+        partial(
+            _drive,
             config,
             provider,
             principal=principal,
@@ -599,8 +601,7 @@ def run(
             prompt=raw_prompt,
             echo=echo,
         )
-
-    s: _Session = _run_sync(main)
+    )
     rows = _call_rows(s)
     if as_json:
         print_json(
@@ -730,8 +731,9 @@ def demo(db: str | None, approve: Approve | None, as_json: bool) -> None:
             echo(f"  task       {script.get('prompt', '')}")
             echo("")
 
-        async def main() -> _Session:
-            return await _drive(
+        s: _Session = _run_sync(
+            partial(
+                _drive,
                 config,
                 provider,
                 principal=DEMO_PRINCIPAL,
@@ -740,8 +742,7 @@ def demo(db: str | None, approve: Approve | None, as_json: bool) -> None:
                 prompt=str(script.get("prompt", "")),
                 echo=echo,
             )
-
-        s: _Session = _run_sync(main)
+        )
         rows = _call_rows(s)
         if as_json:
             print_json(

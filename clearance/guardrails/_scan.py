@@ -12,7 +12,7 @@ import copy
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -297,16 +297,20 @@ def custom_detectors(patterns: Mapping[str, str | re.Pattern[str]] | None) -> li
 class TextScanGuardrail(Guardrail):
     """Base of the scanning guardrails; works in either stage (see the subclasses).
 
-    Subclasses pass their detectors and default action; the stage comes from the
-    ``ArgumentGuardrail`` or ``ResultGuardrail`` it is combined with.
+    Subclasses pass their built-in detectors, the options and their default action; the
+    stage comes from the ``ArgumentGuardrail`` or ``ResultGuardrail`` it is combined with.
     """
 
     _label = "sensitive text"
+    _kinds_label = "text"
+    """Names the kinds in the error for an unknown one ("unknown <_kinds_label> kinds")."""
 
     def __init__(
         self,
-        detectors: Iterable[Detector],
+        builtin: list[Detector],
         *,
+        kinds: Collection[str] | None,
+        patterns: Mapping[str, str | re.Pattern[str]] | None,
         action: ScanAction,
         gate: re.Pattern[str] | None,
         min_length: int,
@@ -316,11 +320,28 @@ class TextScanGuardrail(Guardrail):
         name: str | None,
         timeout: float | None,
     ) -> None:
+        """``gate`` and ``min_length`` describe what ``builtin`` can find; with custom
+        ``patterns`` neither applies (a user's pattern may match anything)."""
+        detectors = builtin
+        if kinds is not None:
+            known = tuple(d.kind for d in builtin)
+            unknown = set(kinds) - set(known)
+            if unknown:
+                raise ValueError(
+                    f"unknown {self._kinds_label} kinds {sorted(unknown)}; "
+                    f"known: {', '.join(known)}"
+                )
+            detectors = [d for d in builtin if d.kind in kinds]
+        custom = custom_detectors(patterns)
         super().__init__(tools=tools, fields=fields, advisory=advisory, name=name, timeout=timeout)
         if action not in _ACTIONS:
             raise ValueError(f"action must be one of {', '.join(_ACTIONS)}, not {action!r}")
         self.action: ScanAction = action
-        self._plan = _Plan(detectors, gate=gate, min_length=min_length)
+        self._plan = _Plan(
+            [*custom, *detectors],  # the user's own patterns are the more specific
+            gate=None if custom else gate,
+            min_length=1 if custom else min_length,
+        )
         self.detectors = self._plan.detectors
 
     @property
@@ -424,7 +445,7 @@ def _walk(node: Any, here: str, result: bool, out: list[tuple[str, str, bool]]) 
         for key, item in node.items():
             token = str(key)
             if "~" in token or "/" in token:
-                token = token.replace("~", "~0").replace("/", "~1")
+                token = _pointer.escape(token)
             child = f"{here}/{token}"
             if isinstance(key, str):
                 out.append((child, key, True))

@@ -174,6 +174,24 @@ class Guardrail:
         return f"<{type(self).__name__} {self.name!r} tools={list(self.tools)}>"
 
 
+def _refusal_action(action: Literal["block", "ask"]) -> Literal["block", "ask"]:
+    """``action`` if it is ``"block"`` or ``"ask"`` (the options of ``Pattern`` and
+    ``UrlAllowlist``); ValueError otherwise."""
+    if action not in ("block", "ask"):
+        raise ValueError(f"action must be 'block' or 'ask', not {action!r}")
+    return action
+
+
+def _first_refusal(messages: Iterable[str], action: Literal["block", "ask"]) -> GuardrailOutcome:
+    """Block, or ask when ``action`` is ``"ask"``, with the first of ``messages`` (only
+    that one is produced); allow when there is none."""
+    for message in messages:
+        if action == "ask":
+            return GuardrailOutcome.ask(message)
+        return GuardrailOutcome.block(message)
+    return GuardrailOutcome.allow()
+
+
 class ArgumentGuardrail(Guardrail):
     """Inspects a call's validated arguments before the evaluator sees them."""
 

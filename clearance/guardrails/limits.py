@@ -11,12 +11,15 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
+from clearance import _pointer
 from clearance.guardrails.base import (
     ArgumentGuardrail,
     Guardrail,
     GuardrailContext,
     GuardrailOutcome,
     ResultGuardrail,
+    _first_refusal,
+    _refusal_action,
 )
 
 __all__ = ["Pattern", "ResultPattern", "ResultSizeLimit", "SizeLimit"]
@@ -119,23 +122,20 @@ class _PatternMatching(Guardrail):
         self.allow = None if allow is None else tuple(re.compile(p) for p in allow)
         if not self.deny and self.allow is None:
             raise ValueError("Pattern needs deny or allow patterns")
-        if action not in ("block", "ask"):
-            raise ValueError(f"action must be 'block' or 'ask', not {action!r}")
+        action = _refusal_action(action)
         if action == "ask" and self.stage == "result":
             raise ValueError("a result guardrail cannot ask; use action='block'")
         self.action = action
 
     def check(self, value: Any, ctx: GuardrailContext) -> GuardrailOutcome:
         """Block (or ask) when a value matches a deny pattern or no allow pattern."""
-        for base, selected in self.selected(value):
-            for pointer, text in _leaves(selected, base):
-                problem = self.problem(text)
-                if problem is not None:
-                    message = f"{self.name}: the value at {pointer or '/'} {problem}"
-                    if self.action == "ask":
-                        return GuardrailOutcome.ask(message)
-                    return GuardrailOutcome.block(message)
-        return GuardrailOutcome.allow()
+        messages = (
+            f"{self.name}: the value at {pointer or '/'} {problem}"
+            for base, selected in self.selected(value)
+            for pointer, text in _leaves(selected, base)
+            if (problem := self.problem(text)) is not None
+        )
+        return _first_refusal(messages, self.action)
 
     def problem(self, text: str) -> str | None:
         """Why ``text`` is refused (naming the pattern, not the text), or None."""
@@ -161,7 +161,7 @@ def _leaves(node: Any, here: str) -> Iterator[tuple[str, str]]:
     """Every scalar under ``node`` as text: strings as they are, others as JSON."""
     if isinstance(node, dict):
         for key, item in node.items():
-            yield from _leaves(item, f"{here}/{str(key).replace('~', '~0').replace('/', '~1')}")
+            yield from _leaves(item, f"{here}/{_pointer.escape(str(key))}")
     elif isinstance(node, list):
         for i, item in enumerate(node):
             yield from _leaves(item, f"{here}/{i}")

@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clearance.guardrails._scan import Detector, ScanAction, TextScanGuardrail, custom_detectors
+from clearance.guardrails._scan import Detector, ScanAction, TextScanGuardrail
 from clearance.guardrails.base import ArgumentGuardrail, ResultGuardrail
 
 __all__ = ["PII_KINDS", "ArgumentPiiRedactor", "PiiRedactor", "iban_valid", "luhn_valid"]
@@ -203,6 +203,7 @@ class _PiiScanning(TextScanGuardrail):
     """Options and detectors shared by both stages; see :class:`PiiRedactor`."""
 
     _label = "personal data"
+    _kinds_label = "PII"
 
     def __init__(
         self,
@@ -216,24 +217,17 @@ class _PiiScanning(TextScanGuardrail):
         name: str | None = None,
         timeout: float | None = 5.0,
     ) -> None:
-        detectors = _detectors()
-        if kinds is not None:
-            unknown = set(kinds) - set(PII_KINDS)
-            if unknown:
-                raise ValueError(
-                    f"unknown PII kinds {sorted(unknown)}; known: {', '.join(PII_KINDS)}"
-                )
-            detectors = [d for d in detectors if d.kind in kinds]
         if action is None:
             # A tool that sends mail needs the real address: for arguments the default
             # keeps values from records and asks but hands them to the tool.
             action = "withhold" if self.stage == "arguments" else "redact"
-        custom = custom_detectors(patterns)
         super().__init__(
-            [*custom, *detectors],  # the user's own patterns are the more specific
+            _detectors(),
+            kinds=kinds,
+            patterns=patterns,
             action=action,
-            gate=None if custom else _GATE,
-            min_length=1 if custom else _MIN_LENGTH,
+            gate=_GATE,
+            min_length=_MIN_LENGTH,
             tools=tools,
             fields=fields,
             advisory=advisory,

@@ -17,7 +17,6 @@ from clearance.guardrails._scan import (
     Detector,
     ScanAction,
     TextScanGuardrail,
-    custom_detectors,
     entropy,
 )
 from clearance.guardrails.base import ArgumentGuardrail, ResultGuardrail
@@ -193,6 +192,7 @@ class _SecretScanning(TextScanGuardrail):
     """The options and detectors shared by both stages; see :class:`SecretScanner`."""
 
     _label = "possible secrets"
+    _kinds_label = "secret"
 
     def __init__(
         self,
@@ -208,20 +208,13 @@ class _SecretScanning(TextScanGuardrail):
         name: str | None = None,
         timeout: float | None = 5.0,
     ) -> None:
-        detectors = _detectors(min_entropy, min_length)
-        if kinds is not None:
-            unknown = set(kinds) - set(SECRET_KINDS)
-            if unknown:
-                raise ValueError(
-                    f"unknown secret kinds {sorted(unknown)}; known: {', '.join(SECRET_KINDS)}"
-                )
-            detectors = [d for d in detectors if d.kind in kinds]
-        custom = custom_detectors(patterns)
         super().__init__(
-            [*custom, *detectors],  # the user's own patterns are the more specific
+            _detectors(min_entropy, min_length),
+            kinds=kinds,
+            patterns=patterns,
             action=action,
-            gate=None if custom else _GATE,
-            min_length=1 if custom else _MIN_LENGTH,
+            gate=_GATE,
+            min_length=_MIN_LENGTH,
             tools=tools,
             fields=fields,
             advisory=advisory,

@@ -8,7 +8,13 @@ from typing import Any, Literal
 from urllib.parse import SplitResult, urlsplit
 
 from clearance import _pointer
-from clearance.guardrails.base import ArgumentGuardrail, GuardrailContext, GuardrailOutcome
+from clearance.guardrails.base import (
+    ArgumentGuardrail,
+    GuardrailContext,
+    GuardrailOutcome,
+    _first_refusal,
+    _refusal_action,
+)
 
 __all__ = ["UrlAllowlist"]
 
@@ -92,8 +98,7 @@ class UrlAllowlist(ArgumentGuardrail):
         super().__init__(tools=tools, fields=fields, advisory=advisory, name=name, timeout=timeout)
         if isinstance(schemes, str) or isinstance(hosts, str):
             raise ValueError("schemes and hosts take a list of strings, not one string")
-        if action not in ("block", "ask"):
-            raise ValueError(f"action must be 'block' or 'ask', not {action!r}")
+        action = _refusal_action(action)
         self.schemes = frozenset(s.lower().rstrip(":/") for s in schemes)
         self.ports = frozenset(int(p) for p in ports)
         self.allow_userinfo = allow_userinfo
@@ -120,15 +125,13 @@ class UrlAllowlist(ArgumentGuardrail):
 
     def check(self, value: Any, ctx: GuardrailContext) -> GuardrailOutcome:
         """Block (or ask) if any URL in the selected fields is not allowed."""
-        for base, selected in self.selected(value):
-            for pointer, text in _pointer.iter_strings(selected, base):
-                problem = self.problem(text)
-                if problem is not None:
-                    message = f"{self.name}: URL in {pointer or '/'}: {problem}"
-                    if self.action == "ask":
-                        return GuardrailOutcome.ask(message)
-                    return GuardrailOutcome.block(message)
-        return GuardrailOutcome.allow()
+        messages = (
+            f"{self.name}: URL in {pointer or '/'}: {problem}"
+            for base, selected in self.selected(value)
+            for pointer, text in _pointer.iter_strings(selected, base)
+            if (problem := self.problem(text)) is not None
+        )
+        return _first_refusal(messages, self.action)
 
     def problem(self, text: str) -> str | None:
         """Why some URL in ``text`` is not allowed, or None if every URL is."""

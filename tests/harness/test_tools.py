@@ -87,7 +87,7 @@ def test_unknown_options_are_refused() -> None:
     with pytest.raises(TypeError):
         Tool("x", noop, colour="red")  # type: ignore[call-arg]
     registry = ToolRegistry()
-    with pytest.raises(ToolRegistrationError, match="unknown option.*colour"):
+    with pytest.raises(ToolRegistrationError, match=r"unknown option.*colour"):
         registry.tool("a.b", colour="red")
 
 

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from clearance import _pointer
+
 if TYPE_CHECKING:
     from clearance.harness.tools import Tool, ToolRegistry
 
@@ -139,7 +141,7 @@ class _Translator:
         if not isinstance(props, Mapping):
             props = {}
         for name, sub in props.items():
-            where = f"{pointer}/{_escape(name)}"
+            where = f"{pointer}/{_pointer.escape(name)}"
             if name.startswith("__"):
                 # Cedar's JSON value format reserves __entity / __extn / __expr keys.
                 self.skipped.append((where, "property names starting with '__' are reserved"))
@@ -287,10 +289,6 @@ def _pointer_tokens(pointer: str) -> list[str]:
     if pointer in ("", "/"):
         return [] if pointer == "" else [""]
     return [t.replace("~1", "/").replace("~0", "~") for t in pointer.lstrip("/").split("/")]
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
 
 
 # --- the whole schema -----------------------------------------------------------------------
