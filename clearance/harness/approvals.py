@@ -156,7 +156,7 @@ def suggest_scopes(
     hidden = {(_pointer.parse(p) or ("*",))[0] for p in withheld}
     scopes = [GrantScope.exact(arguments)]
     for key, value in arguments.items():
-        pointer = "/" + key.replace("~", "~0").replace("/", "~1")
+        pointer = "/" + _pointer.escape(key)
         if key in hidden or "*" in hidden:
             continue
         if not isinstance(value, str) or key.lower() not in _PATHISH:
