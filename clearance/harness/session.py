@@ -324,7 +324,8 @@ class Session:
             self.tools[tool.model_alias] = tool
         self.call_ids: set[str] = set()
         self.lock = SessionLock()
-        self.running: set[anyio.CancelScope] = set()
+        self.running: set[Any] = set()
+        """Handles of the calls running or queued now; ``cancel()`` ends each."""
         self.closed = False
         self._inflight = 0
         self._infos: dict[str | None, SessionInfo] = {}

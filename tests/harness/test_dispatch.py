@@ -1,6 +1,7 @@
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from support import ALICE, harness
 
@@ -149,3 +150,82 @@ async def test_cancelled_waiter_leaves_lock_usable() -> None:
                 pytest.fail("must not enter")
     async with lock.hold(write=True):
         pass
+
+
+@pytest.mark.parametrize("native", [True, False])
+async def test_session_close_cancels_by_either_mechanism(
+    native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On asyncio a running call is cancelled through its task; elsewhere through an
+    anyio cancel scope (forced here by hiding the asyncio task)."""
+    import asyncio
+
+    from clearance.harness import pipeline
+
+    if not native:
+
+        def no_task() -> None:
+            raise RuntimeError("no running event loop")
+
+        monkeypatch.setattr(pipeline, "_current_task", no_task)
+    entered = anyio.Event()
+
+    async def hold(arguments: dict[str, Any], ctx: CallContext) -> str:
+        entered.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    r = ToolRegistry()
+    r.register("x", [Tool("hold", hold)])
+    statuses: list[str] = []
+    async with harness(r, evaluator=NoopEvaluator()) as h:
+        s = await h.create_session(principal=ALICE)
+
+        async def call() -> None:
+            statuses.append((await s.call_tool("x__hold", {})).status)
+            # The call's task is not left with a pending cancellation.
+            task = asyncio.current_task()
+            assert task is not None and task.cancelling() == 0
+            await anyio.lowlevel.checkpoint()
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await entered.wait()
+                await s.aclose()
+    assert statuses == ["cancelled"]
+
+
+async def test_a_handler_that_swallows_cancellation_leaves_its_task_clean() -> None:
+    import asyncio
+
+    entered = anyio.Event()
+
+    async def stubborn(arguments: dict[str, Any], ctx: CallContext) -> str:
+        entered.set()
+        try:
+            await anyio.sleep_forever()
+        except BaseException:
+            return "finished anyway"
+        return "never"
+
+    r = ToolRegistry()
+    r.register("x", [Tool("stubborn", stubborn)])
+    outcomes: list[str] = []
+    async with harness(r, evaluator=NoopEvaluator()) as h:
+        s = await h.create_session(principal=ALICE)
+
+        async def call() -> None:
+            outcomes.append((await s.call_tool("x__stubborn", {})).status)
+            task = asyncio.current_task()
+            assert task is not None and task.cancelling() == 0
+            with anyio.move_on_after(0.01) as later:  # anyio scopes still work after it
+                await anyio.sleep_forever()
+            assert later.cancelled_caught
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await entered.wait()
+                await s.aclose()
+    assert outcomes in (["ok"], ["cancelled"])
