@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import Iterable
@@ -937,10 +936,6 @@ class EventStream:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def micros(start: float, end: float) -> int:
-    return max(0, math.floor((end - start) * 1_000_000))
 
 
 def __getattr__(name: str) -> Any:

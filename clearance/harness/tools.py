@@ -14,7 +14,7 @@ import threading
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -575,10 +575,3 @@ class CallContext:
 
 class CancelledError(Exception):
     """Raised by ``CallContext.raise_if_cancelled`` in a sync handler."""
-
-
-def select_tools(tools: Mapping[str, Tool], patterns: Iterable[str]) -> list[Tool]:
-    return [t for q, t in tools.items() if any(fnmatchcase(q, p) for p in patterns)]
-
-
-ToolStatus = Literal["ok", "error", "failed", "cancelled", "timeout", "interrupted"]
