@@ -394,3 +394,19 @@ def test_gateway_config_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert str(loaded.tokens[0].principal) == 'User::"alice"'
     assert "a-long-enough" not in repr(loaded)
     assert loaded.servers[0].headers == {"Authorization": "Bearer s3cret"}
+
+
+def test_telemetry_middleware_only_when_it_can_go_somewhere() -> None:
+    from clearance.mcp.gateway import Gateway
+    from clearance.policy import NoopEvaluator
+
+    harness = Harness(ToolRegistry(), evaluator=NoopEvaluator())
+    alice = Principal("User", "alice")
+
+    def names(gateway: Gateway) -> list[str]:
+        return [type(m).__name__ for m in gateway._server.middleware]
+
+    assert "OpenTelemetryMiddleware" in names(Gateway(harness, principal=alice, telemetry=True))
+    assert "OpenTelemetryMiddleware" not in names(Gateway(harness, principal=alice, telemetry=False))
+    # No tracer provider is installed in the tests: spans would go nowhere.
+    assert "OpenTelemetryMiddleware" not in names(Gateway(harness, principal=alice))
