@@ -164,7 +164,9 @@ def _detectors() -> list[Detector]:
             # international: +CC then groups, optionally an area code in parentheses
             "phone",
             re.compile(
-                r"\+(?<![\w+]\+)[1-9][0-9]{0,2}(?:[ .\-]?(?:\([0-9]{1,4}\)|[0-9]{1,5})){1,6}"
+                # Atomic: with optional separators a long run of digits splits into groups
+                # in thousands of ways before (?!\w) fails.
+                r"\+(?<![\w+]\+)[1-9][0-9]{0,2}(?>(?:[ .\-]?(?:\([0-9]{1,4}\)|[0-9]{1,5})){1,6})"
                 r"(?!\w)"
             ),
             starts=("+",),

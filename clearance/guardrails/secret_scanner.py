@@ -165,7 +165,8 @@ def _detectors(min_entropy: float, min_length: int) -> list[Detector]:
                 r"(?i)(?:pass(?:word|wd|phrase)|secret|token|"
                 r"(?:(?<=api)|(?<=api[_-])|(?<=access)|(?<=access[_-])|(?<=private)|"
                 r"(?<=private[_-]))key)"
-                r"[A-Za-z0-9_.-]*[\"']?\s*(?:=>|:=|[:=])\s*"
+                # Bounded runs: unbounded ones made a long run of "token" quadratic.
+                r"[A-Za-z0-9_.-]{0,64}[\"']?\s{0,16}(?:=>|:=|[:=])\s{0,16}"
                 r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|"
                 r"(?P<bare>[^\s\"'`,;&]{1,512}))"
             ),

@@ -458,7 +458,7 @@ def normalize_result(value: Any) -> CallToolResult:
 def _check_json(value: Any) -> None:
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ResultError(f"the result is not JSON-serializable: {exc}") from None
 
 

@@ -180,7 +180,8 @@ def parse_rule(
                 _glob_to_regex(tool_glob)
             except ValueError as exc:
                 raise RuleError(source, f"bad glob {glob!r}: {exc}", path=path, line=line) from None
-            args.append(ArgConstraint(name, glob, pattern, ".." in glob))
+            # Only a real '..' segment in the glob lets a value step up ('v1..2' does not).
+            args.append(ArgConstraint(name, glob, pattern, ".." in _SEPARATORS.split(glob)))
         if not args:
             raise RuleError(
                 source, "empty argument list; drop the parentheses", path=path, line=line

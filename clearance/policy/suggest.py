@@ -497,7 +497,9 @@ def _common_dir(values: Sequence[str]) -> str | None:
     parents = [v.split("/")[:-1] for v in values]
     common: list[str] = []
     for parts in zip(*parents, strict=False):
-        if all(p == parts[0] for p in parts) and parts[0] not in ("", ".", ".."):
+        # A segment holding ".." anywhere ('v1..2') stops the prefix: the policy languages
+        # treat such text warily ('like "*..*"'), and a prefix must never come near a step up.
+        if all(p == parts[0] for p in parts) and parts[0] not in ("", ".") and ".." not in parts[0]:
             common.append(parts[0])
         else:
             break
@@ -522,7 +524,7 @@ def _generalize(values: Sequence[Any], enum_limit: int) -> tuple[list[Pattern | 
             url = _URL.match(v)
             if url and (url.group("rest") or "/" in url.group("base") or v.startswith("www.")):
                 patterns[i] = Pattern("host", url.group("base"))
-            elif "/" in v and ".." not in v.split("/") and not v.startswith("/"):
+            elif "/" in v and ".." not in v and not v.startswith("/"):
                 paths.setdefault(v.split("/", 1)[0], []).append(i)
             else:
                 plain.setdefault(v, []).append(i)

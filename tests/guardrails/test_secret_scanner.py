@@ -254,3 +254,17 @@ async def test_run_in_both_stages() -> None:
     result = {"content": [{"type": "text", "text": SECRETS["jwt"]}], "is_error": False}
     assert (await SecretScanner().run(result, RESULT)).action == "block"
     assert (await SecretScanner.for_arguments().run({"a": "b"}, ARGS)).action == "allow"
+
+
+@pytest.mark.parametrize("word", ["password", "token", "secret", "apikey"])
+def test_long_runs_of_trigger_words_scan_in_linear_time(word: str) -> None:
+    import time
+
+    from clearance.guardrails import SecretScanner
+
+    scanner = SecretScanner()
+    text = word * (100_000 // len(word))
+    started = time.perf_counter()
+    scanner.scan(text)
+    assert time.perf_counter() - started < 2.0  # was 30-50 s before the runs were bounded
+    assert scanner.scan('DB_PASSWORD = "hunter2Xy9!"')  # still found

@@ -207,3 +207,33 @@ async def test_a_broken_stage_denies_instead_of_raising(monkeypatch: pytest.Monk
         out = await s.call_tool("files__read_file", {"path": "a"}, call_id="c1")
     assert out.status == "denied" and out.correlation_id in out.text and rec.calls == []
     assert [e.type for e in journal.events(call_id="c1")] == ["call_decided"]
+
+
+async def test_a_deeply_nested_result_fails_the_call_instead_of_raising() -> None:
+    async def deep(arguments: dict[str, Any], ctx: CallContext) -> Any:
+        value: Any = 1
+        for _ in range(5000):
+            value = [value]
+        return value
+
+    registry = ToolRegistry()
+    registry.register("x", [Tool("deep", deep)])
+    async with harness(registry, evaluator=NoopEvaluator()) as h:
+        s = await h.create_session(principal=ALICE)
+        out = await s.call_tool("x__deep", {})
+    assert out.status == "failed"
+
+
+def test_a_dotted_segment_does_not_open_parent_steps_in_local_rules() -> None:
+    ev = LocalEvaluator(allow=["files.read_file(path=src/v1..2/**)"])
+    from clearance.policy import SessionInfo
+
+    def effect(path: str) -> str:
+        registry = coding_registry(Recorder())
+        request = AuthzRequest(
+            ALICE, registry.get("files.read_file").info, {"path": path}, SessionInfo("s")
+        )
+        return ev.evaluate(request).effect
+
+    assert effect("src/v1..2/a.txt") == "allow"
+    assert effect("src/v1..2/../../../etc/passwd") == "deny"

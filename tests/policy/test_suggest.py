@@ -264,3 +264,25 @@ def test_rendered_text_lists_the_calls_each_covers() -> None:
     assert "files.read_file(path=src/**)" in rules[ALICE]
     assert "web.fetch(url=https://api.example.com/**)" in rules[ALICE]
     assert "bank.pay(recipient=DE89, amount=12.5)" in rules[BOB]
+
+
+@pytest.mark.parametrize("fmt", ["cedar", "local"])
+def test_a_dotted_directory_never_becomes_a_prefix(fmt: Format) -> None:
+    calls = [
+        _call(20, ALICE, "files.read_file", {"path": "src/v1..2/a.txt"}),
+        _call(21, ALICE, "files.read_file", {"path": "src/v1..2/b.txt"}),
+    ]
+    found = suggest(calls, registry(), format=fmt)
+    for call in calls:
+        assert found.allows(ALICE, call.tool, call.arguments or {})
+    assert not found.allows(ALICE, "files.read_file", {"path": "src/v1..2/../../../etc/passwd"})
+    evaluator_harness = Harness(registry(), evaluator=found.evaluator(fmt), journal=MemoryJournal())
+
+    async def outcome(path: str) -> str:
+        decided = await evaluator_harness.decide(
+            principal=Principal.parse(ALICE), tool="files.read_file", arguments={"path": path}
+        )
+        return decided.outcome
+
+    assert anyio.run(outcome, "src/v1..2/a.txt") == "allow"
+    assert anyio.run(outcome, "src/v1..2/../../../etc/passwd") == "deny"
