@@ -181,6 +181,16 @@ class Harness:
             bind(self.evaluator, self.registry)
             if self.shadow_evaluator is not None:
                 bind(self.shadow_evaluator, self.registry)
+            names = [t.qualified_name for t in self.registry]
+            for guard in (*self.argument_guardrails, *self.result_guardrails):
+                if not any(guard.applies_to(name) for name in names):
+                    # Not an error (tools may come later in another harness), but a
+                    # guardrail that guards nothing is almost always a typo in its globs.
+                    log.warning(
+                        "guardrail %r applies to no registered tool (tools=%s)",
+                        guard.name,
+                        list(getattr(guard, "tools", ())),
+                    )
             self._bound = True
         self.registry.freeze()
 

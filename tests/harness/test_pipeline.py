@@ -539,3 +539,18 @@ async def test_slow_sync_guardrail_blocks_and_stage_mismatch_is_refused() -> Non
             evaluator=NoopEvaluator(),
             argument_guardrails=[ResultGuardrail(slow)],
         )
+
+
+async def test_a_guardrail_that_guards_nothing_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def allow(arguments: dict[str, Any], ctx: Any) -> GuardrailOutcome:
+        return GuardrailOutcome.allow()
+
+    async with harness(
+        coding_registry(Recorder()),
+        evaluator=NoopEvaluator(),
+        argument_guardrails=[ArgumentGuardrail(allow, tools="flies.*", name="typo")],
+    ) as h:
+        await h.create_session(principal=ALICE)
+    assert any("'typo' applies to no registered tool" in r.getMessage() for r in caplog.records)
