@@ -426,6 +426,9 @@ class TextScanGuardrail(Guardrail):
 
 
 _BINARY_BLOCKS = frozenset({"image", "audio"})
+# A content block of the result envelope, the only place whose "data" may be skipped.
+_CONTENT_BLOCK = re.compile(r"/content/[0-9]+")
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 _CONTAINERS = (dict, list)
 
 
@@ -439,9 +442,17 @@ def _walk(node: Any, here: str, result: bool, out: list[tuple[str, str, bool]]) 
     if isinstance(node, str):
         out.append((here, node, False))
     elif isinstance(node, dict):
-        # Base64 pixels of an image block are not text anyone reads; scanning them costs a
-        # lot and only finds noise.
-        skip_data = result and node.get("type") in _BINARY_BLOCKS
+        # Base64 pixels of an image or audio content block are not text anyone reads;
+        # scanning them costs a lot and only finds noise. Only a content block of the
+        # result envelope qualifies, and only with valid base64: the same shape anywhere
+        # else (structured content, which the model reads as text) is scanned.
+        skip_data = (
+            result
+            and node.get("type") in _BINARY_BLOCKS
+            and _CONTENT_BLOCK.fullmatch(here) is not None
+            and isinstance(data := node.get("data"), str)
+            and _BASE64.fullmatch(data) is not None
+        )
         for key, item in node.items():
             token = str(key)
             if "~" in token or "/" in token:

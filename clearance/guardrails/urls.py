@@ -18,15 +18,32 @@ from clearance.guardrails.base import (
 
 __all__ = ["UrlAllowlist"]
 
-# URLs inside free text are found from their colon: "://" anywhere, or the colon of a
+# URLs inside free text are found from their colon: "://" anywhere, the colon of a
 # scheme that runs or embeds content without an authority part (javascript:, data: ...)
-# when something follows it ("File: notes.txt" in prose is not a URL). The regex opens
-# with the literal ":" so that the engine can skip quickly to candidates; a pattern that
-# opened with the scheme's character class would be tried at every letter.
+# when something follows it ("File: notes.txt" in prose is not a URL), and the colon of a
+# special scheme (http, https, ws, wss, ftp) followed by a slash, a backslash or a host
+# character: WHATWG parsers (browsers, fetch) read "https:/evil.com", "https:evil.com"
+# and "https:\\evil.com" as "https://evil.com/". The regex opens with the literal ":" so
+# that the engine can skip quickly to candidates; a pattern that opened with the scheme's
+# character class would be tried at every letter.
 _URL_COLON = re.compile(
-    r":(?://|(?:(?<=javascript:)|(?<=vbscript:)|(?<=data:)|(?<=file:)|(?<=blob:))(?=\S))",
+    r":(?://"
+    r"|(?:(?<=javascript:)|(?<=vbscript:)|(?<=data:)|(?<=file:)|(?<=blob:))(?=\S)"
+    r"|(?:(?<=http:)|(?<=https:)|(?<=ws:)|(?<=wss:)|(?<=ftp:))(?=[\w/\\@\[%-]))",
     re.IGNORECASE,
 )
+# A special-scheme URL without "//" after its colon ("https:/evil.com", "https:evil.com";
+# backslashes are refused before this applies): WHATWG parsers skip any slashes there and
+# read what follows as the authority.
+_SPECIAL_WITHOUT_SLASHES = re.compile(r"(https?|wss?|ftp):/?(?!/)", re.IGNORECASE)
+# A whole value that, once WHATWG's leading and trailing C0 controls and spaces are
+# stripped and its tabs and newlines removed, is a scheme-relative URL ("//evil.com/x"; a
+# browser also reads "/\\evil.com" and "\\/evil.com" so): slashes, then an authority
+# without spaces or controls, ended by a slash, backslash, "?", "#" or the end. A "// a
+# comment" has a space where the host would be, so it is not one.
+_SCHEME_RELATIVE = re.compile(r"(?:/[/\\]|\\/)[/\\]*[^/\\?#\x00-\x20\x7f\s]+(?=[/\\?#]|\Z)")
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))
+_TAB_AND_NEWLINE = str.maketrans("", "", "\t\n\r")
 _SCHEME_TAIL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 _URL_REST = re.compile(r"[^\s<>\"'`]*")
 _TRAILING = ".,;:!?)]}>'\""
@@ -55,9 +72,14 @@ class UrlAllowlist(ArgumentGuardrail):
     ``github.com`` itself nor ``evilgithub.com``; ``"*"`` matches every host.
 
     URLs are found as ``scheme://...`` anywhere in a string, ``javascript:``, ``data:``,
-    ``file:``, ``vbscript:`` and ``blob:`` URLs anywhere, and a whole value starting with
-    ``//``. With ``require_url=True`` each selected string must itself be one absolute URL
-    (for a ``/url`` argument, so that ``evil.com`` cannot slip through as "not a URL").
+    ``file:``, ``vbscript:`` and ``blob:`` URLs anywhere, ``http:``, ``https:``, ``ws:``,
+    ``wss:`` and ``ftp:`` followed by a slash, a backslash or a host character anywhere
+    (browsers read ``https:/evil.com`` and ``https:evil.com`` as ``https://evil.com/``; so
+    does this guardrail), and a whole value that is a scheme-relative URL (``//evil.com``,
+    also after leading spaces or control characters), which is refused since its scheme
+    cannot be known. With ``require_url=True`` each selected string must itself be one
+    absolute URL (for a ``/url`` argument, so that ``evil.com`` cannot slip through as
+    "not a URL").
 
     Example::
 
@@ -137,8 +159,11 @@ class UrlAllowlist(ArgumentGuardrail):
         """Why some URL in ``text`` is not allowed, or None if every URL is."""
         if self.require_url:
             return self._url_problem(text, whole=True)
-        if text.startswith("//") and not _CONTROL.search(text):
-            return self._url_problem(text, whole=True)
+        relative = _SCHEME_RELATIVE.match(text.strip(_C0_AND_SPACE).translate(_TAB_AND_NEWLINE))
+        if relative is not None or (text.startswith("//") and not _CONTROL.search(text)):
+            # A scheme-relative URL: its scheme would be the page's, so it cannot be
+            # checked, and it is refused ("scheme missing") whatever its host.
+            return self._url_problem(text if relative is None else relative.group(), whole=True)
         for url in _urls_in(text):
             problem = self._url_problem(url, whole=False)
             if problem is not None:
@@ -150,6 +175,8 @@ class UrlAllowlist(ArgumentGuardrail):
             return "backslashes are not allowed in URLs"
         if _CONTROL.search(url):
             return "whitespace or control characters are not allowed in a URL"
+        if not whole and (special := _SPECIAL_WITHOUT_SLASHES.match(url)) is not None:
+            url = f"{special.group(1)}://{url[special.end() :]}"
         try:
             parts = urlsplit(url)
         except ValueError:
@@ -190,15 +217,30 @@ class UrlAllowlist(ArgumentGuardrail):
 
 def _urls_in(text: str) -> Iterator[str]:
     """Every URL in free text, from its scheme to the first space, quote or angle
-    bracket, without trailing punctuation."""
+    bracket, without trailing punctuation.
+
+    A URL that holds another one ("https://a.example/?next=https://b.example/") ends
+    where the inner one's scheme starts: both are checked, and no character is part of
+    two yielded URLs, so that a long run of URLs costs linear time. (What is cut off the
+    outer URL is in the inner one; the outer's scheme and host come before the cut.)
+    """
+    pending: tuple[int, int] | None = None  # the span of the URL found last
+    run_end = -1  # where the run of URL characters around the last colon ends
     for match in _URL_COLON.finditer(text):
         colon = match.start()
         scheme = _SCHEME_TAIL.search(text, max(0, colon - 64), colon)
         if scheme is None:
             continue  # "://" after no scheme at all: nothing a client would fetch
-        rest = _URL_REST.match(text, colon)
-        end = rest.end() if rest is not None else colon
-        yield text[scheme.start() : end].rstrip(_TRAILING)
+        if colon >= run_end:
+            # every colon inside one run of URL characters has the same end: find it once
+            rest = _URL_REST.match(text, colon)
+            run_end = rest.end() if rest is not None else colon
+        start = scheme.start()
+        if pending is not None:
+            yield text[pending[0] : min(pending[1], start)].rstrip(_TRAILING)
+        pending = (start, run_end)
+    if pending is not None:
+        yield text[pending[0] : pending[1]].rstrip(_TRAILING)
 
 
 def _normalize_pattern(host: str) -> str:

@@ -311,28 +311,7 @@ def _prepare(
     trust_annotations: bool,
 ) -> list[Tool]:
     namespace = upstream.name
-    candidates: list[tuple[str, mcp_types.Tool]] = []
-    seen: dict[str, str] = {}
-    for remote in listed:
-        local = _local_name(remote.name)
-        if local is None:
-            log.warning(
-                "MCP server %r: skipped tool %r: its name cannot be made a clearance name",
-                namespace,
-                remote.name,
-            )
-            continue
-        if local in seen:
-            log.warning(
-                "MCP server %r: skipped tool %r: its clearance name %r is taken by %r",
-                namespace,
-                remote.name,
-                local,
-                seen[local],
-            )
-            continue
-        seen[local] = remote.name
-        candidates.append((local, remote))
+    candidates = _local_names(namespace, listed)
 
     selected: list[tuple[str, mcp_types.Tool]] = []
     for local, remote in candidates:
@@ -398,6 +377,41 @@ def _prepare(
                     pattern,
                 )
     return prepared
+
+
+def _local_names(
+    namespace: str, listed: Sequence[mcp_types.Tool]
+) -> list[tuple[str, mcp_types.Tool]]:
+    """``(clearance name, tool)`` for each listed tool that gets a name of its own.
+
+    Two tools whose names map to the same clearance name (``GIT_STATUS`` and
+    ``git_status``) are both refused: registering either would let configuration, policies
+    and the model's calls meant for one reach the other.
+    """
+    by_local: dict[str, list[mcp_types.Tool]] = {}
+    for remote in listed:
+        local = _local_name(remote.name)
+        if local is None:
+            log.warning(
+                "MCP server %r: skipped tool %r: its name cannot be made a clearance name",
+                namespace,
+                remote.name,
+            )
+            continue
+        by_local.setdefault(local, []).append(remote)
+    named: list[tuple[str, mcp_types.Tool]] = []
+    for local, remotes in by_local.items():
+        if len(remotes) > 1:
+            log.warning(
+                "MCP server %r: skipped tools %s: their names all become the clearance name "
+                "%r, so no name or pattern could tell them apart",
+                namespace,
+                ", ".join(repr(remote.name) for remote in remotes),
+                local,
+            )
+            continue
+        named.append((local, remotes[0]))
+    return named
 
 
 def _local_name(remote: str) -> str | None:

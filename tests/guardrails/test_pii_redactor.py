@@ -85,6 +85,17 @@ def test_results_are_rewritten_in_place() -> None:
     assert PiiRedactor().check(outcome.value, RESULT).action == "allow"
 
 
+def test_image_shaped_structured_content_is_scanned() -> None:
+    shaped = {"type": "image", "data": "mail alice@corp.example", "mimeType": "image/png"}
+    result = {"content": [], "structured_content": shaped, "is_error": False}
+    outcome = PiiRedactor().check(result, RESULT)
+    assert outcome.action == "replace"
+    assert outcome.value["structured_content"]["data"] == "mail [REDACTED:email]"
+    # the base64 data of an image content block is not scanned
+    block = {"type": "image", "data": "YWxpY2VAY29ycC5leGFtcGxl", "mimeType": "image/png"}
+    assert PiiRedactor().check({"content": [block]}, RESULT).action == "allow"
+
+
 def test_result_actions_withhold_and_block() -> None:
     result = {"content": [{"type": "text", "text": "jane@example.org"}], "is_error": False}
     withheld = PiiRedactor(action="withhold").check(result, RESULT)

@@ -168,6 +168,30 @@ def test_image_data_is_not_scanned_in_results() -> None:
     assert SecretScanner.for_arguments().check({"x": block}, ARGS).action == "block"
 
 
+def test_only_base64_data_of_result_content_blocks_is_skipped() -> None:
+    token = SECRETS["github_token"]
+    scanner = SecretScanner(action="redact")
+    # structured content is read by the model: an image-shaped dict there is scanned
+    for kind in ("image", "audio"):
+        shaped = {"type": kind, "data": f"token: {token}", "mimeType": "image/png"}
+        result = {"content": [], "structured_content": shaped, "is_error": False}
+        outcome = scanner.check(result, RESULT)
+        assert outcome.action == "replace", kind
+        assert outcome.value["structured_content"]["data"] == "token: [REDACTED:github_token]"
+        # nested deeper, or in a list that is not the envelope's content, likewise
+        deeper = {"content": [], "structured_content": {"content": [shaped]}}
+        assert scanner.check(deeper, RESULT).action == "replace", kind
+        # a content block whose data is not valid base64 is text after all
+        block = {"type": kind, "data": token, "mimeType": "image/png"}
+        outcome = scanner.check({"content": [block], "is_error": False}, RESULT)
+        assert outcome.action == "replace", kind
+        assert outcome.value["content"][0]["data"] == "[REDACTED:github_token]"
+    # selected by a field pointer, a content block is still recognised as one
+    block = {"type": "image", "data": "AKIAIOSFODNN7EXAMPLE", "mimeType": "image/png"}
+    result = {"content": [block], "is_error": False}
+    assert SecretScanner(fields=["/content/0"]).check(result, RESULT).action == "allow"
+
+
 def test_withhold_redacts_whole_fields_by_pointer() -> None:
     result = {
         "content": [{"type": "text", "text": "fine"}, {"type": "text", "text": SECRETS["jwt"]}],

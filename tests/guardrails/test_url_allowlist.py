@@ -1,3 +1,5 @@
+import time
+
 import pytest
 
 from clearance import Principal
@@ -147,3 +149,58 @@ def test_options_are_validated() -> None:
     with pytest.raises(ValueError, match="action"):
         UrlAllowlist(hosts=["x.com"], action="allow")  # type: ignore[arg-type]
     assert UrlAllowlist(hosts=["*.GitHub.com."]).host_allowed("api.github.com")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # WHATWG parsers (browsers, fetch) read all of these as https://evil.com/
+        ("https:/evil.com", "host 'evil.com' is not allowed"),
+        ("https:evil.com", "host 'evil.com' is not allowed"),
+        ("see https:/evil.com now", "host 'evil.com' is not allowed"),
+        ("see HTTPS:EVIL.com now", "host 'evil.com' is not allowed"),
+        ("https:/\\evil.com", "backslashes"),
+        ("fetch https:\\\\evil.com", "backslashes"),
+        ("https:@evil.com", "user-info"),
+        # a scheme-relative URL, after the C0 controls and spaces browsers strip
+        (" //evil.com", "scheme missing"),
+        ("\t//evil.com", "scheme missing"),
+        ("\x00\n //evil.com/x?q=a b\n", "scheme missing"),
+        ("//evil.com/ and then some words", "scheme missing"),
+        ("/\\evil.com", "backslashes"),
+    ],
+)
+def test_whatwg_readings_are_checked(text: str, reason: str) -> None:
+    action, message = verdict(allowlist(schemes=["https", "http"]), text)
+    assert action == "block"
+    assert message is not None and reason in message
+
+
+def test_special_schemes_without_slashes_go_to_their_host() -> None:
+    guard = allowlist(schemes=["https", "http"])
+    assert verdict(guard, "https:/api.example.com/v1")[0] == "allow"
+    assert verdict(guard, "see https:raw.github.com/x")[0] == "allow"
+    action, message = verdict(guard, "wss:api.example.com")
+    assert action == "block" and message is not None and "scheme 'wss'" in message
+    # neither prose nor code comments are URLs
+    for text in ("Protocols: http:, https:, ftp.", "// TODO: fix this", "  // note\nx = 1"):
+        assert verdict(guard, text) == ("allow", None), text
+
+
+def test_an_inner_url_is_still_checked() -> None:
+    guard = allowlist()
+    action, message = verdict(guard, "https://api.example.com/go?to=https://evil.com/")
+    assert action == "block" and message is not None and "evil.com" in message
+    action, message = verdict(guard, "https://api.example.com/go?to=https:evil.com")
+    assert action == "block" and message is not None and "evil.com" in message
+    assert verdict(guard, "https://api.example.com/go?to=https://raw.github.com/")[0] == "allow"
+
+
+def test_many_urls_in_one_string_take_linear_time() -> None:
+    guard = allowlist()
+    text = "https://api.example.com/" * (100_000 // 24)
+    started = time.perf_counter()
+    assert guard.problem(text) is None
+    assert time.perf_counter() - started < 1.0  # about 0.05 s; quadratic took seconds
+    # each of them is still checked
+    assert guard.problem(text + "https://evil.com/" + text) == "host 'evil.com' is not allowed"

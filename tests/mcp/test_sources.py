@@ -7,12 +7,15 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import mcp_types
 import pytest
 
 from clearance import ConfigError, Harness, Principal, ToolRegistrationError, ToolRegistry
+from clearance.mcp.sources import _prepare
 from clearance.policy.local import LocalEvaluator
 from clearance.policy.noop import NoopEvaluator
 
@@ -281,3 +284,23 @@ async def test_git_and_time_servers_as_tool_sources(git_repo: Path) -> None:
         assert add.status == "denied"
     # The denied git_add never reached the server: nothing is staged.
     assert git(git_repo, "diff", "--cached", "--name-only") == ""
+
+
+async def test_tools_whose_names_collide_are_both_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``GIT_STATUS`` and ``git_status`` both become ``git_status``: neither is registered,
+    so no pattern or policy meant for one can apply to the other."""
+    upstream: Any = SimpleNamespace(name="up", handler=lambda remote: lambda arguments, ctx: None)
+    listed = [
+        mcp_types.Tool(name=name, input_schema={"type": "object"})
+        for name in ("GIT_STATUS", "echo", "git_status", "Git.Status", "git_log")
+    ]
+    with caplog.at_level(logging.WARNING, logger="clearance.mcp"):
+        tools = _prepare(upstream, listed, None, ["git_status"], trust_annotations=False)
+    assert [t.name for t in tools] == ["echo", "git_log"]
+    assert "'GIT_STATUS', 'git_status', 'Git.Status'" in caplog.text
+    # asked for by name, the refused tool is an error, never silently missing or swapped
+    for pattern in ("GIT_STATUS", "git_status", "up.git_status"):
+        with pytest.raises(ConfigError, match="matches no usable tool"):
+            _prepare(upstream, listed, [pattern], None, trust_annotations=False)
