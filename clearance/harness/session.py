@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import math
@@ -338,6 +339,7 @@ class Session:
         """Handles of the calls running or queued now; ``cancel()`` ends each."""
         self.closed = False
         self._inflight = 0
+        self._idle_at = 0
         self._infos: dict[str | None, SessionInfo] = {}
         self._idle: anyio.Event | None = None
         self._open_asks: dict[str, PermissionAsk] = {}
@@ -419,7 +421,7 @@ class Session:
 
     def _leave(self) -> None:
         self._inflight -= 1
-        if self._inflight == 0 and self._idle is not None:
+        if self._inflight <= self._idle_at and self._idle is not None:
             self._idle.set()
 
     @property
@@ -477,10 +479,15 @@ class Session:
         self.closed = True
         for ask in list(self._open_asks.values()):
             ask._close("closed")
-        for scope in list(self.running):
-            scope.cancel()
+        # A handler may close its own session: its call is not cancelled (it is the one
+        # closing) and not waited for (it would wait for itself); it ends on its own.
+        own = [r for r in self.running if r.task is not None and r.task is _this_task()]
+        for running in list(self.running):
+            if running not in own:
+                running.cancel()
         # Let cancelled calls write their tool_finished before the session is gone.
-        if self._inflight:
+        if self._inflight > len(own):
+            self._idle_at = len(own)
             self._idle = anyio.Event()
             with anyio.CancelScope(shield=True):
                 await self._idle.wait()
@@ -503,6 +510,14 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _this_task() -> Any:
+    """The running asyncio task (None on other backends, where calls hold cancel scopes)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 def _as_guardrail(value: Any, kind: type[ArgumentGuardrail] | type[ResultGuardrail]) -> Any:

@@ -554,3 +554,23 @@ async def test_a_guardrail_that_guards_nothing_is_reported(
     ) as h:
         await h.create_session(principal=ALICE)
     assert any("'typo' applies to no registered tool" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_handler_may_close_its_own_session() -> None:
+    holder: dict[str, Any] = {}
+
+    async def closer(arguments: dict[str, Any], ctx: CallContext) -> str:
+        await holder["session"].aclose()
+        return "closed myself"
+
+    registry = ToolRegistry()
+    registry.register("x", [Tool("close", closer)])
+    journal = MemoryJournal()
+    async with harness(registry, evaluator=NoopEvaluator(), journal=journal) as h:
+        holder["session"] = s = await h.create_session(principal=ALICE)
+        with anyio.fail_after(5):
+            out = await s.call_tool("x__close", {}, call_id="c1")
+        assert s.closed and s.id not in h.sessions
+    assert out.ok and out.text == "closed myself"
+    types = [e.type for e in journal.events()]
+    assert types.count("session_closed") == 1 and types.count("tool_finished") == 1
