@@ -185,6 +185,14 @@ class _Call:
 _current_task = asyncio.current_task
 
 
+def this_task() -> asyncio.Task[Any] | None:
+    """The running asyncio task; None on another backend (calls there hold cancel scopes)."""
+    try:
+        return _current_task()
+    except RuntimeError:  # no asyncio loop running
+        return None
+
+
 class _Running:
     """A running (or queued) call, as ``Session.aclose`` cancels it.
 
@@ -198,10 +206,7 @@ class _Running:
     __slots__ = ("requested", "scope", "task")
 
     def __init__(self) -> None:
-        try:
-            self.task: asyncio.Task[Any] | None = _current_task()
-        except RuntimeError:  # no asyncio loop running: another backend
-            self.task = None
+        self.task = this_task()
         self.scope: anyio.CancelScope | None = None
         self.requested = False
 

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import math
@@ -34,7 +33,7 @@ from clearance.harness.approvals import (
 )
 from clearance.harness.dispatch import Dispatcher, SessionLock
 from clearance.harness.journal import EventHub, EventStream, Journal, JournalEvent, MemoryJournal
-from clearance.harness.pipeline import CallOutcome, Decision, Diagnostics, Pipeline
+from clearance.harness.pipeline import CallOutcome, Decision, Diagnostics, Pipeline, this_task
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import AllOf, AuthorityEvaluator, Principal, SessionInfo, bind
 
@@ -481,7 +480,8 @@ class Session:
             ask._close("closed")
         # A handler may close its own session: its call is not cancelled (it is the one
         # closing) and not waited for (it would wait for itself); it ends on its own.
-        own = [r for r in self.running if r.task is not None and r.task is _this_task()]
+        current = this_task()
+        own = [r for r in self.running if current is not None and r.task is current]
         for running in list(self.running):
             if running not in own:
                 running.cancel()
@@ -510,14 +510,6 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _this_task() -> Any:
-    """The running asyncio task (None on other backends, where calls hold cancel scopes)."""
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
 
 
 def _as_guardrail(value: Any, kind: type[ArgumentGuardrail] | type[ResultGuardrail]) -> Any:
