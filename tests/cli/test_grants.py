@@ -45,7 +45,7 @@ def test_list_filter_and_revoke(cli: Any, tmp_path: Path) -> None:
     lines = table.out.splitlines()
     assert re.match(r"ID +PRINCIPAL +TOOL +SCOPE +CREATED +EXPIRES +BY$", lines[0])
     assert re.match(
-        r'g_one +User::"alice" +files.write_file +/path under src/ +\d{4}-\d\d-\d\d .* -? *alice$',
+        r'g_one +User::"alice" +files.write_file +path under src/ +\d{4}-\d\d-\d\d .* -? *alice$',
         lines[1],
     )
     assert lines[2].startswith('g_two  User::"bob"')

@@ -1,0 +1,470 @@
+"""Grants: remembered approvals, the argument scopes they cover, and the stores that keep them.
+
+A grant binds a principal, a tool and a :class:`GrantScope`. Scopes (rule R5):
+
+- ``exact``: exactly the asked arguments (a hash of their canonical JSON);
+- ``prefix``: every path field of the call, each under its own directory prefix. A call is
+  covered only when *all* of the scope's fields are present and under their prefixes, so a
+  grant for ``move_file`` from ``src/`` to ``public/`` never moves ``.env`` (issue 19);
+- ``tool``: any arguments.
+
+Stores: :class:`MemoryGrantStore` here, ``SqliteGrantStore`` in
+:mod:`clearance.harness.grants_sqlite`. A persisted grant that is
+revoked, by this store, another store object on the same file or another process
+(``clearance grants revoke``), authorizes nothing from the next lookup on (rule R12).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from clearance import _pointer
+
+__all__ = [
+    "Grant",
+    "GrantScope",
+    "GrantStore",
+    "MemoryGrantStore",
+    "arguments_hash",
+    "guess_path_fields",
+    "new_grant_id",
+    "suggest_scopes",
+]
+
+# Argument names taken for paths when the tool declares none (see suggest_scopes).
+_PATHISH = ("path", "source", "destination", "dest", "src", "file", "dir", "directory", "root")
+_SCOPE_KINDS = ("exact", "prefix", "tool")
+# A field name shown as is in a scope's description; anything else is shown as a quoted
+# JSON pointer, so that a field name cannot read as part of the description.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def arguments_hash(arguments: Mapping[str, Any]) -> str:
+    """A stable hash of arguments (canonical JSON, SHA-256).
+
+    Any Python string hashes, lone surrogates included: they are encoded as their code
+    points (``surrogatepass``), which is injective and leaves the hash of every other
+    string what it always was (so persisted exact grants keep matching).
+    """
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class GrantScope:
+    """Which arguments a grant covers.
+
+    - ``GrantScope.exact(arguments)``: exactly these arguments;
+    - ``GrantScope.prefix_of("/path", "src/")``: any call whose ``/path`` is under ``src/``
+      (no ``..`` steps, no absolute paths unless the prefix is absolute);
+    - ``GrantScope.prefixes_of({"/source": "src/", "/destination": "public/"})``: any call
+      whose ``/source`` is under ``src/`` *and* whose ``/destination`` is under ``public/``;
+      a call lacking one of the fields is not covered;
+    - ``GrantScope.tool()``: any arguments.
+
+    Build scopes with these constructors: they validate what they are given.
+    """
+
+    kind: Literal["exact", "prefix", "tool"]
+    arguments_hash: str | None = None
+    """For ``exact``: :func:`arguments_hash` of the covered arguments."""
+    prefixes: tuple[tuple[str, str], ...] = ()
+    """For ``prefix``: ``(JSON pointer, prefix)`` pairs, every one of which a call must meet."""
+    description: str = field(default="", init=False, compare=False)
+    """What the scope covers, in words (derived from the above, never set by hand)."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in _SCOPE_KINDS:
+            raise ValueError(f"a grant scope kind is one of {', '.join(_SCOPE_KINDS)}")
+        if self.kind == "exact" and not isinstance(self.arguments_hash, str):
+            raise ValueError("an exact grant scope needs the hash of its arguments")
+        if self.kind != "exact" and self.arguments_hash is not None:
+            raise ValueError(f"a {self.kind} grant scope has no arguments hash")
+        if self.kind == "prefix":
+            _check_prefixes(self.prefixes)
+        elif self.prefixes:
+            raise ValueError(f"a {self.kind} grant scope has no prefixes")
+        object.__setattr__(self, "description", _describe(self))
+
+    @classmethod
+    def exact(cls, arguments: Mapping[str, Any]) -> GrantScope:
+        return cls("exact", arguments_hash=arguments_hash(arguments))
+
+    @classmethod
+    def prefix_of(cls, field: str, prefix: str) -> GrantScope:
+        """One field (a JSON pointer) under a prefix.
+
+        Raises:
+            ValueError: ``field`` is not a JSON pointer to a field or ``prefix`` is empty.
+        """
+        return cls.prefixes_of({field: prefix})
+
+    @classmethod
+    def prefixes_of(cls, prefixes: Mapping[str, str]) -> GrantScope:
+        """Every field (JSON pointer) under its own prefix.
+
+        Raises:
+            ValueError: no fields, a field that is not a JSON pointer to a field, or an
+                empty prefix.
+        """
+        return cls("prefix", prefixes=tuple(prefixes.items()))
+
+    @classmethod
+    def tool(cls) -> GrantScope:
+        return cls("tool")
+
+    @property
+    def widened(self) -> bool:
+        return self.kind != "exact"
+
+    @property
+    def field(self) -> str | None:
+        """The pointer of a one-field prefix scope (``None`` for other scopes)."""
+        return self.prefixes[0][0] if len(self.prefixes) == 1 else None
+
+    @property
+    def prefix(self) -> str | None:
+        """The prefix of a one-field prefix scope (``None`` for other scopes)."""
+        return self.prefixes[0][1] if len(self.prefixes) == 1 else None
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The pointers a prefix scope constrains (``()`` for other scopes)."""
+        return tuple(pointer for pointer, _ in self.prefixes)
+
+    def covers(self, arguments: Mapping[str, Any]) -> bool:
+        if self.kind == "tool":
+            return True
+        if self.kind == "exact":
+            return self.arguments_hash == arguments_hash(arguments)
+        return all(_all_under(arguments, pointer, prefix) for pointer, prefix in self.prefixes)
+
+    def to_json(self, *, public: bool = False) -> dict[str, Any]:
+        """The scope as JSON. ``public=True`` (asks, journal records) leaves out the hash of
+        the exact arguments: a hash of a low-entropy secret can be reversed by guessing.
+
+        ``prefixes`` maps each pointer to its prefix. ``field`` and ``prefix`` repeat a
+        one-field scope's pair (the format before multi-field scopes) and are null for a
+        scope of several fields, so that a reader knowing only them fails instead of
+        checking one field of several.
+        """
+        return {
+            "kind": self.kind,
+            "arguments_hash": None if public else self.arguments_hash,
+            "field": self.field,
+            "prefix": self.prefix,
+            "prefixes": dict(self.prefixes) if self.kind == "prefix" else None,
+            "description": self.description,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> GrantScope:
+        """A scope from :meth:`to_json` output, or from the one-field format before it.
+
+        Raises:
+            ValueError: the JSON is not a valid scope.
+        """
+        if not isinstance(raw, Mapping):
+            raise ValueError("a grant scope is a JSON object")
+        kind = raw.get("kind")
+        if kind != "prefix":
+            return cls(kind, raw.get("arguments_hash"))  # type: ignore[arg-type]
+        single = (raw.get("field"), raw.get("prefix"))
+        many = raw.get("prefixes")
+        if many is None:
+            return cls.prefix_of(*single)  # type: ignore[arg-type]
+        if not isinstance(many, Mapping):
+            raise ValueError("a prefix grant scope's prefixes are a JSON object")
+        scope = cls.prefixes_of(many)
+        if single != (None, None) and single != (scope.field, scope.prefix):
+            raise ValueError("a prefix grant scope's field and prefix disagree with prefixes")
+        return scope
+
+
+def _check_prefixes(prefixes: Any) -> None:
+    if not isinstance(prefixes, tuple) or not prefixes:
+        raise ValueError("a prefix grant scope needs at least one field")
+    seen: set[str] = set()
+    for pair in prefixes:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise ValueError("a prefix grant scope's prefixes are (pointer, prefix) pairs")
+        pointer, prefix = pair
+        if not isinstance(pointer, str) or not _pointer.parse(pointer):
+            raise ValueError(f"{pointer!r} is not a JSON pointer to a field")
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(f"the prefix for {pointer} must be a non-empty string")
+        if pointer in seen:
+            raise ValueError(f"{pointer} appears twice in a prefix grant scope")
+        seen.add(pointer)
+
+
+def _describe(scope: GrantScope) -> str:
+    if scope.kind == "exact":
+        return "this exact call"
+    if scope.kind == "tool":
+        return "any arguments"
+    parts = [f"{_label(pointer)} under {prefix}" for pointer, prefix in scope.prefixes]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _label(pointer: str) -> str:
+    tokens = _pointer.parse(pointer)
+    if len(tokens) == 1 and _PLAIN_NAME.fullmatch(tokens[0]):
+        return tokens[0]
+    return json.dumps(pointer)
+
+
+def _all_under(arguments: Mapping[str, Any], pointer: str, prefix: str) -> bool:
+    values = [v for _, v in _pointer.find(arguments, pointer)]
+    return bool(values) and all(_under(v, prefix) for v in values)
+
+
+def _under(value: Any, prefix: str) -> bool:
+    """Whether a path value lies under ``prefix``: a plain relative path below it, with no
+    parent steps, no encoded dots, no whitespace or control characters and no empty or
+    ``.`` segments, so that a prefix cannot be stretched to reach anything else."""
+    if not isinstance(value, str) or not value.startswith(prefix):
+        return False
+    if any(ch.isspace() or ord(ch) < 32 or ch == "\x7f" for ch in value) or "\\" in value:
+        return False
+    if "%2e" in value.lower() or "%2f" in value.lower():
+        return False
+    if value.startswith("/") and not prefix.startswith("/"):
+        return False
+    rest = value[len(prefix) :]
+    segments = rest.split("/")
+    return bool(rest) and all(s not in ("", ".", "..") for s in segments)
+
+
+def guess_path_fields(arguments: Mapping[str, Any]) -> tuple[str, ...]:
+    """Top-level argument names taken for paths when a tool declares none: ``path``,
+    ``source``, ``destination``, ``dest``, ``src``, ``file``, ``dir``, ``directory``,
+    ``root`` (any case)."""
+    return tuple(k for k in arguments if isinstance(k, str) and k.lower() in _PATHISH)
+
+
+def suggest_scopes(
+    arguments: Mapping[str, Any],
+    *,
+    withheld: Iterable[str] = (),
+    path_fields: Iterable[str] | None = None,
+) -> tuple[GrantScope, ...]:
+    """Scopes that make sense for a grant on this call: the exact call, at most one prefix
+    scope, and the tool.
+
+    The prefix scope constrains *every* path field of the call, each to the directory its
+    value is in (``source under src/ and destination under public/``). It is offered only
+    when every path field can be constrained that way: each is present, not withheld, a
+    string, and has a parent directory it lies plainly under. Otherwise a grant wider than
+    the exact call would leave a path free, so none but ``tool`` (which says so) is offered.
+
+    Args:
+        arguments: the call's final arguments.
+        withheld: JSON pointers of sensitive or redacted values. Suggestions are shown to
+            people and recorded (R8), so a withheld path is never turned into a prefix
+            (and then no prefix scope is offered).
+        path_fields: the top-level argument names that are paths (a tool's declared path
+            facts). ``None``: guessed by name (:func:`guess_path_fields`).
+    """
+    scopes = [GrantScope.exact(arguments)]
+    prefix = _prefix_scope(arguments, withheld, path_fields)
+    if prefix is not None:
+        scopes.append(prefix)
+    scopes.append(GrantScope.tool())
+    return tuple(scopes)
+
+
+def _prefix_scope(
+    arguments: Mapping[str, Any], withheld: Iterable[str], path_fields: Iterable[str] | None
+) -> GrantScope | None:
+    names = guess_path_fields(arguments) if path_fields is None else tuple(path_fields)
+    if not names:
+        return None
+    # A top-level argument is hidden when a withheld pointer reaches it or into it.
+    hidden = {(_pointer.parse(p) or ("*",))[0] for p in withheld}
+    prefixes: dict[str, str] = {}
+    for name in names:
+        value = arguments.get(name)
+        if name in hidden or "*" in hidden or not isinstance(value, str):
+            return None
+        directory = posixpath.dirname(value.rstrip("/"))
+        if not directory or not _under(value, directory + "/"):
+            return None
+        prefixes["/" + _pointer.escape(name)] = directory + "/"
+    return GrantScope.prefixes_of(prefixes)
+
+
+# --- grants --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A remembered approval."""
+
+    grant_id: str
+    principal: str
+    tool: str
+    scope: GrantScope
+    kind: Literal["session", "always"]
+    session_id: str | None = None
+    created_at: float = field(default_factory=time.time)
+    expires_at: float | None = None
+    decided_by: str | None = None
+    widened_by: str | None = None
+    """Who chose a scope wider than the exact call (``None`` when not widened)."""
+
+    def covers(
+        self, principal: str, tool: str, arguments: Mapping[str, Any], session_id: str, now: float
+    ) -> bool:
+        if self.principal != principal or self.tool != tool:
+            return False
+        if self.kind == "session" and self.session_id != session_id:
+            return False
+        if self.expires_at is not None and now >= self.expires_at:
+            return False
+        return self.scope.covers(arguments)
+
+    def to_json(self, *, public: bool = False) -> dict[str, Any]:
+        """The grant as JSON (``public``: see :meth:`GrantScope.to_json`)."""
+        return {
+            "grant_id": self.grant_id,
+            "principal": self.principal,
+            "tool": self.tool,
+            "scope": self.scope.to_json(public=public),
+            "kind": self.kind,
+            "session_id": self.session_id,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "decided_by": self.decided_by,
+            "widened_by": self.widened_by,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Grant:
+        """A grant from :meth:`to_json` output.
+
+        Raises:
+            ValueError: the JSON is not a valid grant.
+        """
+        try:
+            grant = cls(
+                raw["grant_id"],
+                raw["principal"],
+                raw["tool"],
+                GrantScope.from_json(raw["scope"]),
+                raw["kind"],
+                raw.get("session_id"),
+                float(raw.get("created_at", 0.0)),
+                raw.get("expires_at"),
+                raw.get("decided_by"),
+                raw.get("widened_by"),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a grant: {exc!r}") from None
+        texts = (grant.grant_id, grant.principal, grant.tool)
+        if not all(isinstance(t, str) for t in texts) or grant.kind not in ("session", "always"):
+            raise ValueError("not a grant: bad id, principal, tool or kind")
+        expires = grant.expires_at
+        if expires is not None and (
+            isinstance(expires, bool) or not isinstance(expires, float | int)
+        ):
+            raise ValueError("not a grant: expires_at is not a number")
+        return grant
+
+
+def new_grant_id() -> str:
+    return "g_" + secrets.token_hex(8)
+
+
+@runtime_checkable
+class GrantStore(Protocol):
+    """Where grants live. Lookups are synchronous and fast (the pipeline calls ``find``).
+
+    A store shared between processes must make a revocation effective at every
+    process's next ``find`` (rule R12).
+    """
+
+    def find(
+        self, principal: str, tool: str, arguments: Mapping[str, Any], session_id: str
+    ) -> Grant | None: ...
+
+    def add(self, grant: Grant) -> None: ...
+
+    def list(self, *, principal: str | None = None, tool: str | None = None) -> list[Grant]: ...
+
+    def revoke(self, grant_id: str) -> bool: ...
+
+    def end_session(self, session_id: str) -> None: ...
+
+
+class MemoryGrantStore:
+    """Grants in memory: ``allow_always`` lasts as long as the process."""
+
+    def __init__(self) -> None:
+        self._grants: dict[str, Grant] = {}
+        self._by_key: dict[tuple[str, str], list[Grant]] = {}
+        self._lock = threading.RLock()
+
+    def find(
+        self, principal: str, tool: str, arguments: Mapping[str, Any], session_id: str
+    ) -> Grant | None:
+        now = time.time()
+        for grant in self._by_key.get((principal, tool), ()):
+            if grant.covers(principal, tool, arguments, session_id, now):
+                return grant
+        return None
+
+    def add(self, grant: Grant) -> None:
+        with self._lock:
+            self._forget(grant.grant_id)
+            self._grants[grant.grant_id] = grant
+            self._by_key.setdefault((grant.principal, grant.tool), []).append(grant)
+
+    def list(self, *, principal: str | None = None, tool: str | None = None) -> list[Grant]:
+        return [
+            g
+            for g in self._grants.values()
+            if (principal is None or g.principal == principal) and (tool is None or g.tool == tool)
+        ]
+
+    def revoke(self, grant_id: str) -> bool:
+        with self._lock:
+            return self._forget(grant_id)
+
+    def end_session(self, session_id: str) -> None:
+        # Session grants are only ever in memory: nothing to write, whatever the store.
+        with self._lock:
+            for grant in [
+                g
+                for g in self._grants.values()
+                if g.session_id == session_id and g.kind == "session"
+            ]:
+                self._forget(grant.grant_id)
+
+    def _forget(self, grant_id: str) -> bool:
+        grant = self._grants.pop(grant_id, None)
+        if grant is None:
+            return False
+        # A new list, not an in-place removal: a find iterating the old one stays valid.
+        key = (grant.principal, grant.tool)
+        self._by_key[key] = [g for g in self._by_key[key] if g.grant_id != grant_id]
+        return True
+
+    def _replace_always(self, grants: Iterable[Grant]) -> None:
+        """Keep the session grants, replace every ``always`` grant by ``grants``."""
+        kept = [g for g in self._grants.values() if g.kind == "session"]
+        by_id = {g.grant_id: g for g in (*kept, *grants)}
+        by_key: dict[tuple[str, str], list[Grant]] = {}
+        for grant in by_id.values():
+            by_key.setdefault((grant.principal, grant.tool), []).append(grant)
+        # Two assignments, each atomic: a concurrent find sees the old or the new index.
+        self._by_key, self._grants = by_key, by_id

@@ -1,0 +1,169 @@
+"""``SqliteGrantStore``: ``allow_always`` grants persisted in a SQLite file.
+
+Every store object keeps the persisted grants in memory and checks, at each lookup, one
+change counter that triggers in the file maintain; when another connection changed the
+grants it reloads them first. So a grant revoked anywhere (another store object, another
+process, ``clearance grants revoke``) authorizes nothing from the next lookup on (rule R12).
+
+Schema::
+
+    grants(grant_id TEXT PRIMARY KEY, body TEXT)       -- body: Grant.to_json(), ASCII JSON
+    grants_version(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER)
+    triggers grants_bump_{insert,update,delete}: every change of grants bumps version
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from clearance.errors import ConfigError
+from clearance.harness.grants import Grant, MemoryGrantStore
+
+__all__ = ["SqliteGrantStore"]
+
+log = logging.getLogger("clearance")
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS grants (grant_id TEXT PRIMARY KEY, body TEXT NOT NULL)",
+    # One counter that every change of the grants table bumps, whoever makes it (any
+    # clearance version, the sqlite3 shell): triggers live in the database file.
+    "CREATE TABLE IF NOT EXISTS grants_version "
+    "(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO grants_version VALUES (1, 0)",
+    *(
+        f"CREATE TRIGGER IF NOT EXISTS grants_bump_{event.lower()} AFTER {event} ON grants "
+        "BEGIN UPDATE grants_version SET version = version + 1 WHERE id = 1; END"
+        for event in ("INSERT", "UPDATE", "DELETE")
+    ),
+)
+_VERSION = "SELECT version FROM grants_version WHERE id = 1"
+
+
+class SqliteGrantStore(MemoryGrantStore):
+    """``allow_always`` grants persisted in a SQLite file; session grants stay in memory.
+
+    Lookups (``find``, ``list``) read the persisted grants from memory after one query
+    of a change counter that triggers in the file keep (a few microseconds): when another
+    connection (another store object, ``clearance grants revoke``, another host process)
+    added or revoked a grant since, the store reloads them first. So a revocation holds
+    from the next lookup on, everywhere (rule R12). Why not ``PRAGMA data_version``: it
+    changes with every commit to the file, and the grant store shares ``clearance.db``
+    with the journal by default, whose writer commits every few milliseconds.
+
+    Adding or revoking a grant writes through (a small synchronous transaction, rare by
+    nature). A stored row that cannot be read (written by a newer clearance, or damaged)
+    is skipped with a warning: it authorizes nothing, and can still be revoked by id.
+
+    Raises:
+        ConfigError: the file cannot be opened or is not a SQLite database.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.path = str(path)
+        self._version: int | None = None
+        self._skipped: set[str] = set()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open the grant store: {exc}", path=self.path) from None
+        try:
+            # Waits for the journal's writer when it shares the file (the default).
+            self._db.execute("PRAGMA busy_timeout = 5000")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+            self._cursor = self._db.cursor()
+            self._refresh()
+        except (sqlite3.Error, ConfigError) as exc:
+            self._db.close()
+            message = exc.message if isinstance(exc, ConfigError) else str(exc)
+            raise ConfigError(f"cannot open the grant store: {message}", path=self.path) from None
+
+    def find(
+        self, principal: str, tool: str, arguments: Mapping[str, Any], session_id: str
+    ) -> Grant | None:
+        """The first grant covering the call, as the file holds them now.
+
+        Raises:
+            ConfigError: the file cannot be read (the pipeline then denies: R1).
+        """
+        self._refresh()
+        return super().find(principal, tool, arguments, session_id)
+
+    def list(self, *, principal: str | None = None, tool: str | None = None) -> list[Grant]:
+        self._refresh()
+        return super().list(principal=principal, tool=tool)
+
+    def add(self, grant: Grant) -> None:
+        if grant.kind == "always":
+            body = json.dumps(grant.to_json())  # ASCII: any str survives, lone surrogates too
+            self._write("INSERT OR REPLACE INTO grants VALUES (?, ?)", (grant.grant_id, body))
+        super().add(grant)
+
+    def revoke(self, grant_id: str) -> bool:
+        """Revoke a grant, persisted or session; False when no grant has this id."""
+        deleted = self._write("DELETE FROM grants WHERE grant_id = ?", (grant_id,))
+        self._skipped.discard(grant_id)
+        return super().revoke(grant_id) or deleted
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _write(self, sql: str, params: tuple[str, ...]) -> bool:
+        """Run one change in a transaction; True when it changed a row."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    before = self._db.execute(_VERSION).fetchone()
+                    changed = self._db.execute(sql, params).rowcount > 0
+                    after = self._db.execute(_VERSION).fetchone()
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise ConfigError(f"cannot write the grant store: {exc}", path=self.path) from None
+            # Our own change needs no reload, unless another one came in since the last
+            # (then the next lookup reloads, which includes ours).
+            if before is not None and before[0] == self._version and after is not None:
+                self._version = after[0]
+            return changed
+
+    def _refresh(self) -> None:
+        """Reload the persisted grants when the file's change counter moved."""
+        with self._lock:
+            try:
+                row = self._cursor.execute(_VERSION).fetchone()
+                version = None if row is None else row[0]
+                if version is not None and version == self._version:
+                    return
+                # The counter is read before the rows: a change in between makes the next
+                # lookup reload again, never leaves one unseen.
+                rows = self._db.execute("SELECT grant_id, body FROM grants").fetchall()
+            except sqlite3.Error as exc:
+                raise ConfigError(f"cannot read the grant store: {exc}", path=self.path) from None
+            self._replace_always(self._parse(rows))
+            self._version = version
+
+    def _parse(self, rows: Iterable[tuple[str, str]]) -> tuple[Grant, ...]:
+        grants: builtins.list[Grant] = []
+        for grant_id, body in rows:
+            try:
+                grant = Grant.from_json(json.loads(body))
+                if grant.kind != "always" or grant.grant_id != grant_id:
+                    raise ValueError("not a persisted grant")
+            except (ValueError, TypeError, KeyError) as exc:
+                if grant_id not in self._skipped:
+                    self._skipped.add(grant_id)
+                    log.warning("%s: skipping grant %r: %s", self.path, grant_id, exc)
+                continue
+            grants.append(grant)
+        return tuple(grants)
