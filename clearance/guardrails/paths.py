@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from clearance.errors import ClearanceError, ConfigError
+from clearance.facts.base import FactError
+from clearance.facts.paths import MAX_PATH_BYTES, resolve_real
 from clearance.guardrails.base import ArgumentGuardrail, GuardrailContext, GuardrailOutcome
 
 __all__ = ["PathScope", "PathScopeError"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_MAX_PATH_BYTES = 4096  # PATH_MAX on Linux; longer paths fail in the kernel anyway
 
 
 class PathScopeError(ClearanceError, PermissionError):
@@ -170,6 +171,7 @@ class PathScope(ArgumentGuardrail):
         newline: str | None = None,
         *,
         make_parents: bool = False,
+        follow_symlinks: bool = True,
     ) -> IO[Any]:
         """Open a regular file inside the root without following any symlink.
 
@@ -186,6 +188,10 @@ class PathScope(ArgumentGuardrail):
             errors: as for :func:`open`.
             newline: as for :func:`open`.
             make_parents: create missing parent directories (write modes only).
+            follow_symlinks: resolve symlinks that stay inside the root first (default).
+                ``False`` opens ``path`` exactly as given, refusing any symlink on it: for
+                a path that is already canonical (a ``path`` fact, rule R11), so that
+                nothing is resolved a second time.
 
         Raises:
             PathScopeError: the path is refused, or a symlink appeared on it, or it is not
@@ -194,7 +200,7 @@ class PathScope(ArgumentGuardrail):
             IsADirectoryError: it is a directory.
         """
         flags = _open_flags(mode)
-        parts = self._parts(path)
+        parts = self._parts(path, follow_symlinks=follow_symlinks)
         if not parts:
             raise IsADirectoryError(errno.EISDIR, "the workspace root is a directory", path)
         create = make_parents and bool(flags & os.O_CREAT)
@@ -207,7 +213,9 @@ class PathScope(ArgumentGuardrail):
             raise
 
     @contextlib.contextmanager
-    def open_dir(self, path: str = ".", *, create: bool = False) -> Iterator[int]:
+    def open_dir(
+        self, path: str = ".", *, create: bool = False, follow_symlinks: bool = True
+    ) -> Iterator[int]:
         """A descriptor of the directory ``path`` inside the root, opened without
         following symlinks; closed when the block ends.
 
@@ -216,23 +224,28 @@ class PathScope(ArgumentGuardrail):
         Args:
             path: the directory, relative to the root.
             create: create it (and its parents) if missing.
+            follow_symlinks: as for :meth:`open`.
 
         Raises:
             PathScopeError: the path is refused or a symlink appeared on it.
             FileNotFoundError: it does not exist.
             NotADirectoryError: it is not a directory.
         """
-        with self._walk(path, self._parts(path), create=create) as fd:
+        parts = self._parts(path, follow_symlinks=follow_symlinks)
+        with self._walk(path, parts, create=create) as fd:
             yield fd
 
     @contextlib.contextmanager
-    def open_parent(self, path: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+    def open_parent(
+        self, path: str, *, create: bool = False, follow_symlinks: bool = True
+    ) -> Iterator[tuple[int, str]]:
         """``(dir_fd, name)`` for the entry ``path`` itself, without resolving its last
         component: for renaming or removing a link rather than what it points to.
 
         Args:
             path: the entry, relative to the root.
             create: create the parent directories if missing.
+            follow_symlinks: as for :meth:`open` (for the parent directories).
 
         Raises:
             PathScopeError: the path is refused (or names the root itself), or a symlink
@@ -245,7 +258,8 @@ class PathScope(ArgumentGuardrail):
         if not names:
             raise PathScopeError(path, "it names the workspace root itself")
         parent = "/".join(names[:-1]) or "."
-        with self._walk(path, self._parts(parent, original=path), create=create) as fd:
+        parts = self._parts(parent, original=path, follow_symlinks=follow_symlinks)
+        with self._walk(path, parts, create=create) as fd:
             yield fd, names[-1]
 
     # --- internals --------------------------------------------------------------------
@@ -262,9 +276,11 @@ class PathScope(ArgumentGuardrail):
         if problem is not None:
             raise PathScopeError(path, problem)
         try:
-            real, _ = _join_real(self._root, path, {})
-        except OSError as exc:  # a link vanished between lstat and readlink
-            raise PathScopeError(path, f"it cannot be resolved ({exc.strerror})") from None
+            # A symlink loop is refused, never taken literally: a path the OS cannot
+            # resolve now may resolve elsewhere once another process flips a link (R9).
+            real = resolve_real(self._root, path)
+        except FactError as exc:
+            raise PathScopeError(path, exc.reason) from None
         if not self._inside(real):
             raise PathScopeError(path, "it resolves outside the workspace root (through a symlink)")
         return real
@@ -275,7 +291,16 @@ class PathScope(ArgumentGuardrail):
     def _relative(self, real: str) -> str:
         return "." if real == self._root else real[len(self._prefix) :]
 
-    def _parts(self, path: str, *, original: str | None = None) -> list[str]:
+    def _parts(
+        self, path: str, *, original: str | None = None, follow_symlinks: bool = True
+    ) -> list[str]:
+        """The components to walk from the root: of the resolved path, or (with
+        ``follow_symlinks=False``) of ``path`` itself, which must then be canonical."""
+        if not follow_symlinks:
+            problem = _lexical_problem(path)
+            if problem is not None:
+                raise PathScopeError(original or path, problem)
+            return [p for p in path.split("/") if p not in ("", ".")]
         try:
             rel = self._relative(self._resolved(path))
         except PathScopeError as exc:
@@ -323,46 +348,6 @@ class PathScope(ArgumentGuardrail):
         return fd
 
 
-def _join_real(path: str, rest: str, seen: dict[str, str | None]) -> tuple[str, bool]:
-    """Resolve ``rest`` against the already resolved absolute ``path``, following symlinks.
-
-    This is ``os.path.realpath``'s algorithm, but it starts from the resolved root instead
-    of ``/`` so that the root's own components are not looked at on every check (about
-    half the cost). Components that do not exist are taken literally: the deepest existing
-    ancestor decides. A symlink loop stops resolution (the OS will refuse such a path).
-    Returns ``(resolved, finished)``.
-    """
-    if rest.startswith("/"):
-        path, rest = "/", rest.lstrip("/")
-    while rest:
-        name, _, rest = rest.partition("/")
-        if not name or name == ".":
-            continue
-        if name == "..":
-            path = os.path.dirname(path)
-            continue
-        newpath = f"{path}/{name}" if path != "/" else f"/{name}"
-        try:
-            is_link = stat.S_ISLNK(os.lstat(newpath).st_mode)
-        except OSError:
-            is_link = False
-        if not is_link:
-            path = newpath
-            continue
-        if newpath in seen:
-            cached = seen[newpath]
-            if cached is not None:
-                path = cached
-                continue
-            return os.path.join(newpath, rest), False
-        seen[newpath] = None
-        path, finished = _join_real(path, os.readlink(newpath), seen)
-        if not finished:
-            return os.path.join(path, rest), False
-        seen[newpath] = path
-    return path, True
-
-
 def _open_nofollow(path: str, name: str, flags: int, dir_fd: int | None) -> int:
     """``os.open`` that turns "this is a symlink" (ELOOP, or ENOTDIR on a link to a file)
     into a :class:`PathScopeError` naming the path."""
@@ -401,8 +386,8 @@ def _lexical_problem(path: str) -> str | None:
         encoded = os.fsencode(path)
     except UnicodeEncodeError:
         return "it cannot be encoded as a file name"
-    if len(encoded) > _MAX_PATH_BYTES:
-        return f"it is longer than {_MAX_PATH_BYTES} bytes"
+    if len(encoded) > MAX_PATH_BYTES:
+        return f"it is longer than {MAX_PATH_BYTES} bytes"
     return None
 
 

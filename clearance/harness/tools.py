@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import inspect
 import json
+import os
 import re
 import threading
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -23,6 +24,8 @@ import pydantic
 
 from clearance import _pointer
 from clearance.errors import ToolRegistrationError, UnknownToolError
+from clearance.facts.base import FactError
+from clearance.facts.declared import DeclaredFact, FactsError, declare_facts
 from clearance.policy.base import Principal, ToolInfo
 
 if TYPE_CHECKING:
@@ -73,12 +76,20 @@ class Tool:
     """Free-form hints (MCP-style ``title``, ``destructiveHint``...), visible to policies."""
     source: str = "callback"
     server: str | None = None
+    root: str | os.PathLike[str] | None = None
+    """The directory ``path`` and ``command`` facts are resolved against."""
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    """How arguments are interpreted, by JSON pointer: ``{"/path": "path", "/to/*":
+    "email"}`` (see :mod:`clearance.facts`). Each is canonicalized once per call, and every
+    stage after schema validation, the handler included, sees the canonical value (R11)."""
     namespace: str = field(default="", init=False)
     qualified_name: str = field(default="", init=False)
     model_alias: str = field(default="", init=False)
     validator: Any = field(default=None, init=False, repr=False)
     is_async: bool = field(default=False, init=False, repr=False)
     info: ToolInfo = field(init=False, repr=False)
+    declared_facts: tuple[DeclaredFact, ...] = field(default=(), init=False, repr=False)
+    """The checked form of ``facts`` (set at registration)."""
 
 
 class ToolRegistry:
@@ -279,6 +290,10 @@ class ToolRegistry:
             raise ToolRegistrationError(
                 qualified, 'the root of input_schema must be {"type": "object", ...}'
             )
+        try:
+            declared = declare_facts(tool.facts, root=tool.root, schema=schema)
+        except (FactsError, FactError) as exc:
+            raise ToolRegistrationError(qualified, f"facts: {exc}") from None
         tool = Tool(
             tool.name,
             tool.handler,
@@ -291,7 +306,10 @@ class ToolRegistry:
             annotations=dict(tool.annotations),
             source=tool.source,
             server=tool.server,
+            root=tool.root,
+            facts=dict(tool.facts),
         )
+        tool.declared_facts = declared
         tool.namespace = namespace
         tool.qualified_name = qualified
         tool.model_alias = f"{namespace}__{tool.name}"

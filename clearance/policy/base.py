@@ -136,6 +136,9 @@ class AuthzRequest:
     session: SessionInfo
     context: Mapping[str, Any] = field(default_factory=dict)
     """Extra context supplied by the application."""
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    """The canonical facts of the arguments the tool declares facts for, by argument name
+    (see :mod:`clearance.facts`); the arguments already hold the canonical values."""
 
 
 @dataclass(frozen=True, slots=True)

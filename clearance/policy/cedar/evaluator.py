@@ -178,6 +178,9 @@ class _ToolPlan:
     tool_value: Any
     send_tool: bool
     label: str
+    facts_type: RecordType | None = None
+    facts_need: _Need = None
+    send_facts: bool = False
 
 
 @dataclass(slots=True)
@@ -573,6 +576,10 @@ class CedarEvaluator:
                 context["session"] = to_cedar(SESSION_TYPE, session, "session", plan.session_need)
             if plan.send_tool:
                 context["tool"] = plan.tool_value
+            if plan.send_facts and plan.facts_type is not None:
+                context["facts"] = to_cedar(
+                    plan.facts_type, request.facts, "facts", plan.facts_need
+                )
         except ValueMismatch as exc:
             return _deny(f"cannot put the call to Cedar: {exc}")
         uid, entities = found
@@ -975,7 +982,11 @@ def _plans(
         need: _Need = {}
         for group in groups:
             need = _merge(need, group.need)
-        top = need if need is not None else {"input": None, "session": None, "tool": None}
+        top = (
+            need
+            if need is not None
+            else {"input": None, "session": None, "tool": None, "facts": None}
+        )
         tool_need: _Need = top.get("tool", {})
         tool_value = (
             to_cedar(
@@ -998,6 +1009,9 @@ def _plans(
             tool_value=tool_value,
             send_tool="tool" in top,
             label=tool.qualified_name,
+            facts_type=model.tools[tool.qualified_name].facts,
+            facts_need=top.get("facts"),
+            send_facts="facts" in top,
         )
     return plans, tuple(ungoverned)
 

@@ -9,7 +9,9 @@ The schema mirrors how :class:`~clearance.policy.cedar.CedarEvaluator` builds re
   ``read_only``, ``source``, optional ``server``; parent ``Namespace::"files"``);
 * principals are the declared principal types (``User`` and ``Agent`` by default);
 * each action's context is ``{input: <tool>Input, session: Session, tool: ToolContext}``,
-  where ``<tool>Input`` is the tool's JSON Schema translated to Cedar types.
+  where ``<tool>Input`` is the tool's JSON Schema translated to Cedar types, plus
+  ``facts: <tool>Facts`` for a tool that declares canonical facts (one record per
+  declared argument, typed from its kind's attributes: see :mod:`clearance.facts`).
 
 JSON Schema to Cedar: ``string`` → ``String``, ``integer`` → ``Long``, ``number`` →
 ``decimal``, ``boolean`` → ``Bool``, ``array`` → ``Set`` of the item type, ``object`` →
@@ -305,6 +307,47 @@ class ToolSchema:
     input: RecordType
     skipped: tuple[tuple[str, str], ...]
     input_type_name: str
+    facts: RecordType | None = None
+    """The tool's ``context.facts`` record (None when it declares no facts)."""
+
+
+_FACT_TYPES: Mapping[str, CedarType] = {
+    "String": STRING,
+    "Long": LONG,
+    "Bool": BOOL,
+    "decimal": DECIMAL,
+}
+
+
+def fact_attribute_type(name: str) -> CedarType:
+    """The Cedar type of a fact attribute type name (``"Set<String>"`` → a Set of String)."""
+    if name.startswith("Set<") and name.endswith(">"):
+        return SetType(fact_attribute_type(name[4:-1]))
+    return _FACT_TYPES[name]
+
+
+def facts_type(tool: Tool) -> RecordType | None:
+    """The record ``context.facts`` has for ``tool``: one attribute per declared fact (a
+    record of the kind's attributes), required when the argument is required."""
+    declared = getattr(tool, "declared_facts", ())
+    if not declared:
+        return None
+    required = tool.input_schema.get("required", [])
+    required = set(required) if isinstance(required, list) else set()
+    return RecordType(
+        {
+            fact.field: Attribute(
+                RecordType(
+                    {
+                        name: Attribute(fact_attribute_type(typ), True)
+                        for name, typ in fact.attributes.items()
+                    }
+                ),
+                fact.field in required,
+            )
+            for fact in declared
+        }
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,8 +427,19 @@ def build_schema(
         type_name = _type_name(tool.model_alias, used_names)
         used_names.add(type_name)
         common[type_name] = record.to_json()
+        context_attrs: dict[str, Any] = {
+            "input": {"type": type_name},
+            "session": {"type": "Session"},
+            "tool": {"type": "ToolContext"},
+        }
+        facts = facts_type(tool)
+        if facts is not None:
+            facts_name = _type_name(tool.model_alias, used_names, suffix="Facts")
+            used_names.add(facts_name)
+            common[facts_name] = facts.to_json()
+            context_attrs["facts"] = {"type": facts_name}
         tool_schemas[tool.qualified_name] = ToolSchema(
-            tool, record, tuple(translator.skipped), type_name
+            tool, record, tuple(translator.skipped), type_name, facts
         )
         group = namespace_group(tool.namespace)
         actions.setdefault(group, {})
@@ -398,14 +452,7 @@ def build_schema(
             "appliesTo": {
                 "principalTypes": list(principals),
                 "resourceTypes": [TOOL_TYPE],
-                "context": {
-                    "type": "Record",
-                    "attributes": {
-                        "input": {"type": type_name},
-                        "session": {"type": "Session"},
-                        "tool": {"type": "ToolContext"},
-                    },
-                },
+                "context": {"type": "Record", "attributes": context_attrs},
             },
         }
 
@@ -468,8 +515,8 @@ def untyped_arguments(registry: ToolRegistry | Iterable[Tool]) -> dict[str, list
     return {name: list(ts.skipped) for name, ts in model.tools.items() if ts.skipped}
 
 
-def _type_name(alias: str, used: set[str]) -> str:
-    base = "".join(c if c.isalnum() or c == "_" else "_" for c in alias) + "Input"
+def _type_name(alias: str, used: set[str], *, suffix: str = "Input") -> str:
+    base = "".join(c if c.isalnum() or c == "_" else "_" for c in alias) + suffix
     if not _IDENT.match(base):
         base = "T_" + base
     name, n = base, 2
