@@ -6,10 +6,10 @@ and, when the durability asks for it, awaits the commit without blocking the eve
 the writer wakes the waiting task through the loop's own ``run_sync_soon``. The writer
 commits whatever is queued in one transaction, so concurrent calls share commits.
 
-The start log (``<path>-starts``, ``"normal"`` durability only) is what lets
-``append("tool_started")`` return without waiting for the writer: before it returns, the
-start and every record before it not yet committed are written to that file with one
-``write`` (one JSON array per line: the row's columns, ``data`` last as raw JSON). A
+The start log (``<path>-starts`` beside the real file, ``"normal"`` durability only) is
+what lets ``append("tool_started")`` return without waiting for the writer: before it
+returns, the start and every record before it not yet committed are written to that file
+with one ``write`` (one JSON array per line: the row's columns, ``data`` last as raw JSON). A
 process crash cannot lose the operating system's copy of either file, so the next open
 restores the rows the database lacks; the database and the log together always hold
 every record up to the last start, so ``seq`` has no gaps. The writer truncates the log
@@ -226,8 +226,10 @@ class SqliteJournal:
     in the start log, continues ``seq`` after both and appends an ``interrupted``
     ``tool_finished`` for every ``tool_started`` left without an end. One writer at a
     time: opening a file another writer holds raises
-    :class:`~clearance.errors.JournalError` (an advisory lock on ``<path>.lock``); the
-    start log belongs to that writer.
+    :class:`~clearance.errors.JournalError` (an advisory lock on ``<real path>.lock``,
+    where symlinks, ``.`` and ``..`` are resolved, so every name of the file meets the same
+    lock; hard links are not detected); the start log (``<real path>-starts``) belongs to
+    that writer.
     Readers (``clearance journal``, :func:`read_sqlite`) never block the writer.
 
     When a commit fails (disk full), every waiting ``append`` and every later one raises
@@ -260,10 +262,14 @@ class SqliteJournal:
         # next start to write with it (those already committed are skipped).
         self._unlogged: deque[Row] = deque()
         self._start_log: _StartLog | None = None
-        self._lock = _FileLock(Path(f"{self.path}.lock"))
-        log_path = Path(f"{self.path}-starts")
+        # Everything that must be one per database goes by the file's real path: a second
+        # writer through a symlink or another spelling (./x/../db) meets the same lock,
+        # and a crash's start log is found whichever name the next open uses.
+        real = Path(os.path.realpath(self.path))
+        self._lock = _FileLock(Path(f"{real}.lock"))
+        log_path = Path(f"{real}-starts")
         try:
-            self._db = _connect(self.path, durability)
+            self._db = _connect(real, durability)
             try:
                 self._seq, self._scan_from = _open(self._db, self.path, log_path)
                 self._committed = self._seq
