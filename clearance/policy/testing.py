@@ -13,13 +13,17 @@ Decision tests live next to the policies, in ``*.tests.json`` files::
 
 ``principal`` is ``Type::"id"`` text or ``{"type", "id", "attrs", "parents"}`` (parents as
 ``[["Team", "infra"]]``); ``arguments`` defaults to ``{}``; ``expect`` is ``allow``,
-``deny`` or ``ask``; ``policies``, when given, must equal the set of policies that decided
+``deny``, ``ask`` or ``invalid`` (the pipeline refuses the arguments before any policy
+sees them: they fail the tool's schema, or a declared fact cannot be canonicalized, such as
+a path that leaves the workspace); ``policies``, when given, must equal the set of policies that decided
 (their ``@id`` names, as in ``Verdict.reasons``). Optional ``session`` (``{"id", "turn"}``)
 and ``context`` (extra application context) complete the request.
 
-Arguments are checked against the tool's JSON Schema first, as the pipeline would: a case
-whose arguments the pipeline would reject fails with that message rather than testing a
-call that can never reach the evaluator.
+Arguments are checked against the tool's JSON Schema first and canonicalized through the
+tool's declared facts, as the pipeline does (rule R11): the evaluator sees the canonical
+arguments and ``context.facts``. A case whose arguments the pipeline would reject is
+``invalid``; unless it expects that, it fails with the pipeline's message rather than
+testing a call that can never reach the evaluator.
 
 ``run_decision_tests(directory, registry=registry)`` runs every case and returns a
 :class:`TestReport`; ``clearance policy test DIR`` prints it.
@@ -36,6 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from clearance.errors import ConfigError
+from clearance.facts.base import FactError
+from clearance.facts.declared import apply_facts
 from clearance.policy.base import (
     AuthorityEvaluator,
     AuthzRequest,
@@ -57,7 +63,8 @@ __all__ = [
 ]
 
 TEST_GLOB = "*.tests.json"
-_EFFECTS = ("allow", "deny", "ask")
+_EFFECTS = ("allow", "deny", "ask", "invalid")
+Expectation = Literal["allow", "deny", "ask", "invalid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +78,7 @@ class DecisionTest:
     tool: str
     """The tool's qualified name (``files.write_file``)."""
     arguments: Mapping[str, Any]
-    expect: Effect
+    expect: Expectation
     policies: tuple[str, ...] | None = None
     """The ``@id`` names expected as the verdict's reasons (compared as a set), if given."""
     session: SessionInfo = field(default_factory=lambda: SessionInfo("decision-test"))
@@ -88,8 +95,9 @@ class CaseResult:
 
     test: DecisionTest
     passed: bool
-    actual: Effect | Literal["error"]
-    """The decision the evaluator gave; ``"error"`` when the case could not be evaluated."""
+    actual: Effect | Literal["invalid", "error"]
+    """The decision the evaluator gave; ``"invalid"`` when the pipeline refuses the
+    arguments first; ``"error"`` when the case could not be evaluated."""
     reasons: tuple[str, ...] = ()
     message: str | None = None
     """The verdict's message (the ``@ask`` reason, why it was denied)."""
@@ -209,7 +217,7 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
         raise bad("'tool' must be a qualified tool name like files.read_file")
     expect = item.get("expect")
     if expect not in _EFFECTS:
-        raise bad("'expect' must be allow, deny or ask")
+        raise bad("'expect' must be allow, deny, ask or invalid")
     arguments = item.get("arguments", {})
     if not isinstance(arguments, Mapping):
         raise bad("'arguments' must be an object")
@@ -313,20 +321,30 @@ def _run(
     if tool is None:
         return CaseResult(case, False, "error", problem=f"no registered tool {case.tool!r}")
     validator = getattr(tool, "validator", None)
+    arguments = dict(case.arguments)
     if validator is not None:
         try:
-            errors = [str(e).splitlines()[0] for e in validator.iter_errors(dict(case.arguments))]
+            errors = [str(e).splitlines()[0] for e in validator.iter_errors(arguments)]
         except Exception as exc:  # a validator failure is a failed case, not a crash
             errors = [f"{type(exc).__name__}: {exc}"]
         if errors:
-            return CaseResult(
+            return _invalid(
                 case,
-                False,
-                "error",
-                problem="the arguments do not match the tool's schema (the pipeline would "
+                "the arguments do not match the tool's schema (the pipeline would "
                 f"reject the call before any evaluator): {errors[0]}",
             )
-    request = AuthzRequest(case.principal, tool.info, case.arguments, case.session, case.context)
+    facts: dict[str, Any] = {}
+    declared = getattr(tool, "declared_facts", ())
+    if declared:
+        try:
+            arguments, facts = apply_facts(declared, arguments)
+        except FactError as exc:
+            return _invalid(
+                case, f"the pipeline would refuse the arguments before any evaluator: {exc}"
+            )
+    request = AuthzRequest(
+        case.principal, tool.info, arguments, case.session, case.context, facts
+    )
     try:
         verdict = _evaluate(evaluator, request)
     except Exception as exc:  # the pipeline would deny; the report says why
@@ -351,6 +369,13 @@ def _run(
         verdict.errors,
         "; ".join(problems) or None,
     )
+
+
+def _invalid(case: DecisionTest, message: str) -> CaseResult:
+    """The pipeline refuses the arguments before any evaluator: passed iff expected."""
+    if case.expect == "invalid":
+        return CaseResult(case, True, "invalid", message=message)
+    return CaseResult(case, False, "invalid", message=message, problem=message)
 
 
 def _evaluate(evaluator: AuthorityEvaluator, request: AuthzRequest) -> Verdict:

@@ -153,8 +153,18 @@ def test_cases_the_pipeline_would_reject_fail_clearly(tmp_path: Path) -> None:
     )
     unknown, bad = run_decision_tests(directory, registry=_registry()).results
     assert unknown.actual == "error" and unknown.problem == "no registered tool 'files.nope'"
-    assert bad.actual == "error"
+    assert bad.actual == "invalid" and not bad.passed
     assert bad.problem is not None and "do not match the tool's schema" in bad.problem
+
+
+def test_a_case_may_expect_the_pipeline_to_refuse_the_arguments(tmp_path: Path) -> None:
+    directory = _pack(
+        tmp_path,
+        [_case(name="bad arguments", arguments={"path": "a", "limit": "ten"}, expect="invalid")],
+    )
+    (case,) = run_decision_tests(directory, registry=_registry()).results
+    assert case.passed and case.actual == "invalid"
+    assert case.message is not None and "schema" in case.message
 
 
 def test_the_evaluator_can_be_given(tmp_path: Path) -> None:
