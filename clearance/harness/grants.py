@@ -296,8 +296,10 @@ def _prefix_scope(
         value = arguments.get(name)
         if name in hidden or "*" in hidden or not isinstance(value, str):
             return None
-        directory = posixpath.dirname(value.rstrip("/"))
-        if not directory or not _under(value, directory + "/"):
+        directory = posixpath.dirname(value)
+        # The whole path must be plain, its directory too: "src/../x/" is not shown to a
+        # person as a prefix (it reads as src/ and reaches x/).
+        if directory in ("", "/") or not _under(value, "/" if value.startswith("/") else ""):
             return None
         prefixes["/" + _pointer.escape(name)] = directory + "/"
     return GrantScope.prefixes_of(prefixes)

@@ -7,7 +7,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
+from support import ALICE, Recorder, coding_registry
+
+from clearance import Harness, PermissionAsk, SqliteJournal
 from clearance.harness.approvals import Grant, GrantScope, SqliteGrantStore
+from clearance.policy import LocalEvaluator
 
 
 def _store(path: Path) -> list[Grant]:
@@ -85,3 +91,42 @@ def test_missing_store_and_unknown_id_are_bad_input(cli: Any, tmp_path: Path) ->
     unknown = cli("grants", "revoke", "g_nope", "--db", "g.db")
     assert unknown.code == 2
     assert unknown.err.startswith("error: no grant with id 'g_nope'")
+
+
+@pytest.mark.anyio
+async def test_a_running_harness_honours_a_revoke_from_the_command(
+    cli: Any, tmp_path: Path
+) -> None:
+    """Issue 12 item 3 / R12: ``clearance grants revoke`` in another process takes effect at
+    the running harness's next lookup; the next call is asked again and does not run."""
+    rec = Recorder()
+    asks: list[PermissionAsk] = []
+
+    def answer(ask: PermissionAsk) -> str:
+        asks.append(ask)
+        return "allow_always" if len(asks) == 1 else "deny"
+
+    arguments = {"path": "src/a.py", "content": "x"}
+    evaluator = LocalEvaluator(ask=["files.write_file"])
+    store = SqliteGrantStore(tmp_path / "clearance.db")
+    journal = SqliteJournal(tmp_path / "clearance.db")  # the CLI's default: one shared file
+    async with Harness(
+        coding_registry(rec), evaluator=evaluator, grant_store=store, journal=journal
+    ) as h:
+        s = await h.create_session(principal=ALICE, on_permission_ask=answer)
+        assert (await s.call_tool("files__write_file", arguments)).ok
+        (grant,) = store.list()
+        assert (await s.call_tool("files__write_file", arguments)).grant == grant.grant_id
+        listed = await anyio.to_thread.run_sync(
+            lambda: cli("grants", "list", "--db", "clearance.db", "--json")
+        )
+        assert [g["grant_id"] for g in json.loads(listed.out)] == [grant.grant_id]
+        revoked = await anyio.to_thread.run_sync(
+            lambda: cli("grants", "revoke", grant.grant_id, "--db", "clearance.db")
+        )
+        assert revoked.code == 0, revoked.err
+        after = await s.call_tool("files__write_file", arguments)
+    store.close()
+    assert after.status == "denied" and after.grant is None
+    assert len(asks) == 2  # asked again, and the answer (deny) was enforced
+    assert len(rec.calls) == 2  # the first call and the one the grant covered
