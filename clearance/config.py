@@ -16,6 +16,7 @@ is a commented example.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 import re
@@ -52,6 +53,7 @@ __all__ = [
     "build_guardrails",
     "build_harness",
     "build_registry",
+    "default_journal_path",
     "find_config",
     "load_config",
     "open_journal",
@@ -80,6 +82,32 @@ DEFAULT_SHELL_PROGRAMS: tuple[str, ...] = (
 """Programs ``shell.run`` may start when ``[tools.shell]`` does not list ``allowed_programs``."""
 
 NonInteractiveAnswer = Literal["deny", "allow_once", "allow_session"]
+
+
+def state_directory(base_dir: str | os.PathLike[str]) -> Path:
+    """Where the journal and grants of the workspace ``base_dir`` live by default:
+    ``$CLEARANCE_STATE_DIR``, else ``$XDG_STATE_HOME/clearance``, else
+    ``~/.local/state/clearance``, then ``<name>-<hash of the resolved path>``.
+
+    Outside the workspace on purpose: an agent whose tools work in the workspace must not
+    be able to read, rewrite or delete the record of what it did, nor its grants.
+    """
+    top_env = os.environ.get("CLEARANCE_STATE_DIR")
+    if top_env:
+        top = Path(top_env)
+    else:
+        xdg = os.environ.get("XDG_STATE_HOME")
+        top = (Path(xdg) if xdg else Path.home() / ".local" / "state") / "clearance"
+    real = os.path.realpath(os.fspath(base_dir))
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real) or "root")[:40]
+    return top / f"{name}-{digest}"
+
+
+def default_journal_path(base_dir: str | os.PathLike[str]) -> Path:
+    """The journal (and grant store) file used when none is configured: ``clearance.db``
+    in :func:`state_directory`."""
+    return state_directory(base_dir) / "clearance.db"
 GuardrailStage = Literal["arguments", "result"]
 
 
@@ -134,7 +162,8 @@ class JournalConfig:
     """``[journal]``: where every step of every call is recorded."""
 
     path: Path
-    """The SQLite journal file (default ``clearance.db``)."""
+    """The SQLite journal file (default: ``clearance.db`` in the state directory, outside
+    the workspace: see :func:`default_journal_path`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +226,9 @@ class Config:
 
     evaluator: EvaluatorConfig
     guardrails: tuple[GuardrailConfig, ...] = ()
-    journal: JournalConfig = field(default_factory=lambda: JournalConfig(Path("clearance.db")))
+    journal: JournalConfig = field(
+        default_factory=lambda: JournalConfig(default_journal_path(Path.cwd()))
+    )
     approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
@@ -218,13 +249,14 @@ class Config:
         The bundled ``coding`` Cedar pack decides; the ``files`` tools work in
         ``base_dir`` (default: the current directory) and ``shell.run`` runs the default
         programs there; a ``PathScope`` keeps file paths inside it; the journal and grants
-        go to ``clearance.db`` there.
+        go to ``clearance.db`` in the state directory (:func:`default_journal_path`),
+        outside the workspace.
         """
         base = Path(base_dir if base_dir is not None else Path.cwd()).resolve()
         return cls(
             evaluator=EvaluatorConfig("cedar", policies=pack_path("coding")),
             guardrails=(_default_path_scope(),),
-            journal=JournalConfig(base / "clearance.db"),
+            journal=JournalConfig(default_journal_path(base)),
             tools=ToolsConfig(files=FilesToolsConfig(base), shell=ShellToolsConfig(base)),
             path=None,
             base_dir=base,
@@ -586,7 +618,9 @@ class _Loader:
 
     def load_journal(self, raw: Any) -> JournalConfig:
         raw = self.table(raw, ("journal",), ("path",))
-        return JournalConfig(self.path(raw.get("path", "clearance.db"), ("journal", "path")))
+        if "path" not in raw:
+            return JournalConfig(default_journal_path(self.base))
+        return JournalConfig(self.path(raw["path"], ("journal", "path")))
 
     def load_approvals(self, raw: Any) -> ApprovalsConfig:
         w: tuple[Any, ...] = ("approvals",)
@@ -737,6 +771,11 @@ def open_journal(path: Path) -> Journal:
     """
     from clearance.harness.journal_sqlite import SqliteJournal
 
+    try:
+        # The state directory is private: the journal holds every call's arguments.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the journal's directory: {exc.strerror}") from None
     return SqliteJournal(path)
 
 
@@ -748,7 +787,12 @@ def build_registry(config: Config) -> ToolRegistry:
     if config.tools.files is not None:
         from clearance.toolsets.files import register_files
 
-        register_files(registry, config.tools.files.root)
+        # The journal and grant store are refused to the files tools wherever they are.
+        register_files(
+            registry,
+            config.tools.files.root,
+            protected_files=(config.journal.path, config.grants_path),
+        )
     if config.tools.shell is not None:
         from clearance.toolsets.shell import register_shell
 

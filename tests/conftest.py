@@ -1,4 +1,7 @@
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -17,6 +20,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# The CLI keeps journals and grants in a per-user state directory by default (outside the
+# agent's workspace); tests, and the CLI processes they start, use a private one.
+_STATE = tempfile.mkdtemp(prefix="clearance-test-state-")
+os.environ["XDG_STATE_HOME"] = _STATE
+atexit.register(shutil.rmtree, _STATE, True)
 
 
 @pytest.fixture

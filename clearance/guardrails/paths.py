@@ -204,7 +204,9 @@ class PathScope(ArgumentGuardrail):
         if not parts:
             raise IsADirectoryError(errno.EISDIR, "the workspace root is a directory", path)
         create = make_parents and bool(flags & os.O_CREAT)
-        with self._walk(path, parts[:-1], create=create) as dir_fd:
+        with self._explained(path, follow_symlinks), self._walk(
+            path, parts[:-1], create=create
+        ) as dir_fd:
             fd = self._open_final(path, parts[-1], flags, dir_fd)
         try:
             return open(fd, mode, buffering, encoding, errors, newline)
@@ -232,7 +234,7 @@ class PathScope(ArgumentGuardrail):
             NotADirectoryError: it is not a directory.
         """
         parts = self._parts(path, follow_symlinks=follow_symlinks)
-        with self._walk(path, parts, create=create) as fd:
+        with self._explained(path, follow_symlinks), self._walk(path, parts, create=create) as fd:
             yield fd
 
     @contextlib.contextmanager
@@ -259,10 +261,27 @@ class PathScope(ArgumentGuardrail):
             raise PathScopeError(path, "it names the workspace root itself")
         parent = "/".join(names[:-1]) or "."
         parts = self._parts(parent, original=path, follow_symlinks=follow_symlinks)
-        with self._walk(path, parts, create=create) as fd:
+        with self._explained(path, follow_symlinks), self._walk(path, parts, create=create) as fd:
             yield fd, names[-1]
 
     # --- internals --------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _explained(self, path: str, follow_symlinks: bool) -> Iterator[None]:
+        """Without following symlinks, a link on the path is refused; say why in the
+        words a resolving check would use (it leads outside, it loops) when they apply."""
+        try:
+            yield
+        except _SymlinkOnPath as exc:
+            if follow_symlinks:
+                raise
+            problem = self._problem(path)
+            raise PathScopeError(
+                path,
+                problem
+                or f"{exc.reason.split(' is a symlink')[0]} is a symlink; the path must be "
+                "canonical (resolved) here, and it is not followed",
+            ) from None
 
     def _problem(self, path: str) -> str | None:
         try:
@@ -355,12 +374,16 @@ def _open_nofollow(path: str, name: str, flags: int, dir_fd: int | None) -> int:
         return os.open(name, flags, 0o666, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink(name, dir_fd):
-            raise PathScopeError(
+            raise _SymlinkOnPath(
                 path, f"{name!r} is a symlink (it appeared after the check); not following it"
             ) from None
         if exc.errno == errno.ENXIO:  # a FIFO without a reader, a socket: not a file
             raise PathScopeError(path, "it is not a regular file") from None
         raise
+
+
+class _SymlinkOnPath(PathScopeError):
+    """A symlink was met while walking a path without following links."""
 
 
 def _is_symlink(name: str, dir_fd: int | None) -> bool:

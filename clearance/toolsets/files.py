@@ -1,11 +1,14 @@
 """Workspace file tools: read, write, move, list and search files under one root.
 
-Every tool opens paths through :class:`~clearance.guardrails.PathScope` (``open``,
-``open_dir``, ``open_parent``), so it stays inside its root even when no guardrail runs:
-absolute paths, ``..`` and symlinks that lead out are refused, and a symlink swapped in
-after the argument check is refused at open time rather than followed. Run the
-``PathScope`` guardrail as well (:func:`files_guardrail`) so that such calls are blocked,
-and journaled as blocked, before they are authorized.
+Every path argument is a declared ``path`` fact (rule R11): the pipeline resolves it once,
+under the root, before any guardrail or policy sees it (``docs/notes.md -> ../.env`` is
+decided, asked and journaled as ``.env``), and the handler receives that canonical path.
+The handlers open it through :class:`~clearance.guardrails.PathScope` without resolving it
+again (``follow_symlinks=False``): a symlink swapped in after the check is refused, not
+followed, so the file opened is the file that was allowed. Protected segments (``.git``)
+and protected files (the journal and grant store, when they sit in the workspace) are
+refused on the canonical path, whatever spelling or link led to them. Run the
+``PathScope`` guardrail as well (:func:`files_guardrail`) for a second, independent check.
 
 Expected failures (a missing file, a refused path, a bad regex) come back as
 ``CallToolResult(..., is_error=True)`` with a message the model can act on.
@@ -26,6 +29,7 @@ import stat
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from clearance.facts.paths import PathFact
 from clearance.guardrails.paths import PathScope, PathScopeError
 from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegistry
 
@@ -57,6 +61,40 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 PROTECTED: tuple[str, ...] = (".git", ".gitconfig")
 """Path segments the bundled mutating file tools refuse by default."""
 
+SQLITE_SIDE_FILES: tuple[str, ...] = ("", "-wal", "-shm", "-journal", "-starts", ".lock")
+"""Suffixes of the files SQLite (and clearance's journal) keep beside a database."""
+
+
+class _Guard:
+    """What the handlers refuse beyond the root: protected segments for writes and moves,
+    and protected files (with their SQLite side files) for every tool."""
+
+    __slots__ = ("files", "scope", "segments")
+
+    def __init__(
+        self, scope: PathScope, segments: Sequence[str], files: Sequence[str | os.PathLike[str]]
+    ) -> None:
+        self.scope = scope
+        self.segments = frozenset(s.lower() for s in segments)
+        self.files = frozenset(
+            os.path.realpath(os.fspath(f)) + suffix for f in files for suffix in SQLITE_SIDE_FILES
+        )
+
+    def refused(self, tool: str, path: str, *, mutating: bool) -> CallToolResult | None:
+        """An error result when ``path`` (canonical: no symlink, no '..' on it) is
+        protected; None when the tool may go on."""
+        if mutating and (segment := _protected(path, self.segments)) is not None:
+            return _error(f"{tool}: {segment!r} is protected and cannot be changed", "protected")
+        if self.files and self.absolute(path) in self.files:
+            return _error(
+                f"{tool}: {path!r} is clearance's own journal or grant store", "protected"
+            )
+        return None
+
+    def absolute(self, path: str) -> str:
+        root = str(self.scope.root)
+        return root if path in ("", ".") else os.path.normpath(os.path.join(root, path))
+
 
 def files_tools(
     root: str | os.PathLike[str],
@@ -66,6 +104,7 @@ def files_tools(
     max_results: int = 200,
     max_search_file_bytes: int = 2_000_000,
     protected: Sequence[str] = PROTECTED,
+    protected_files: Sequence[str | os.PathLike[str]] = (),
 ) -> list[Tool]:
     """The workspace file tools, confined to ``root``.
 
@@ -82,15 +121,21 @@ def files_tools(
         protected: path segments the mutating tools never write, move or move away
             (default ``.git`` and ``.gitconfig``: a planted git config or hook makes an
             allow-listed ``git status`` run any program).
+        protected_files: files no tool reads, writes, moves or searches, with their
+            SQLite side files (``-wal``, ``-shm``, ``-journal``, ``-starts``, ``.lock``):
+            the journal and grant store, when they live inside the workspace.
 
     Raises:
         ConfigError: ``root`` is not an existing directory.
     """
     scope = PathScope(root)
+    guard = _Guard(scope, protected, protected_files)
+    path_fact = PathFact(scope.root)
+    entry_fact = PathFact(scope.root, follow_final=False)
     return [
         Tool(
             "read_file",
-            _read_file(scope, max_read_bytes),
+            _read_file(guard, max_read_bytes),
             description=(
                 "Read a UTF-8 text file in the workspace. `path` is relative to the workspace "
                 "root. Optional `offset` (lines to skip) and `limit` (lines to return) read "
@@ -106,10 +151,12 @@ def files_tools(
             ),
             read_only=True,
             annotations={"readOnlyHint": True},
+            root=scope.root,
+            facts={"/path": path_fact},
         ),
         Tool(
             "write_file",
-            _write_file(scope, frozenset(protected)),
+            _write_file(guard),
             description=(
                 "Write a UTF-8 text file in the workspace, replacing it if it exists. Missing "
                 "parent directories are created."
@@ -118,10 +165,12 @@ def files_tools(
                 {"path": _PATH, "content": {"type": "string"}}, ["path", "content"]
             ),
             annotations={"readOnlyHint": False, "destructiveHint": True},
+            root=scope.root,
+            facts={"/path": path_fact},
         ),
         Tool(
             "move_file",
-            _move_file(scope, frozenset(protected)),
+            _move_file(guard),
             description=(
                 "Move or rename a file or directory inside the workspace. The destination must "
                 "not exist; missing parent directories are created."
@@ -130,10 +179,14 @@ def files_tools(
                 {"source": _PATH, "destination": _PATH}, ["source", "destination"]
             ),
             annotations={"readOnlyHint": False, "destructiveHint": False},
+            root=scope.root,
+            # The entries themselves move (a symlink stays a symlink): their parents are
+            # resolved, their own names are kept.
+            facts={"/source": entry_fact, "/destination": entry_fact},
         ),
         Tool(
             "list_dir",
-            _list_dir(scope, max_entries),
+            _list_dir(guard, max_entries),
             description=(
                 "List a directory in the workspace (default: the root). Directories end with "
                 "'/'; files show their size in bytes."
@@ -141,6 +194,8 @@ def files_tools(
             input_schema=_schema({"path": _PATH}, []),
             read_only=True,
             annotations={"readOnlyHint": True},
+            root=scope.root,
+            facts={"/path": path_fact},
         ),
         Tool(
             "search",
@@ -161,6 +216,8 @@ def files_tools(
             ),
             read_only=True,
             annotations={"readOnlyHint": True},
+            root=scope.root,
+            facts={"/path": path_fact},
         ),
     ]
 
@@ -189,13 +246,15 @@ def files_guardrail(root: str | os.PathLike[str], namespace: str = "files") -> P
 Handler = Callable[[dict[str, Any], CallContext], CallToolResult]
 
 
-def _read_file(scope: PathScope, max_bytes: int) -> Handler:
+def _read_file(guard: _Guard, max_bytes: int) -> Handler:
     def read_file(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         path: str = arguments["path"]
         offset: int = arguments.get("offset", 0)
         limit: int | None = arguments.get("limit")
+        if (refused := guard.refused("read_file", path, mutating=False)) is not None:
+            return refused
         try:
-            with scope.open(path, "rb") as f:
+            with guard.scope.open(path, "rb", follow_symlinks=False) as f:
                 data = f.read(max_bytes + 1)
         except OSError as exc:
             return _failure("read_file", path, exc)
@@ -235,17 +294,15 @@ def _protected(path: str, protected: frozenset[str]) -> str | None:
     return None
 
 
-def _write_file(scope: PathScope, protected: frozenset[str]) -> Handler:
+def _write_file(guard: _Guard) -> Handler:
     def write_file(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         path: str = arguments["path"]
-        if (segment := _protected(path, protected)) is not None:
-            return _error(
-                f"write_file: {segment!r} is protected and cannot be written", "protected"
-            )
+        if (refused := guard.refused("write_file", path, mutating=True)) is not None:
+            return refused
         # a lone surrogate (valid in JSON text, not in UTF-8) becomes "?"
         data = arguments["content"].encode("utf-8", errors="replace")
         try:
-            with scope.open(path, "wb", make_parents=True) as f:
+            with guard.scope.open(path, "wb", make_parents=True, follow_symlinks=False) as f:
                 f.write(data)
         except OSError as exc:
             return _failure("write_file", path, exc)
@@ -257,23 +314,25 @@ def _write_file(scope: PathScope, protected: frozenset[str]) -> Handler:
     return write_file
 
 
-def _move_file(scope: PathScope, protected: frozenset[str]) -> Handler:
+def _move_file(guard: _Guard) -> Handler:
     def move_file(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         source: str = arguments["source"]
         destination: str = arguments["destination"]
         for path in (source, destination):
-            if (segment := _protected(path, protected)) is not None:
-                return _error(
-                    f"move_file: {segment!r} is protected and cannot be moved", "protected"
-                )
+            if (refused := guard.refused("move_file", path, mutating=True)) is not None:
+                return refused
         current = source
+        scope = guard.scope
         try:
             # The entries themselves are moved (a symlink stays a symlink), so only their
-            # parents are resolved.
-            with scope.open_parent(source) as (src_fd, src_name):
+            # parents are walked; nothing is resolved again (they are canonical).
+            with scope.open_parent(source, follow_symlinks=False) as (src_fd, src_name):
                 os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
                 current = destination
-                with scope.open_parent(destination, create=True) as (dst_fd, dst_name):
+                with scope.open_parent(destination, create=True, follow_symlinks=False) as (
+                    dst_fd,
+                    dst_name,
+                ):
                     if _exists(dst_name, dst_fd):
                         raise FileExistsError(errno.EEXIST, "exists", destination)
                     os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
@@ -287,13 +346,13 @@ def _move_file(scope: PathScope, protected: frozenset[str]) -> Handler:
     return move_file
 
 
-def _list_dir(scope: PathScope, max_entries: int) -> Handler:
+def _list_dir(guard: _Guard, max_entries: int) -> Handler:
     def list_dir(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         path: str = arguments.get("path", ".")
         entries: list[dict[str, Any]] = []
         truncated = False
         try:
-            with scope.open_dir(path) as fd, os.scandir(fd) as it:
+            with guard.scope.open_dir(path, follow_symlinks=False) as fd, os.scandir(fd) as it:
                 names = sorted(it, key=lambda e: e.name)
                 for entry in names:
                     if len(entries) >= max_entries:

@@ -15,6 +15,7 @@ from clearance.config import (
     build_guardrails,
     build_harness,
     build_registry,
+    default_journal_path,
     load_config,
     pack_path,
     resolve_config,
@@ -285,7 +286,8 @@ def test_resolve_config_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     default = resolve_config()
     assert default.path is None and default.base_dir == tmp_path.resolve()
     assert default.evaluator.policies == pack_path("coding")
-    assert default.journal.path == tmp_path.resolve() / "clearance.db"
+    assert default.journal.path == default_journal_path(tmp_path)
+    assert not default.journal.path.is_relative_to(tmp_path.resolve())
     assert default.tools.shell is not None
     assert default.tools.shell.allowed_programs == DEFAULT_SHELL_PROGRAMS
     assert [g.kind for g in default.guardrails] == ["path_scope"]
@@ -330,10 +332,12 @@ async def test_build_harness_runs_calls_and_journals_to_sqlite(tmp_path: Path) -
     assert read.status == "ok" and read.text.endswith("alpha")
     assert write_.status == "denied" and write_.reasons == ("deny:files.write_file",)
     assert not (tmp_path / "ws" / "b.txt").exists()
-    assert (tmp_path / "clearance.db").is_file()  # the journal, next to the config
+    # the journal: in the state directory, not next to the config (the workspace)
+    assert not (tmp_path / "clearance.db").exists()
+    assert default_journal_path(tmp_path).is_file()
     from clearance.harness.journal_sqlite import read_sqlite
 
-    types = [e.type for e in read_sqlite(tmp_path / "clearance.db")]
+    types = [e.type for e in read_sqlite(default_journal_path(tmp_path))]
     assert types.count("call_decided") == 2 and "tool_finished" in types
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from clearance.config import default_journal_path
+
 SCRIPT = {
     "prompt": "Tidy up the notes.",
     "turns": [
@@ -65,7 +67,9 @@ def test_run_without_a_terminal_denies_asks_by_default(cli: Any, tmp_path: Path)
     )
     assert r.out.rstrip().endswith("Done.")
     assert not (tmp_path / "out").exists()
-    assert (tmp_path / "clearance.db").is_file()  # the default journal, in the current dir
+    # the default journal: in the state directory, outside the workspace (issue 12)
+    assert not (tmp_path / "clearance.db").exists()
+    assert default_journal_path(tmp_path).is_file()
 
 
 def test_run_json_with_approve_allow(cli: Any, tmp_path: Path) -> None:
