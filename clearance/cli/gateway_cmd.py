@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import click
 
+from clearance._text import printable
 from clearance.cli.main import EXIT_USAGE, cli, fail
 from clearance.errors import ClearanceError
 
@@ -73,7 +74,9 @@ def gateway(
 
     def ready(where: str) -> None:
         if where != "stdio":
-            print(f"clearance gateway: listening on {where}", file=sys.stderr, flush=True)
+            print(
+                f"clearance gateway: listening on {printable(where)}", file=sys.stderr, flush=True
+            )
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:

@@ -35,6 +35,7 @@ from typing import Any, TextIO
 import click
 
 from clearance import _pointer
+from clearance._text import json_text, printable
 from clearance.cli.main import cli, fail, print_json, print_table
 from clearance.errors import JournalError
 from clearance.harness.journal import JournalEvent, read_journal
@@ -294,7 +295,7 @@ def _follow(
                 if row is None:
                     continue
                 if as_json:
-                    click.echo(json.dumps(row.to_json(), ensure_ascii=False))
+                    click.echo(json_text(row.to_json()))
                 else:
                     click.echo(_line(row.cells(), widths))
             time.sleep(interval)
@@ -303,7 +304,8 @@ def _follow(
 
 
 def _line(cells: Iterable[str], widths: Iterable[int]) -> str:
-    return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+    """One row of ``--follow``, each cell printed through :func:`printable`."""
+    return "  ".join(printable(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
 
 @journal.command("export")
@@ -344,7 +346,7 @@ def export_command(
             _write_lines(fh, lines)
     except OSError as exc:
         fail(f"cannot write {output!r}: {exc.strerror}")
-    click.echo(f"exported {len(rows)} call(s) to {output}", err=True)
+    click.echo(f"exported {len(rows)} call(s) to {printable(output)}", err=True)
 
 
 def _corpus_lines(rows: Iterable[CallRow]) -> Iterator[str]:

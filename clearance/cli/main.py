@@ -3,11 +3,18 @@
 Exit codes: 0 ok, 1 a check failed (a test, a validation), 2 bad usage or input.
 ``--json`` prints machine-readable output wherever a table is printed. Colour only on a
 terminal.
+
+Much of what the commands print was chosen by a model or a server (tool names, arguments,
+results, call ids, messages). It is printed through :func:`clearance._text.printable` (or
+:func:`~clearance._text.json_text` for JSON), so that no control or invisible character
+reaches the terminal: :func:`fail`, :func:`print_table` and :func:`print_json` do it for
+what they print, the verbs for every other line, and log records go through a formatter
+that does the same.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -15,6 +22,7 @@ from typing import Any, NoReturn
 import click
 
 from clearance import __version__
+from clearance._text import json_text, printable
 from clearance.errors import ClearanceError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "cli", "fail", "print_json", "print_table"]
@@ -34,19 +42,25 @@ def cli() -> None:
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print ``error: message`` to stderr and exit (2 = bad usage or input by default)."""
-    click.echo(click.style("error: ", fg="red", bold=True) + message, err=True)
+    """Print ``error: message`` to stderr and exit (2 = bad usage or input by default).
+
+    The message is printed with its control characters escaped (it often quotes input)."""
+    click.echo(
+        click.style("error: ", fg="red", bold=True) + printable(message, newlines=True), err=True
+    )
     sys.exit(code)
 
 
 def print_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    """``value`` as indented JSON, with control and invisible characters ``\\u``-escaped."""
+    click.echo(json_text(value, indent=2, default=str))
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A plain aligned table (no colour when not on a terminal)."""
-    cells = [[str(h) for h in headers]] + [
-        ["" if c is None else str(c) for c in row] for row in rows
+    """A plain aligned table (no colour when not on a terminal); every cell is printed
+    through :func:`printable`."""
+    cells = [[printable(h) for h in headers]] + [
+        ["" if c is None else printable(c) for c in row] for row in rows
     ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
@@ -54,11 +68,36 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         click.echo(click.style(line, bold=True) if n == 0 else line)
 
 
+class _PrintableFormatter(logging.Formatter):
+    """Log records as ``logging`` would print them by default, control characters escaped
+    (a warning may quote a server's tool name or a model's argument)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record), newlines=True)
+
+
+def _log_to_stderr() -> None:
+    """Warnings and errors go to stderr through :class:`_PrintableFormatter` (instead of
+    ``logging``'s last-resort handler, which prints them raw)."""
+    root = logging.getLogger()
+    if root.handlers:  # configured by whoever embeds the command: theirs to format
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_PrintableFormatter("%(message)s"))
+    root.addHandler(handler)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the console script."""
     from clearance.cli import commands  # noqa: F401  (registers the verbs)
 
+    _log_to_stderr()
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="clearance")
     except ClearanceError as exc:
         fail(str(exc))
+    except RecursionError:
+        # A verb that reads nested input (JSON, TOML) names the input itself; this is the
+        # last line of defence for one that does not.
+        fail("the input is nested too deeply to read")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import click
 
+from clearance._text import printable
 from clearance.cli.main import EXIT_FAILED, cli, fail, print_json
 from clearance.cli.run_cmd import (
     LABEL_COLOURS,
@@ -151,7 +152,8 @@ def _problem_line(problem: Mapping[str, Any]) -> str:
     if problem.get("line"):
         where += f":{problem['line']}"
     pid = problem.get("policy_id")
-    return f"{where}: " + (f"policy {pid}: " if pid else "") + str(problem.get("message"))
+    line = f"{where}: " + (f"policy {pid}: " if pid else "") + str(problem.get("message"))
+    return printable(line, newlines=True)
 
 
 @policy.command("validate")
@@ -196,15 +198,16 @@ def validate_command(directory: str, config_path: str | None, as_json: bool) -> 
     elif problems:
         for problem in problems:
             click.echo(_problem_line(problem), err=True)
-        click.echo(f"{len(problems)} problem(s) in {path}", err=True)
+        click.echo(f"{len(problems)} problem(s) in {printable(path)}", err=True)
     else:
         click.echo(
-            f"ok: {count} policies in {path} validate against the schema of {len(registry)} tools"
+            f"ok: {count} policies in {printable(path)} validate against the schema of "
+            f"{len(registry)} tools"
         )
         if ungoverned:
             click.echo(
                 "note: no policy can permit these tools, so every call of them is denied: "
-                + ", ".join(ungoverned)
+                + printable(", ".join(ungoverned))
             )
     if problems:
         sys.exit(EXIT_FAILED)
@@ -253,7 +256,7 @@ def format_command(directory: str, check: bool) -> None:
                 file.write_text(formatted, encoding="utf-8")
     verb = "would reformat" if check else "reformatted"
     for file in changed:
-        click.echo(f"{verb} {file}")
+        click.echo(f"{verb} {printable(file)}")
     unchanged = len(files) - len(changed)
     click.echo(f"{len(changed)} file(s) {verb}, {unchanged} file(s) already formatted")
     if check and changed:
@@ -304,16 +307,16 @@ def test_command(directory: str, config_path: str | None, verbose: bool, as_json
                 continue
             label = "pass" if result.passed else "FAIL"
             colour = "green" if result.passed else "red"
-            name = f"{Path(result.test.path).name}: {result.test.name}"
+            name = printable(f"{Path(result.test.path).name}: {result.test.name}")
             click.echo(click.style(label, fg=colour, bold=not result.passed) + f"  {name}")
             if not result.passed:
-                click.echo(f"      {_expected_actual(result)}")
+                click.echo(f"      {printable(_expected_actual(result))}")
                 # The problem's "expected ..." parts are said above; the rest adds to it.
                 for part in (result.problem or "").split("; "):
                     if part and not part.startswith("expected "):
-                        click.echo(f"      {part}")
+                        click.echo(f"      {printable(part)}")
                 for error in result.errors:
-                    click.echo(f"      error: {error}")
+                    click.echo(f"      error: {printable(error)}")
         click.echo(f"{counts['passed']} passed, {counts['failed']} failed")
     if counts["failed"]:
         sys.exit(EXIT_FAILED)
@@ -503,8 +506,8 @@ def _explain_message(decision: str, record: Mapping[str, Any]) -> str | None:
 
 def _print_explanation(e: Mapping[str, Any]) -> None:
     colour = {"allow": "allowed", "ask": "asked"}.get(e["decision"], "denied")
+    decision = click.style(printable(e["decision"]), fg=LABEL_COLOURS[colour], bold=True)
     rows: list[tuple[str, str]] = [
-        ("decision", click.style(e["decision"], fg=LABEL_COLOURS[colour], bold=True)),
         ("stage", str(e["stage"]) + (f" ({e['evaluator']})" if e["stage"] == "evaluator" else "")),
         ("policies", ", ".join(e["policies"]) or "-"),
     ]
@@ -513,8 +516,9 @@ def _print_explanation(e: Mapping[str, Any]) -> None:
     rows.append(("errors", "; ".join(e["errors"]) or "-"))
     schema = e.get("schema") or {}
     rows.append(("schema", "valid" if schema.get("valid") else f"invalid: {schema.get('error')}"))
+    click.echo(f"{'decision':<11}{decision}")
     for key, value in rows:
-        click.echo(f"{key:<11}{value}")
+        click.echo(f"{key:<11}{printable(value)}")
     if e["guardrails"]:
         click.echo("guardrails")
         print_rows = [
@@ -529,6 +533,7 @@ def _print_explanation(e: Mapping[str, Any]) -> None:
 
 
 def _plain_rows(rows: list[list[str]]) -> None:
+    rows = [[printable(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

@@ -28,6 +28,7 @@ from typing import Any, Literal, TextIO
 
 import click
 
+from clearance._text import json_text, printable
 from clearance.cli.main import EXIT_FAILED, cli, fail, print_json, print_table
 from clearance.errors import ClearanceError
 from clearance.policy.replay import (
@@ -171,7 +172,7 @@ def replay_command(
 
     def write_flip(flip: Flip) -> None:
         assert flips_file is not None
-        flips_file.write(json.dumps(flip.to_json(), ensure_ascii=False) + "\n")
+        flips_file.write(json_text(flip.to_json()) + "\n")
 
     source: Any = corpus if corpus != "-" else _stdin_lines()
     try:
@@ -222,11 +223,13 @@ def _print_report(r: ReplayReport) -> None:
         + (f"; {', '.join(extra)}" if extra else "")
     )
     for number, error in r.bad_samples[:5]:
-        click.echo(f"  skipped line {number}: {error}")
+        click.echo(f"  skipped line {number}: {printable(error)}")
     click.echo("")
-    click.echo("decisions  " + "  ".join(f"{o} {n}" for o, n in r.outcomes.items()))
+    click.echo("decisions  " + printable("  ".join(f"{o} {n}" for o, n in r.outcomes.items())))
     if r.baseline_outcomes is not None:
-        click.echo("baseline   " + "  ".join(f"{o} {n}" for o, n in r.baseline_outcomes.items()))
+        click.echo(
+            "baseline   " + printable("  ".join(f"{o} {n}" for o, n in r.baseline_outcomes.items()))
+        )
     agree, total = r.agreement
     if total:
         click.echo(f"agreement  {_pct(agree, total)} of the calls with 'expected'")
@@ -251,7 +254,9 @@ def _print_report(r: ReplayReport) -> None:
     if r.hits:
         print_table(["policy", "calls decided"], list(r.hits.items()))
     if r.never_hit:
-        click.echo(f"never decided a call ({len(r.never_hit)}): " + ", ".join(r.never_hit))
+        click.echo(
+            f"never decided a call ({len(r.never_hit)}): " + printable(", ".join(r.never_hit))
+        )
     if r.guardrail_hits:
         click.echo("")
         print_table(["guardrail:action", "calls"], list(r.guardrail_hits.items()))
@@ -259,7 +264,7 @@ def _print_report(r: ReplayReport) -> None:
         click.echo("")
         click.echo(f"evaluation errors in {r.error_calls} call(s):")
         for message, count in list(r.errors.items())[:10]:
-            click.echo(f"  {count:>6}  {message}")
+            click.echo(f"  {count:>6}  {printable(message)}")
     click.echo("")
     print_table(
         ["stage", "p50 us", "p99 us", "max us"],
@@ -270,7 +275,7 @@ def _print_report(r: ReplayReport) -> None:
     )
     if r.baseline_outcomes is not None:
         click.echo("")
-        kinds = ", ".join(f"{k} {n}" for k, n in r.flip_kinds.items())
+        kinds = printable(", ".join(f"{k} {n}" for k, n in r.flip_kinds.items()))
         click.echo(f"flips      {r.flips}" + (f" ({kinds})" if kinds else ""))
         if r.flip_list:
             print_table(
@@ -433,13 +438,15 @@ def suggest_command(
         mark = "//" if fmt == "cedar" else "#"
         click.echo(
             f"{mark} {len(suggestions.suggestions)} suggestion(s) from {len(calls)} allowed call(s) "
-            f"in {source} ({kind}; {left_out} line(s) not allowed or withheld)"
+            f"in {printable(source)} ({kind}; {left_out} line(s) not allowed or withheld)"
         )
-        click.echo(text.rstrip("\n"))
+        # The generated text escapes what it quotes; printing it through printable as well
+        # keeps the terminal safe should a rendering ever miss a character.
+        click.echo(printable(text.rstrip("\n"), newlines=True))
         click.echo("")
         click.echo(
             f"{mark} replayed the {check.calls} source call(s): {allowed} allowed"
-            + (f", {', '.join(not_allowed)}" if not_allowed else "")
+            + (printable(f", {', '.join(not_allowed)}") if not_allowed else "")
         )
     if allowed < check.calls:
         sys.exit(EXIT_FAILED)

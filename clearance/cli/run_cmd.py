@@ -9,8 +9,13 @@ guardrails, evaluator, journal, grant store) and print each call as it happens::
     c2  allowed  after approval (allow_once)
     c2  ok       wrote 120 bytes to src/greet.py
 
-Asks are answered on the terminal (allow once / for the session / always / deny) when
-stdin is one, and automatically otherwise; ``--approve`` chooses explicitly.
+Asks are answered on the terminal (allow once / for the session / always / deny, or ``v``
+to see every argument in full) when stdin is one, and automatically otherwise;
+``--approve`` chooses explicitly. An ask is shown with the fields that decide what the call
+does first and in full (:func:`clearance.harness.ask_display.ask_lines`).
+
+Everything the model chose (call ids, tool arguments, results, its text) is printed with
+control and invisible characters escaped (:func:`clearance._text.printable`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import getpass
 import json
 import logging
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +37,7 @@ import anyio
 import anyio.to_thread
 import click
 
+from clearance._text import json_text, printable
 from clearance.cli.main import EXIT_USAGE, cli, fail, print_json, print_table
 from clearance.config import (
     Config,
@@ -49,8 +56,10 @@ from clearance.config import (
 )
 from clearance.errors import ClearanceError
 from clearance.harness.approvals import PermissionAsk, PermissionDecision
+from clearance.harness.ask_display import ask_lines, deciding_fields
 from clearance.harness.journal import Journal, JournalEvent
 from clearance.harness.providers import ProviderTurn, RunResult, ScriptedProvider
+from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import Principal
 
 __all__ = [
@@ -146,12 +155,13 @@ def styled(label: str, width: int = 8) -> str:
     return click.style(padded, fg=colour, bold=label in ("denied", "blocked")) if colour else padded
 
 
-def _brief(value: Any, limit: int = 120) -> str:
-    """Arguments on one line: long strings shortened, the whole cut at ``limit``."""
+def _brief(value: Any, deciding: Sequence[str] = (), limit: int = 120) -> str:
+    """Arguments on one line for the live log: the deciding fields first, long strings
+    shortened, the whole cut at ``limit`` (an ask shows every deciding field in full on
+    the lines after it)."""
 
     def shorten(v: Any) -> Any:
         if isinstance(v, str):
-            v = v.replace("\n", "\\n")
             return v if len(v) <= 48 else v[:45] + "..."
         if isinstance(v, dict):
             return {k: shorten(x) for k, x in v.items()}
@@ -159,7 +169,10 @@ def _brief(value: Any, limit: int = 120) -> str:
             return [shorten(x) for x in v]
         return v
 
-    text = json.dumps(shorten(value), ensure_ascii=False)
+    if isinstance(value, dict):
+        first = {k: value[k] for k in deciding if k in value}
+        value = {**first, **value}
+    text = json_text(shorten(value), default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -167,11 +180,23 @@ def _first_line(text: str, limit: int = 100) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return ""
-    first = lines[0].strip()
+    first = printable(lines[0].strip())
     more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
     if len(first) > limit:
         first = first[: limit - 3] + "..."
     return first + more
+
+
+def _ask_text(
+    arguments: Any, deciding: Sequence[str], *, indent: int, full: bool = False
+) -> list[str]:
+    """An ask's arguments as lines indented by ``indent`` (see :func:`ask_lines`), elided
+    to the terminal's width (100 columns when it has none) unless ``full``."""
+    if not isinstance(arguments, Mapping):
+        return [" " * indent + "(arguments withheld)"]
+    width = max(60, shutil.get_terminal_size((100, 24)).columns - indent)
+    lines = ask_lines(arguments, deciding, width=width, elide_values=not full)
+    return [" " * indent + line for line in lines]
 
 
 # --- printing calls as they happen ------------------------------------------------------------
@@ -190,18 +215,45 @@ class _Printer:
         self.notes: dict[str, str] = {}
         """ask id → how it was answered (``auto-answered: ...``), set by the answerer."""
         self.asks: dict[str, str] = {}
+        self.tools: Mapping[str, Tool] = {}
+        """qualified name → tool, for the deciding fields of each call."""
+
+    def bind(self, registry: ToolRegistry) -> None:
+        self.tools = {t.qualified_name: t for t in registry}
+
+    def deciding(self, qualified_name: str, arguments: Any) -> tuple[str, ...]:
+        """The fields that decide what a call of this tool does (see
+        :func:`deciding_fields`): the tool's, else those its arguments' names suggest."""
+        tool = self.tools.get(qualified_name)
+        found = deciding_fields(tool) if tool is not None else ()
+        if isinstance(arguments, Mapping):
+            found = (*found, *(n for n in deciding_fields(_Arguments(arguments)) if n not in found))
+        return found
+
+    @property
+    def indent(self) -> int:
+        """Where the text of a call line starts (``call id  label    text``)."""
+        return self.width + 11
 
     def line(self, call_id: str, label: str, text: str) -> None:
+        """``call id  label  text``, the id and the text printed through :func:`printable`."""
         if self.echo is not None:
-            self.echo(f"{call_id:>{self.width}}  {styled(label)} {text}".rstrip())
+            cid = printable(call_id)
+            self.echo(f"{cid:>{self.width}}  {styled(label)} {printable(text)}".rstrip())
+
+    def raw(self, text: str) -> None:
+        """A line already made printable."""
+        if self.echo is not None:
+            self.echo(text)
 
     def header(self, call_id: str, data: Mapping[str, Any]) -> None:
         if call_id in self.headed:
             return
         self.headed.add(call_id)
-        name = data.get("qualified_name") or data.get("tool") or "?"
+        name = str(data.get("qualified_name") or data.get("tool") or "?")
         args = data.get("arguments")
-        self.line(call_id, "call", f"{name} {_brief(args) if args is not None else '(withheld)'}")
+        brief = _brief(args, self.deciding(name, args)) if args is not None else "(withheld)"
+        self.line(call_id, "call", f"{name} {brief}")
 
     def __call__(self, event: JournalEvent) -> None:
         cid, data = event.call_id, event.data
@@ -213,6 +265,12 @@ class _Printer:
             reason = data.get("reason") or "approval required"
             self.line(cid, "asked", f"{policies}: {reason}" if policies else reason)
             self.asks[cid] = str(data.get("ask_id"))
+            # What the person (or the rule answering for them) approves: every deciding
+            # field whole, then the rest.
+            name = str(data.get("qualified_name") or "")
+            arguments = data.get("arguments")
+            for text in _ask_text(arguments, self.deciding(name, arguments), indent=self.indent):
+                self.raw(text)
         elif event.type == "permission_decided":
             note = self.notes.get(str(data.get("ask_id")), "")
             how = data.get("how")
@@ -265,6 +323,13 @@ def _result_text(data: Mapping[str, Any]) -> str:
     return str(data.get("message") or "")
 
 
+@dataclass(frozen=True)
+class _Arguments:
+    """Arguments alone, for :func:`deciding_fields` (which reads ``.arguments``)."""
+
+    arguments: Mapping[str, Any]
+
+
 class _EchoJournal:
     """A journal that hands every recorded event to the printer, then returns it.
 
@@ -306,7 +371,7 @@ class _EchoProvider:
     def next_turn(self, conversation: list[dict[str, Any]]) -> ProviderTurn:
         turn = self.provider.next_turn(conversation)
         if self.echo is not None and turn.text and turn.tool_calls:
-            self.echo(click.style("agent", dim=True) + f"  {turn.text}")
+            self.echo(click.style("agent", dim=True) + f"  {printable(turn.text)}")
         return turn
 
 
@@ -327,13 +392,17 @@ _PROMPT_CHOICES = {
     "n": "deny",
     "no": "deny",
 }
+_VIEW = ("v", "view")
+"""Answers that show every argument in full, then ask again."""
 
 
 class _PromptAnswerer:
     """Asks the person at the terminal; one prompt at a time.
 
     Answers are read from stdin even when it is not a terminal (``--approve ask`` with a
-    pipe), which is how scripts and tests answer; the end of input denies.
+    pipe), which is how scripts and tests answer; the end of input denies. Before the
+    question the ask's arguments are shown (deciding fields first and whole) unless the
+    live log just showed them on the same stream; ``v`` shows every argument whole.
     """
 
     def __init__(self, printer: _Printer, *, err: bool) -> None:
@@ -349,30 +418,44 @@ class _PromptAnswerer:
             click.echo("", err=self.err)
             return None
         if not sys.stdin.isatty():  # show what was read, as a terminal would
-            click.echo(str(raw), err=self.err)
+            click.echo(printable(raw), err=self.err)
         return str(raw).strip().lower()
 
+    def _show(self, ask: PermissionAsk, *, full: bool) -> None:
+        deciding = self.printer.deciding(ask.qualified_name, ask.arguments)
+        for line in _ask_text(ask.arguments, deciding, indent=self.printer.indent, full=full):
+            click.echo(line, err=self.err)
+
     def _prompt(self, ask: PermissionAsk) -> PermissionDecision:
+        cid = f"{printable(ask.call_id):>{self.printer.width}}"
+        if self.err or self.printer.echo is None:
+            # The live log (stdout) is not where this prompt is read: show the ask here.
+            click.echo(
+                f"{cid}  {printable(ask.qualified_name)} asks: {printable(ask.reason)}",
+                err=self.err,
+            )
+            self._show(ask, full=False)
         while True:
             raw = self._read(
-                f"{ask.call_id:>{self.printer.width}}  allow it [o]nce, for the [s]ession, [a]lways, or [d]eny?",
+                f"{cid}  allow it [o]nce, for the [s]ession, [a]lways, [d]eny, or [v]iew every argument?",
                 "d",
             )
             if raw is None:
                 return PermissionDecision("deny", message="no answer (end of input)")
+            if raw in _VIEW:
+                self._show(ask, full=True)
+                continue
             answer = _PROMPT_CHOICES.get(raw)
             if answer is not None:
                 break
-            click.echo("      answer o, s, a or d", err=self.err)
+            click.echo("      answer o, s, a, d or v", err=self.err)
         if answer == "deny" or answer == "allow_once" or len(ask.suggestions) < 2:
             return PermissionDecision(answer, decided_by=self.who)  # type: ignore[arg-type]
         choices = "; ".join(
-            f"[{n}] {scope.description}" for n, scope in enumerate(ask.suggestions, 1)
+            f"[{n}] {printable(scope.description)}" for n, scope in enumerate(ask.suggestions, 1)
         )
         while True:
-            raw = self._read(
-                f"{ask.call_id:>{self.printer.width}}  the grant covers {choices}", "1"
-            )
+            raw = self._read(f"{cid}  the grant covers {choices}", "1")
             if raw is None:
                 return PermissionDecision("deny", message="no answer (end of input)")
             if raw.isdigit() and 1 <= int(raw) <= len(ask.suggestions):
@@ -444,6 +527,7 @@ async def _drive(
     echo: Callable[[str], None] | None,
 ) -> _Session:
     registry = build_registry(config)
+    printer.bind(registry)
     # An unknown tool is bad input (exit 2), not a call the model gets an error for; check
     # before anything is opened or written.
     provider.check([name for t in registry for name in (t.qualified_name, t.model_alias)])
@@ -468,7 +552,7 @@ async def _drive(
 
 
 def _id_width(provider: ScriptedProvider) -> int:
-    return max([4, *(len(c.id) for turn in provider.turns for c in turn.tool_calls)])
+    return max([4, *(len(printable(c.id)) for turn in provider.turns for c in turn.tool_calls)])
 
 
 def _call_rows(s: _Session) -> list[dict[str, Any]]:
@@ -618,7 +702,7 @@ def run(
     _print_calls_table(rows)
     if s.result.text:
         click.echo()
-        click.echo(s.result.text)
+        click.echo(printable(s.result.text, newlines=True))
 
 
 def _script_prompt(path: str) -> str:
@@ -724,11 +808,11 @@ def demo(db: str | None, approve: Approve | None, as_json: bool) -> None:
         config = demo_config(workspace, db_path)
         if echo is not None:
             echo(click.style("clearance demo", bold=True) + ": a scripted coding agent")
-            echo(f"  workspace  {workspace} (temporary)")
+            echo(f"  workspace  {printable(workspace)} (temporary)")
             echo("  policies   the coding Cedar pack (clearance/packs/coding)")
-            echo(f"  journal    {db_path}" + ("" if db else " (temporary)"))
-            echo(f"  principal  {DEMO_PRINCIPAL}")
-            echo(f"  task       {script.get('prompt', '')}")
+            echo(f"  journal    {printable(db_path)}" + ("" if db else " (temporary)"))
+            echo(f"  principal  {printable(DEMO_PRINCIPAL)}")
+            echo(f"  task       {printable(script.get('prompt', ''))}")
             echo("")
 
         s: _Session = _run_sync(
@@ -757,17 +841,17 @@ def demo(db: str | None, approve: Approve | None, as_json: bool) -> None:
             )
             return
         click.echo()
-        click.echo(click.style("agent", dim=True) + f"  {s.result.text}")
+        click.echo(click.style("agent", dim=True) + f"  {printable(s.result.text, newlines=True)}")
         click.echo()
-        where = f"{db_path}" if db else "the temporary journal"
+        where = printable(db_path) if db else "the temporary journal"
         click.echo(
             click.style("journal", bold=True)
             + f": {len(s.journal)} records in {where}, one row per call"
-            + (f" (clearance journal --db {db})" if db else "")
+            + (f" (clearance journal --db {printable(db)})" if db else "")
         )
         _print_journal(s.journal)
         click.echo()
-        click.echo(f"Next: clearance policy test {pack_path('coding')}")
+        click.echo(f"Next: clearance policy test {printable(pack_path('coding'))}")
         click.echo(
             "      runs the pack's decision tests; clearance run SCRIPT runs your own script."
         )
