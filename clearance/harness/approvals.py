@@ -178,6 +178,7 @@ def grant_from_answer(
     arguments: Mapping[str, Any],
     *,
     path_fields: Iterable[str] | None = None,
+    other_facts: Iterable[str] = (),
 ) -> Grant | None:
     """The grant an ``allow_session``/``allow_always`` answer creates (None otherwise).
 
@@ -186,27 +187,30 @@ def grant_from_answer(
     that frees a path (issue 19), so it must:
 
     1. cover the asked call, and
-    2. constrain every path field of the call: each field a suggested prefix scope
-       constrains, and each path field of the tool (``path_fields``, else guessed by name
-       as :func:`~clearance.harness.grants.suggest_scopes` does). An exact scope
-       constrains every field; a prefix scope the fields it names; a ``tool`` scope none,
-       so it is refused unless offered or the call has no path field.
+    2. constrain every deciding field of the call: each field a suggested prefix scope
+       constrains, each path field of the tool (``path_fields``, else guessed by name
+       as :func:`~clearance.harness.grants.suggest_scopes` does) and each field of
+       ``other_facts`` present in the call. An exact scope constrains every field; a
+       prefix scope the fields it names; a ``tool`` scope none, so it is refused unless
+       offered or the call has no such field.
 
     Args:
         ask: the ask that was answered.
         decision: the answer.
         arguments: the asked call's final arguments.
         path_fields: the tool's top-level path arguments, as given to ``suggest_scopes``.
+        other_facts: the tool's other top-level fact arguments, as given to
+            ``suggest_scopes``.
 
     Raises:
         AskError: the answer names a scope that is not one of the ask's suggestions and
-            does not cover the asked call or leaves one of its path fields free.
+            does not cover the asked call or leaves one of its deciding fields free.
     """
     if decision.decision not in ("allow_session", "allow_always"):
         return None
     scope = decision.scope or GrantScope.exact(arguments)
     if scope not in ask.suggestions:
-        _check_unoffered(scope, ask, arguments, path_fields)
+        _check_unoffered(scope, ask, arguments, path_fields, other_facts)
     now = time.time()
     return Grant(
         grant_id=new_grant_id(),
@@ -227,12 +231,14 @@ def _check_unoffered(
     ask: PermissionAsk,
     arguments: Mapping[str, Any],
     path_fields: Iterable[str] | None,
+    other_facts: Iterable[str],
 ) -> None:
     if not scope.covers(arguments):
         raise AskError("the grant scope does not cover the asked call")
     if scope.kind == "exact":
         return
     names = guess_path_fields(arguments) if path_fields is None else tuple(path_fields)
+    names += tuple(name for name in other_facts if name in arguments)
     required = {"/" + _pointer.escape(name) for name in names}
     for offered in ask.suggestions:
         required.update(offered.fields)
@@ -240,5 +246,5 @@ def _check_unoffered(
     if free:
         raise AskError(
             f"the grant scope leaves {', '.join(free)} free; a scope that was not offered "
-            "must constrain every path field of the call"
+            "must constrain every path and fact field of the call"
         )

@@ -14,7 +14,6 @@ Schema::
 
 from __future__ import annotations
 
-import builtins
 import json
 import logging
 import sqlite3
@@ -68,6 +67,9 @@ class SqliteGrantStore(MemoryGrantStore):
         super().__init__()
         self.path = str(path)
         self._version: int | None = None
+        """The change counter the in-memory grants reflect."""
+        self._rows: dict[str, tuple[str, Grant]] = {}
+        """Each persisted grant with its stored text: a reload parses only changed rows."""
         self._skipped: set[str] = set()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -80,11 +82,14 @@ class SqliteGrantStore(MemoryGrantStore):
             for statement in _SCHEMA:
                 self._db.execute(statement)
             self._cursor = self._db.cursor()
-            self._refresh()
-        except (sqlite3.Error, ConfigError) as exc:
+        except sqlite3.Error as exc:
             self._db.close()
-            message = exc.message if isinstance(exc, ConfigError) else str(exc)
-            raise ConfigError(f"cannot open the grant store: {message}", path=self.path) from None
+            raise ConfigError(f"cannot open the grant store: {exc}", path=self.path) from None
+        try:
+            self._refresh()
+        except ConfigError:
+            self._db.close()
+            raise
 
     def find(
         self, principal: str, tool: str, arguments: Mapping[str, Any], session_id: str
@@ -102,16 +107,18 @@ class SqliteGrantStore(MemoryGrantStore):
         return super().list(principal=principal, tool=tool)
 
     def add(self, grant: Grant) -> None:
-        if grant.kind == "always":
-            body = json.dumps(grant.to_json())  # ASCII: any str survives, lone surrogates too
-            self._write("INSERT OR REPLACE INTO grants VALUES (?, ?)", (grant.grant_id, body))
-        super().add(grant)
+        with self._lock:
+            if grant.kind == "always":
+                body = json.dumps(grant.to_json())  # ASCII: any str survives, lone surrogates too
+                self._write("INSERT OR REPLACE INTO grants VALUES (?, ?)", (grant.grant_id, body))
+            super().add(grant)
 
     def revoke(self, grant_id: str) -> bool:
         """Revoke a grant, persisted or session; False when no grant has this id."""
-        deleted = self._write("DELETE FROM grants WHERE grant_id = ?", (grant_id,))
-        self._skipped.discard(grant_id)
-        return super().revoke(grant_id) or deleted
+        with self._lock:
+            deleted = self._write("DELETE FROM grants WHERE grant_id = ?", (grant_id,))
+            self._skipped.discard(grant_id)
+            return super().revoke(grant_id) or deleted
 
     def close(self) -> None:
         self._db.close()
@@ -154,16 +161,20 @@ class SqliteGrantStore(MemoryGrantStore):
             self._version = version
 
     def _parse(self, rows: Iterable[tuple[str, str]]) -> tuple[Grant, ...]:
-        grants: builtins.list[Grant] = []
+        known, self._rows = self._rows, {}
         for grant_id, body in rows:
+            cached = known.get(grant_id)
+            if cached is not None and cached[0] == body:
+                self._rows[grant_id] = cached
+                continue
             try:
                 grant = Grant.from_json(json.loads(body))
                 if grant.kind != "always" or grant.grant_id != grant_id:
                     raise ValueError("not a persisted grant")
-            except (ValueError, TypeError, KeyError) as exc:
+            except (ValueError, TypeError, KeyError, RecursionError) as exc:
                 if grant_id not in self._skipped:
                     self._skipped.add(grant_id)
                     log.warning("%s: skipping grant %r: %s", self.path, grant_id, exc)
                 continue
-            grants.append(grant)
-        return tuple(grants)
+            self._rows[grant_id] = (body, grant)
+        return tuple(grant for _, grant in self._rows.values())

@@ -169,6 +169,8 @@ class _Call:
     """The handler's own copy of the final arguments (see ``_decide``)."""
     admitted: bool = False
     started_written: bool = False
+    running: _Running | None = None
+    """The handle ``Session.aclose`` cancels the call through (None when deciding only)."""
 
     def identity(self) -> dict[str, Any]:
         """The tool's names for records: a fresh dict each time (records own their data)."""
@@ -183,6 +185,7 @@ class _Call:
 
 
 _current_task = asyncio.current_task
+_CLOSED = "clearance: the session closed"
 
 
 def this_task() -> asyncio.Task[Any] | None:
@@ -194,21 +197,31 @@ def this_task() -> asyncio.Task[Any] | None:
 
 
 class _Running:
-    """A running (or queued) call, as ``Session.aclose`` cancels it.
+    """A call between entering the pipeline and the end of its handler, as
+    ``Session.aclose`` cancels it.
 
     On asyncio the call's own task is cancelled natively (``Task.cancel``) and the
     cancellation is taken back (``Task.uncancel``) where the call catches it: an anyio
     cancel scope per call costs about 4 us, a fifth of the pipeline's whole budget. anyio
-    lets native cancellations pass through its scopes untouched. Elsewhere (trio) the
-    call runs in an anyio cancel scope.
+    lets native cancellations pass through its scopes untouched, shielded ones included,
+    so a journal write must not be cancelled natively: a cancellation requested while the
+    call ``holds`` (writes its records) waits, and is delivered when the last hold is
+    released (see ``Pipeline._record``), before the call can take another step. A
+    ``quiet`` call is not cancelled at all: the close itself ends it (an ask the close
+    answers, a call that is already ending); it still cannot start its handler, because
+    admission and dispatch check ``requested``. Elsewhere (trio) the handler runs in an
+    anyio cancel scope, and a call closed before it got that far stops at those checks.
     """
 
-    __slots__ = ("requested", "scope", "task")
+    __slots__ = ("delivered", "holds", "quiet", "requested", "scope", "task")
 
     def __init__(self) -> None:
         self.task = this_task()
         self.scope: anyio.CancelScope | None = None
         self.requested = False
+        self.delivered = False
+        self.holds = 0
+        self.quiet = False
 
     def cancel(self) -> None:
         if self.requested:
@@ -216,13 +229,44 @@ class _Running:
         self.requested = True
         if self.scope is not None:
             self.scope.cancel()
-        elif self.task is not None:
-            self.task.cancel("clearance: the session closed")
+        elif self._pending():
+            self._deliver()
+
+    def _pending(self) -> bool:
+        return (
+            self.requested
+            and not self.delivered
+            and not self.holds
+            and not self.quiet
+            and self.task is not None
+            and self.scope is None
+        )
+
+    def _deliver(self) -> None:
+        assert self.task is not None
+        self.delivered = True
+        self.task.cancel(_CLOSED)
+
+    def hold(self) -> None:
+        """Defer cancellation until the matching :meth:`release` (or :meth:`unhold`)."""
+        self.holds += 1
+
+    def unhold(self) -> None:
+        """End a :meth:`hold` without delivering anything (the call ends anyway)."""
+        self.holds -= 1
+
+    async def release(self) -> None:
+        """End a :meth:`hold`; a cancellation requested meanwhile is delivered here, when
+        the last hold ends."""
+        self.holds -= 1
+        if self._pending():
+            self._deliver()
+            await asyncio.sleep(0)  # raises CancelledError here, not at some later await
 
     def caught(self) -> bool:
         """Whether a CancelledError the call caught is this handle's own (then it is taken
         back); False means it came from elsewhere and must go on."""
-        if not self.requested or self.task is None or self.scope is not None:
+        if not self.delivered or self.task is None or self.scope is not None:
             return False
         # Another cancellation landed too (the caller's): take ours back, let that one go on.
         return self.task.uncancel() == 0
@@ -286,6 +330,21 @@ class Pipeline:
             correlation_id=new_correlation_id(),
             t0=time.perf_counter(),
         )
+        # From here until its handler ends the call can be cancelled by Session.aclose,
+        # and until it has ended the close waits for it: once aclose returns, no handler
+        # of the session starts, and every call has its one end on record (R7).
+        call.running = running = _Running()
+        session._enter()
+        session.running.add(running)
+        try:
+            return await self._call(call, context)
+        finally:
+            session.running.discard(running)
+            session._leave()
+
+    async def _call(self, call: _Call, context: Mapping[str, Any] | None) -> CallOutcome:
+        running = call.running
+        assert running is not None
         try:
             decided = await self._decide(call, context or {})
         except Exception as exc:  # a bug in a stage: fail closed (R1), never escape
@@ -319,12 +378,17 @@ class Pipeline:
                 stage=call.record.get("stage", "pipeline"),
                 decision="error",
             )
-        except BaseException:
+        except BaseException as exc:
             # Cancelled while deciding (an ask, an async guardrail or evaluator, a journal
-            # write): the call still ends exactly once (R7), then the cancellation goes on.
+            # write): the call still ends exactly once (R7), then the cancellation goes on,
+            # unless it was the session's close (then the call ends ``cancelled``).
+            call.session.running.discard(running)  # ending: nothing left to cancel
+            closed = isinstance(exc, asyncio.CancelledError) and running.caught()
+            running.quiet = True
+            ended: CallOutcome | None = None
             with anyio.CancelScope(shield=True):
                 if not call.decided_written:
-                    await self._end_early(
+                    ended = await self._end_early(
                         call,
                         "cancelled",
                         "the call was cancelled before it could run",
@@ -336,7 +400,15 @@ class Pipeline:
                     )
             if call.admitted:
                 self.dispatcher.release()
-            raise
+            if not closed:
+                raise
+            return ended or self._outcome(
+                call,
+                "cancelled",
+                f"the session closed; the call was not run (correlation id {call.correlation_id})",
+                call.record.get("decision"),
+                (),
+            )
         if decided is not None:
             return decided
         return await self._run(call)
@@ -555,6 +627,11 @@ class Pipeline:
                 reasons=verdict.reasons,
             )
         call.admitted = True
+        running = call.running
+        if running is not None:
+            # call_decided and tool_started go out together: a close meanwhile lands
+            # after both, and the call then ends cancelled without running (R7).
+            running.hold()
         try:
             await self._decided(
                 call,
@@ -575,6 +652,9 @@ class Pipeline:
                 },
             )
         except Exception as exc:
+            if running is not None:
+                running.unhold()
+                running.quiet = True
             call.admitted = False
             self.dispatcher.release()
             self._diagnose(call, exc, stage="journal")
@@ -587,6 +667,8 @@ class Pipeline:
             )
         call.record["reasons"] = verdict.reasons
         call.record["grant"] = grant.grant_id if grant else None
+        if running is not None:
+            await running.release()
         return None
 
     async def _argument_guardrails(
@@ -672,10 +754,9 @@ class Pipeline:
         message: str | None = None
         started = time.perf_counter()
         finished = False
-        session._enter()
+        running = call.running
+        assert running is not None
         try:
-            running = _Running()
-            session.running.add(running)
             try:
                 cancelled = False
                 try:
@@ -691,7 +772,7 @@ class Pipeline:
                         raise
                     cancelled = True
                 else:
-                    if running.requested and running.task is not None and running.scope is None:
+                    if running.delivered and running.task is not None and running.scope is None:
                         # The handler swallowed our cancellation: take the request back so
                         # that the task's cancel count stays true for everyone else.
                         running.task.uncancel()
@@ -731,7 +812,6 @@ class Pipeline:
                         "the call was cancelled",
                         call.started_at or started,
                     )
-            session._leave()
         return self._outcome(
             call,
             status,
@@ -749,6 +829,10 @@ class Pipeline:
         if not self.dispatcher.try_acquire_slot(tool, lock):
             await self.dispatcher.acquire_slot(tool, lock)
         try:
+            if call.running is not None and call.running.requested:
+                # The session closed before the handler could start (a backend where the
+                # close only flags the call): it never starts.
+                return "cancelled", None, "the call was cancelled"
             call.started_at = time.perf_counter()
             return await self._invoke(call, tool, ctx)
         finally:
@@ -897,6 +981,12 @@ class Pipeline:
         )
         record["ask_id"] = ask.ask_id
         await self._record(call, "permission_asked", {**call.identity(), **ask.to_json()})
+        running = call.running
+        if running is not None and session.on_permission_ask is None:
+            # Closing the session answers an ask that waits in the stream ("closed":
+            # denied, as documented), so the close need not cancel this call; an ask
+            # callback may never return, so a call waiting for one is cancelled.
+            running.quiet = True
         decision, how = await session.answer(ask)
         if session.closed and decision is not None:
             # Answered, but the session closed meanwhile: no grant may outlive it (R5).
@@ -916,6 +1006,8 @@ class Pipeline:
                 decision, record["answer"] = None, "deny"
                 record["message"] = "the answer could not be applied; denied"
         allowed = decision is not None and decision.decision != "deny"
+        if allowed and running is not None:
+            running.quiet = False  # answered before any close: cancellable again
         if not allowed and "message" not in record:
             record["message"] = {
                 "timeout": "nobody answered the approval request in time; denied",
@@ -943,8 +1035,21 @@ class Pipeline:
 
     async def _record(self, call: _Call, type_: Any, data: dict[str, Any]) -> JournalEvent:
         event = JournalEvent(type_, call.session.id, call.turn_id, call.call_id, data)
-        event = await self.harness.journal.append(event)
+        running = call.running
+        if running is None or running.task is None:
+            event = await self.harness.journal.append(event)
+            self.harness.hub.publish(event)
+            return event
+        # A write is never cancelled halfway (the record may be on disk already): a close
+        # that comes meanwhile takes effect once the write is done (see _Running).
+        running.hold()
+        try:
+            event = await self.harness.journal.append(event)
+        except BaseException:
+            running.unhold()
+            raise
         self.harness.hub.publish(event)
+        await running.release()
         return event
 
     async def _decided(
@@ -991,11 +1096,18 @@ class Pipeline:
         if call.dry:
             call.record.update(decision=decision, reasons=reasons, message=message)
             return self._outcome(call, status, message, decision, reasons)
+        running = call.running
+        if running is not None:
+            running.hold()  # the call ends here: a close meanwhile has nothing to cancel
         try:
             with anyio.CancelScope(shield=True):
                 await self._decided(call, status, message, decision, reasons, None)
         except Exception as exc:
             self._diagnose(call, exc, stage="journal")
+        finally:
+            if running is not None:
+                running.unhold()
+                running.quiet = True
         return self._outcome(
             call, status, f"{message} (correlation id {call.correlation_id})", decision, reasons
         )

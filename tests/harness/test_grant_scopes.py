@@ -222,6 +222,29 @@ def test_declared_path_fields_replace_the_name_guess() -> None:
     assert guessed == []  # by name, "path" is a path, and it has no directory
 
 
+def test_no_prefix_scope_while_another_deciding_field_is_present() -> None:
+    """A directory prefix cannot constrain a recipient, a URL or a command: with one of
+    those in the call, a prefix scope would leave it free."""
+    send = {"attachment": "docs/report.pdf", "to": "bob@example.com"}
+    offered = suggest_scopes(send, path_fields=["attachment"], other_facts=["to"])
+    assert [s.kind for s in offered] == ["exact", "tool"]
+    without = suggest_scopes(
+        {"attachment": "docs/r.pdf"}, path_fields=["attachment"], other_facts=["to"]
+    )
+    assert [s.kind for s in without] == ["exact", "prefix", "tool"]
+    ask = _ask(send, path_fields=("attachment",))
+    ask.suggestions = ()
+    scope = GrantScope.prefix_of("/attachment", "docs/")
+    with pytest.raises(AskError, match="leaves /to free"):
+        grant_from_answer(
+            ask,
+            PermissionDecision("allow_session", scope=scope),
+            send,
+            path_fields=["attachment"],
+            other_facts=["to"],
+        )
+
+
 # --- what an answer may choose -----------------------------------------------------------
 
 
