@@ -1,5 +1,10 @@
 import base64
-from typing import Any
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -168,3 +173,110 @@ def test_image_results_checked_by_signature_and_size() -> None:
         normalize_result(ToolImageResult({"m": "x" * 130_000}, PNG))
     with pytest.raises(ResultError, match="base64"):
         normalize_result(ToolImageResult({}, "not base64!!"))
+
+
+# --- nothing is fetched while compiling a schema (issue 19) ---------------------------------
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with a schema, and records that it was asked."""
+
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.requests.append(self.path)
+        body = json.dumps({"type": "string"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/schema+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def schema_server() -> Iterator[tuple[str, list[str]]]:
+    """A real HTTP server on 127.0.0.1 serving schemas: its base URL and the paths asked."""
+    requests: list[str] = []
+    handler = type("Handler", (_Recorder,), {"requests": requests})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", requests
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _object(**extra: Any) -> dict[str, Any]:
+    return {"type": "object", **extra}
+
+
+REMOTE_SCHEMAS = {
+    "ref": lambda base: _object(properties={"a": {"$ref": f"{base}/a.json"}}),
+    "unused $defs ref": lambda base: _object(**{"$defs": {"x": {"$ref": f"{base}/x.json"}}}),
+    "relative to a remote $id": lambda base: _object(
+        **{"$id": f"{base}/root.json"}, properties={"a": {"$ref": "b.json"}}
+    ),
+    "$schema": lambda base: _object(**{"$schema": f"{base}/meta.json"}),
+    "nested $schema": lambda base: _object(
+        properties={"a": {"$schema": f"{base}/m.json", "type": "string"}}
+    ),
+    "$dynamicRef": lambda base: _object(properties={"a": {"$dynamicRef": f"{base}/d.json"}}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REMOTE_SCHEMAS))
+def test_no_request_leaves_while_registering_a_tool(
+    schema_server: tuple[str, list[str]], kind: str
+) -> None:
+    base, requests = schema_server
+    schema = REMOTE_SCHEMAS[kind](base)
+    registry = ToolRegistry()
+    try:
+        registry.register("up", [Tool("t", noop, input_schema=schema)])
+    except ToolRegistrationError as exc:
+        assert exc.tool == "up.t"
+        if kind not in ("nested $schema",):
+            assert "outside the schema" in exc.reason and base in exc.reason, exc.reason
+            assert "nothing is fetched" in exc.reason
+    else:
+        # Only a schema that needs nothing from outside may register.
+        assert kind == "nested $schema"
+    assert requests == []
+
+
+def test_a_file_ref_is_refused_not_read(tmp_path: Path) -> None:
+    target = tmp_path / "secret.json"
+    target.write_text(json.dumps({"type": "string"}))
+    schema = _object(properties={"a": {"$ref": target.as_uri()}})
+    with pytest.raises(ToolRegistrationError, match="outside the schema") as caught:
+        ToolRegistry().register("up", [Tool("t", noop, input_schema=schema)])
+    assert target.as_uri() in caught.value.reason
+
+
+def test_local_refs_and_standard_meta_schemas_still_resolve() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"path": {"type": "string", "minLength": 1}},
+        "properties": {"path": {"$ref": "#/$defs/path"}, "tree": {"$ref": "#"}},
+    }
+    (tool,) = ToolRegistry().register("up", [Tool("t", noop, input_schema=schema)])
+    assert tool.validator.is_valid({"path": "a", "tree": {"path": "b"}})
+    assert not tool.validator.is_valid({"path": ""})
+    assert not tool.validator.is_valid({"tree": {"path": 1}})
+
+
+def test_a_deeply_nested_schema_is_refused_cleanly() -> None:
+    schema: dict[str, Any] = {"type": "object"}
+    inner = schema
+    for _ in range(5000):
+        inner["properties"] = {"a": {"type": "object"}}
+        inner = inner["properties"]["a"]
+    with pytest.raises(ToolRegistrationError, match="nested too deeply"):
+        ToolRegistry().register("up", [Tool("t", noop, input_schema=schema)])
