@@ -3,6 +3,10 @@
 Grants live in the SQLite grant store named by ``[approvals] grants`` (default: the journal
 file, ``clearance.db``), or the file given with ``--db``. Session grants die with their
 session and are never in the file.
+
+A revoke takes effect at once everywhere (rule R12): every harness and gateway that
+shares the file, in this process or another, stops honouring the grant at its next
+lookup, without a restart.
 """
 
 from __future__ import annotations
@@ -107,7 +111,8 @@ def list_command(
 def revoke_command(grant_id: str, db: str | None, config_path: str | None, as_json: bool) -> None:
     """Revoke the grant ID: later calls it covered are asked again.
 
-    Exits 2 when no grant has this id.
+    Running harnesses and gateways that share the grant store see the revoke at their next
+    lookup; nothing needs a restart. Exits 2 when no grant has this id.
     """
     store = _open_store(db, config_path)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,21 @@ async def test_a_running_harness_honours_a_revoke_from_the_command(
     assert after.status == "denied" and after.grant is None
     assert len(asks) == 2  # asked again, and the answer (deny) was enforced
     assert len(rec.calls) == 2  # the first call and the one the grant covered
+
+
+def test_a_row_this_version_cannot_read_is_not_listed_but_can_be_revoked(
+    cli: Any, tmp_path: Path
+) -> None:
+    _store(tmp_path / "g.db")
+    raw = sqlite3.connect(tmp_path / "g.db")
+    body = {"grant_id": "g_new", "scope": {"kind": "from-the-future"}}
+    raw.execute("INSERT INTO grants VALUES ('g_new', ?)", (json.dumps(body),))
+    raw.commit()
+    raw.close()
+    listed = cli("grants", "list", "--db", "g.db", "--json")
+    assert listed.code == 0 and "skipping grant 'g_new'" in listed.err
+    assert [g["grant_id"] for g in json.loads(listed.out)] == ["g_one", "g_two"]
+    revoked = cli("grants", "revoke", "g_new", "--db", "g.db")
+    assert revoked.code == 0 and revoked.out == "revoked g_new\n"
+    rows = sqlite3.connect(tmp_path / "g.db").execute("SELECT grant_id FROM grants").fetchall()
+    assert sorted(rows) == [("g_one",), ("g_two",)]
