@@ -98,6 +98,8 @@ MAX_COMMAND_LENGTH = 65_536
 
 _MAX_PATH_CHECKS = 1024
 """Distinct words or parts of words resolved through the file system for one command."""
+_MAX_COMPONENTS = 16_384
+"""Path components resolved for one command, over all its words (each costs an lstat)."""
 _NAME_MAX = 255
 _PATH_MAX = 4096
 
@@ -443,11 +445,11 @@ def outside_root(argv: Sequence[str], root: str | None) -> bool:
     """Whether any word of ``argv`` may name a path outside ``root`` (see the module
     docstring). ``root`` must be absolute and symlink-free, or None for lexical checks only.
 
-    Time is linear in the command's length: only parts of words whose first component is
-    an entry of the root are resolved, at most 1,024 of them.
+    Time is bounded: only parts of words whose first component is an entry of the root are
+    resolved, at most 1,024 of them with 16,384 path components in all.
 
     Raises:
-        FactError: more than 1,024 distinct parts of words would have to be resolved.
+        FactError: more than that would have to be resolved.
     """
     if any(_lexically_outside(word) for word in argv):
         return True
@@ -458,6 +460,7 @@ def outside_root(argv: Sequence[str], root: str | None) -> bool:
     except OSError:
         return True  # the root cannot be read: nothing can be said
     checked: set[str] = set()
+    components = 0
     for word in argv:
         for start, end in _candidates(word):
             slash = word.find("/", start, min(end, start + _NAME_MAX + 1))
@@ -470,8 +473,12 @@ def outside_root(argv: Sequence[str], root: str | None) -> bool:
             if candidate in checked:
                 continue
             checked.add(candidate)
-            if len(checked) > _MAX_PATH_CHECKS:
-                raise FactError(f"the command names more than {_MAX_PATH_CHECKS} paths to check")
+            components += candidate.count("/") + 1
+            if len(checked) > _MAX_PATH_CHECKS or components > _MAX_COMPONENTS:
+                raise FactError(
+                    f"the command names more paths than can be checked (at most "
+                    f"{_MAX_PATH_CHECKS} paths of {_MAX_COMPONENTS} components in all)"
+                )
             if _escapes(root, candidate):
                 return True
     return False

@@ -1,0 +1,404 @@
+"""CommandFact: one canonical value and one fact per argv, and every refusal it promises."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clearance.facts.base import Canonical, FactError, FactKind
+from clearance.facts.command import (
+    GIT_GLOBAL_OPTIONS,
+    MAX_COMMAND_LENGTH,
+    CommandFact,
+    outside_root,
+    parse_argv,
+)
+
+
+def fact(command: str, root: Path | None = None) -> dict[str, Any]:
+    return dict(CommandFact(root).canonicalize(command).fact)
+
+
+def refused(command: str, root: Path | None = None) -> str:
+    with pytest.raises(FactError) as info:
+        CommandFact(root).canonicalize(command)
+    return info.value.reason
+
+
+def test_is_a_fact_kind_with_the_documented_shape(tmp_path: Path) -> None:
+    kind = CommandFact(tmp_path)
+    assert isinstance(kind, FactKind)
+    assert kind.name == "command"
+    assert kind.json_types == frozenset({"string"})
+    assert dict(kind.attributes) == {
+        "program": "String",
+        "subcommand": "String",
+        "argv": "String",
+        "args": "Set<String>",
+        "options": "Set<String>",
+        "global_options": "Set<String>",
+        "operands": "Set<String>",
+        "outside_root": "Bool",
+    }
+    canon = kind.canonicalize("git diff --stat")
+    assert isinstance(canon, Canonical)
+    assert set(canon.fact) == set(kind.attributes)
+    assert kind.root == os.path.realpath(tmp_path)
+    with pytest.raises(FactError, match="not an existing directory"):
+        CommandFact(tmp_path / "missing")
+
+
+def test_a_git_diff_fact() -> None:
+    assert fact("git --no-pager diff --stat --cached=x HEAD -- src -x") == {
+        "program": "git",
+        "subcommand": "diff",
+        "argv": "git --no-pager diff --stat --cached=x HEAD -- src -x",
+        "args": sorted(["--no-pager", "diff", "--stat", "--cached=x", "HEAD", "--", "src", "-x"]),
+        "options": ["--cached", "--stat"],
+        "global_options": ["--no-pager"],
+        "operands": ["-x", "HEAD", "src"],
+        "outside_root": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "git diff --output=/x",
+        "git diff --out''put=/x",
+        'git diff --out""put=/x',
+        "git\tdiff\t--output=/x",
+        'git diff "--output=/x"',
+        "git diff '--output=/x'",
+        "git diff --output\\=/x",
+        "g\\it diff --output=/\\x",
+        "  git   diff\t \t--output='/x'  ",
+        "git diff\n--output=/x",
+        '\'git\' "diff" --output="/"x',
+    ],
+)
+def test_spellings_of_one_argv_have_one_value_and_one_fact(spelling: str) -> None:
+    kind = CommandFact()
+    expected = kind.canonicalize("git diff --output=/x")
+    got = kind.canonicalize(spelling)
+    assert got == expected
+    assert got.value == "git diff --output=/x"
+    assert got.fact["options"] == ["--output"]
+    assert got.fact["outside_root"] is True
+
+
+def test_the_canonical_value_splits_back_into_the_argv() -> None:
+    kind = CommandFact()
+    for command in ["echo 'a  b' \"c'd\" e\\ f", "echo '' x", "ls 'ж файл' #x", "echo $HOME `x` ;"]:
+        canon = kind.canonicalize(command)
+        assert shlex.split(canon.value) == shlex.split(command)
+        assert kind.canonicalize(canon.value) == canon  # idempotent
+    assert kind.canonicalize("echo '' x").value == "echo '' x"
+    # no shell: operators are plain words, comments are not comments
+    assert fact("echo a; rm -rf / #c")["args"] == sorted(["a;", "rm", "-rf", "/", "#c"])
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("", "empty"),
+        ("   \t\n ", "empty"),
+        ("git diff 'unclosed", "cannot be split"),
+        ('git diff "unclosed', "cannot be split"),
+        ("git diff trailing\\", "cannot be split"),
+        ("echo 'a\tb'", "control character (U+0009)"),
+        ("echo 'a\nb'", "control character (U+000A)"),
+        ("echo 'a\rb'", "control character (U+000D)"),
+        ("echo a\x00b", "control character (U+0000)"),
+        ("echo a\x1bb", "control character (U+001B)"),
+        ("echo a\x0bb", "control character (U+000B)"),
+        ("echo a\x7fb", "control character (U+007F)"),
+        ("echo a\x85b", "control character (U+0085)"),
+        ("echo a\x9bb", "control character (U+009B)"),
+        ("echo a\u202eb", "invisible formatting character (U+202E)"),
+        ("echo a\u200bb", "invisible formatting character (U+200B)"),
+        ("echo a\u2028b", "invisible formatting character (U+2028)"),
+        ("echo a\ufeffb", "invisible formatting character (U+FEFF)"),
+        ("echo a\ud800b", "lone surrogate"),
+        ("echo a\udcffb", "lone surrogate"),
+    ],
+)
+def test_refused_command_lines(command: str, reason: str) -> None:
+    assert reason in refused(command)
+
+
+def test_refusals_name_the_word() -> None:
+    assert refused("echo ok 'bad\tword'") == "word 2 contains a control character (U+0009)"
+
+
+def test_non_strings_and_long_commands_are_refused() -> None:
+    with pytest.raises(FactError, match="must be a string"):
+        CommandFact().canonicalize(["git", "status"])
+    with pytest.raises(FactError, match="longer than"):
+        CommandFact().canonicalize("echo " + "a" * MAX_COMMAND_LENGTH)
+    with pytest.raises(FactError, match="longer than 10"):
+        CommandFact(max_length=10).canonicalize("echo 0123456789")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c core.fsmonitor=x status",
+        "git -c alias.x=!sh x",
+        "git -ccore.pager=x log",
+        "git --config-env=core.pager=X log",
+        "git --config-env core.pager=X log",
+        "git -C .. status",
+        "git -C/ status",
+        "git --exec-path=/tmp status",
+        "git --exec-path",
+        "git --git-dir=/outer/.git log",
+        "git --git-dir /outer/.git log",
+        "git --work-tree=/ status",
+        "git --namespace=x log",
+        "git --super-prefix=x status",
+        "git --bare log",
+        "git --list-cmds=others",
+        "git --help diff",
+        "git -p log",
+        "git --paginate log",
+        "git --no-pager -c x=y log",
+        "git -Pc x=y log",
+        "git --git-d=/x log",
+        "git --no-pager=x log",
+        "git -- status",
+        "git - status",
+        "/usr/bin/git -c x=y status",
+        "./git -c x=y status",
+    ],
+)
+def test_git_global_options_that_change_what_runs_are_refused(command: str) -> None:
+    assert refused(command).startswith("git: the global option")
+
+
+@pytest.mark.parametrize("option", sorted(GIT_GLOBAL_OPTIONS))
+def test_harmless_git_global_options_are_facts(option: str) -> None:
+    got = fact(f"git {option} status")
+    assert got["global_options"] == [option]
+    assert got["subcommand"] == "status"
+    assert got["options"] == []
+
+
+def test_options_anywhere_after_the_subcommand_and_dashdash() -> None:
+    got = fact("git diff HEAD --output=x -- --stat -")
+    assert got["options"] == ["--output"]  # git reads options after operands
+    assert got["operands"] == ["-", "--stat", "HEAD"]  # after "--": operands
+    assert fact("ls -")["operands"] == ["-"]  # "-" alone is an operand (stdin)
+    # an option's value in the next word is an operand (the fact cannot know arity)
+    assert fact("git diff --output x")["operands"] == ["x"]
+    # abbreviations and clusters are reported as written: allowlist, never deny
+    assert fact("git diff --outp=/x")["options"] == ["--outp"]
+    assert fact("git diff -sO/x")["options"] == ["-sO/x"]
+    # unicode lookalikes are not options (git reads them as operands too)
+    got = fact("git diff \u2014output=x \u2212\u2212stat")
+    assert got["options"] == []
+    assert got["operands"] == ["\u2014output=x", "\u2212\u2212stat"]
+    assert got["argv"] == "git diff '\u2014output=x' '\u2212\u2212stat'"
+
+
+def test_programs_without_subcommands() -> None:
+    got = fact("grep -rn --include=*.py needle src")
+    assert got["subcommand"] == ""
+    assert got["global_options"] == []
+    assert got["options"] == ["--include", "-rn"]
+    assert got["operands"] == ["needle", "src"]
+    assert fact("pytest")["args"] == []
+
+
+@pytest.mark.parametrize(
+    ("command", "subcommand", "global_options", "operands"),
+    [
+        ("git", "", [], []),
+        ("git --version", "", ["--version"], []),
+        ("/usr/bin/git status", "status", [], []),
+        ("git stash show -p", "stash", [], ["show"]),
+        ("pip install -r req.txt", "install", [], ["req.txt"]),
+        ("pip --isolated -q install x", "install", ["--isolated", "-q"], ["x"]),
+        ("pip --cache-dir c install x", "install", ["--cache-dir"], ["x"]),
+        ("pip3 --python=py list", "list", ["--python"], []),
+        ("npm --prefix sub install", "install", ["--prefix"], []),
+        ("cargo +nightly -q build --release", "build", ["+nightly", "-q"], []),
+        ("go -C sub test ./...", "test", ["-C"], ["./..."]),
+        ("uv --directory sub run pytest", "run", ["--directory"], ["pytest"]),
+        ("docker -H unix:///x ps", "ps", ["-H"], []),
+        ("kubectl -n get delete pods", "delete", ["-n"], ["pods"]),
+        ("kubectl --namespace=get delete pods", "delete", ["--namespace"], ["pods"]),
+    ],
+)
+def test_subcommands(
+    command: str, subcommand: str, global_options: list[str], operands: list[str]
+) -> None:
+    got = fact(command)
+    assert got["subcommand"] == subcommand
+    assert got["global_options"] == sorted(global_options)
+    assert got["operands"] == sorted(operands)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["kubectl --foo get pods", "docker -x ps", "npm --unknown install", "kubectl -n", "pip -"],
+)
+def test_unknown_global_options_of_other_programs_are_refused(command: str) -> None:
+    # "kubectl --foo get delete": is "get" the value of --foo or the subcommand?
+    assert refused(command).startswith(command.split()[0] + ":")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat /etc/passwd",
+        "cat ~/.ssh/id_rsa",
+        "cat ~root/x",
+        "cat ../x",
+        "cat a/../../x",
+        "cat a/..",
+        "ls ..",
+        "git diff --output=/x",
+        "git diff --output=../x",
+        "git diff --output=~/x",
+        "git show HEAD:../x",
+        "git show HEAD:/x",
+        "git clone file:///etc x",
+        "grep -f/etc/passwd x",
+        "grep -vf/etc/passwd x",
+        "grep -f../x x",
+        "grep -f.. x",
+        "grep -vf~/x x",
+        "wc --files0-from=/etc/x",
+        "pytest @/etc/args",
+        "pytest -o cache_dir=a,/x",
+        "pytest --junitxml /tmp/x",
+        "/bin/cat x",
+    ],
+)
+def test_lexically_outside_the_root(command: str) -> None:
+    assert fact(command)["outside_root"] is True
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git log HEAD~3..HEAD",
+        "git log main...topic",
+        "git diff HEAD~1",
+        "cat a/b.txt",
+        "ls .",
+        "ls ./a",
+        "grep -rn x src",
+        "git log --format=%h:%s",
+        "echo a...b",
+    ],
+)
+def test_inside_the_root(command: str) -> None:
+    assert fact(command)["outside_root"] is False
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A root with links inside, outside and in a loop, and a file outside."""
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "f.txt").write_text("in\n")
+    (tmp_path / "secret.txt").write_text("secret\n")
+    (root / "in").symlink_to("sub")
+    (root / "out").symlink_to(tmp_path)
+    (root / "sub" / "up").symlink_to("../../secret.txt")
+    (root / "loop").symlink_to("loop")
+    (root / "a:b").symlink_to(tmp_path)
+    (root / "chain").symlink_to("in/up")
+    return root
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat out/secret.txt",
+        "cat out",
+        "cat sub/up",
+        "cat ./sub/up",
+        "cat chain",
+        "cat loop",
+        "cat loop/x",
+        "git diff --output=out/x",
+        "git show HEAD:sub/up",
+        "grep -fout/secret.txt x",
+        "grep -vfout x",
+        "grep -vfchain x",
+        "cat a:b",
+        "pytest @chain",
+    ],
+)
+def test_symlinks_leading_out_of_the_root(tree: Path, command: str) -> None:
+    assert fact(command, tree)["outside_root"] is True
+    # without a root the kind cannot see links (but "/" after a short option is lexical)
+    if not command.startswith("grep -fout/"):
+        assert fact(command)["outside_root"] is False
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat in/f.txt", "cat sub/f.txt", "ls in", "cat missing/x", "git show HEAD:in/f.txt", "ls"],
+)
+def test_symlinks_inside_the_root(tree: Path, command: str) -> None:
+    assert fact(command, tree)["outside_root"] is False
+
+
+def test_paths_are_checked_at_canonicalize_time(tree: Path) -> None:
+    kind = CommandFact(tree)
+    assert kind.canonicalize("cat new/x").fact["outside_root"] is False
+    (tree / "new").symlink_to(tree.parent)
+    assert kind.canonicalize("cat new/x").fact["outside_root"] is True
+
+
+def test_outside_root_without_a_readable_root(tmp_path: Path) -> None:
+    assert outside_root(["cat", "x"], str(tmp_path / "gone")) is True
+
+
+def test_long_inputs_take_linear_time(tree: Path) -> None:
+    kind = CommandFact(tree)
+    for command in [
+        "echo " + "a:" * 30_000,
+        "echo " + "in/" * 20_000,
+        "echo -" + "v" * 60_000,
+        "echo " + "'a'" * 20_000,
+        "echo " + " x" * 30_000,
+        "echo " + "a=" * 30_000 + "in",
+        "echo in/a:" + "b/c:" * 16_000,
+        "echo in/a:" + "b/c:" * 500,
+    ]:
+        start = time.perf_counter()
+        try:
+            kind.canonicalize(command)
+        except FactError as exc:
+            assert "more paths than can be checked" in exc.reason
+        assert time.perf_counter() - start < 2, command[:20]
+
+
+def test_too_many_paths_to_check_is_refused(tree: Path) -> None:
+    words = " ".join(f"sub/{i}" for i in range(1100))
+    with pytest.raises(FactError, match="more paths than can be checked"):
+        CommandFact(tree).canonicalize("cat " + words)
+    # prefixes of one word: each is resolved, component by component
+    with pytest.raises(FactError, match="more paths than can be checked"):
+        CommandFact(tree).canonicalize("cat in/a:" + "b/c:" * 1000)
+    # the same words without a root are only checked lexically
+    assert CommandFact().canonicalize("cat " + words).fact["outside_root"] is False
+
+
+def test_parse_argv_reports_where_the_subcommand_is() -> None:
+    parsed = parse_argv(["git", "--no-pager", "log", "-p"])
+    assert parsed.subcommand_index == 2 and parsed.base_name == "git"
+    assert parse_argv(["git"]).subcommand_index is None
+    assert parse_argv(["ls", "-l"]).subcommand_index is None
+    with pytest.raises(FactError):
+        parse_argv([])
