@@ -25,7 +25,6 @@ import contextlib
 import contextvars
 import dataclasses
 import hmac
-import json
 import logging
 import os
 import re
@@ -51,8 +50,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
+from clearance._text import printable
 from clearance.errors import ConfigError
 from clearance.harness.approvals import ANSWERS, PermissionAsk, PermissionDecision, arguments_hash
+from clearance.harness.ask_display import ask_lines, deciding_fields
 from clearance.harness.pipeline import CallOutcome
 from clearance.harness.session import AgentDefinition, Harness, Session
 from clearance.harness.tools import Tool, ToolRegistry
@@ -831,11 +832,23 @@ _ASK_SCHEMA: dict[str, Any] = {
 }
 
 
+_ASK_WIDTH = 2000
+"""The longest line an argument that does not decide what the call does gets in an ask."""
+
+
 def _ask_message(ask: PermissionAsk) -> str:
-    args = json.dumps(ask.arguments, ensure_ascii=False, sort_keys=True)
-    if len(args) > 2000:
-        args = args[:1999] + "…"
-    return f"Allow {ask.model_alias}({args})?\nWhy approval is needed: {ask.reason}"
+    """The elicitation's text: the tool, why it asks, then the arguments as
+    :func:`~clearance.harness.ask_display.ask_lines` lays them out for every approval
+    surface: the fields that decide what the call does first and whole (however long the
+    rest), then the others, long values elided in the middle with both ends kept."""
+    lines = ask_lines(ask.arguments, deciding_fields(ask), width=_ASK_WIDTH)
+    return "\n".join(
+        [
+            f"Allow {printable(ask.model_alias)}?",
+            f"Why approval is needed: {printable(ask.reason)}",
+            *(lines or ["(no arguments)"]),
+        ]
+    )
 
 
 def _decision(response: Any) -> PermissionDecision:
