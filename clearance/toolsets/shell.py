@@ -1,9 +1,40 @@
 """A shell tool: run one command (no shell) in the workspace, with bounded output and time.
 
 This is not a sandbox. The command runs as the harness's user with ``cwd`` set to the
-workspace; it can read or write anything that user can. Confine it with policies (the
-starter Cedar policies forbid programs outside an allowlist), ``allowed_programs``, and
-an operating-system sandbox where the stakes call for one.
+workspace; it can read or write anything that user can. Confine it with policies written
+on the command's canonical fact (``context.facts.command``, see
+:mod:`clearance.facts.command`), ``allowed_programs``, and an operating-system sandbox
+where the stakes call for one.
+
+What the tool does on its own, so that what a policy allowed is what runs (R11):
+
+- The ``command`` argument is a declared ``command`` fact: the pipeline replaces it with
+  its canonical form (``shlex.join`` of its argv) and the handler runs exactly the argv
+  that splits into. The handler refuses control and invisible characters inside a word
+  and git's global options itself too, for calls that reach it without a fact stage.
+- **git** gets options before the agent's that keep repository config from naming a
+  program to run (fsmonitor, hooks, pager, ssh, credential helpers, GPG, editors, aliases,
+  autocorrect, external diff drivers and textconv for ``diff``/``log``/``show``), and
+  refuses abbreviated long options (``GIT_TEST_DISALLOW_ABBREVIATED_OPTIONS``), so that
+  the option names a policy saw are the ones git acts on. ``--ext-diff``, ``--textconv``,
+  ``--help`` and ``git help`` (they run programs the repository config names) are refused.
+- **Tools stay in their workspace.** git's repository discovery stops at the workspace
+  (``GIT_CEILING_DIRECTORIES`` is its parent): a workspace inside a larger repository (a
+  package of a monorepo) is not a repository of its own unless it has its own ``.git``
+  directory, and ``git status``, ``git log -p`` or ``git show HEAD:../secrets`` never read
+  the outer one. When the workspace has a ``.git`` directory, ``GIT_WORK_TREE`` pins the
+  work tree to it (a ``core.worktree`` in the repository config cannot move it). A ``.git``
+  that is a file or a symlink (a linked worktree, a submodule, or a link planted to another
+  repository) is refused. ``safe.directory`` is not set: git's own refusal of a repository
+  owned by another user stands.
+- **pytest** runs with ``--rootdir`` and ``--confcutdir`` set to the workspace and ``-c``
+  naming the workspace's own configuration file (chosen as pytest chooses, an empty one
+  when it has none): a ``conftest.py`` or ``pytest.ini`` in a parent directory is never
+  loaded. The agent's own ``-c``/``--config-file``/``--rootdir``/``--confcutdir`` are
+  refused.
+- ``cat``, ``echo``, ``grep``, ``head``, ``ls``, ``pwd``, ``tail`` and ``wc`` look for no
+  configuration above their working directory: they read what their words name, which the
+  fact's ``outside_root`` reports.
 
 Example::
 
@@ -15,17 +46,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from clearance.errors import ConfigError
+from clearance.facts.base import FactError
+from clearance.facts.command import CommandFact, check_words, parse_argv
 from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegistry
 
 __all__ = ["register_shell", "shell_tools"]
@@ -41,14 +77,75 @@ _GIT_SAFE = (
     f"core.hooksPath={os.devnull}",
     "-c",
     "core.pager=cat",
+    # A tripwire: a command that would still run an external diff runs "" and fails.
+    # diff/log/show get --no-ext-diff, so that they work (see _GIT_DIFF_OPTIONS).
     "-c",
     "diff.external=",
     "-c",
     "core.sshCommand=false",
     "-c",
     "protocol.ext.allow=never",
+    "-c",
+    "credential.helper=",
+    "-c",
+    "core.askPass=false",
+    "-c",
+    "core.editor=false",
+    "-c",
+    "sequence.editor=false",
+    "-c",
+    "gpg.program=false",
+    "-c",
+    "gpg.ssh.program=false",
+    "-c",
+    "gpg.x509.program=false",
+    "-c",
+    "log.showSignature=false",
+    "-c",
+    "help.autocorrect=0",
 )
 """Options put before every git command: no repository config may run a program."""
+
+_GIT_DIFF_OPTIONS: Mapping[str, tuple[str, ...]] = {
+    "diff": ("--no-ext-diff", "--no-textconv"),
+    "log": ("--no-ext-diff", "--no-textconv"),
+    "show": ("--no-ext-diff", "--no-textconv"),
+    "whatchanged": ("--no-ext-diff", "--no-textconv"),
+    "blame": ("--no-textconv",),
+}
+"""Put right after these subcommands: no external diff driver or textconv program (a
+``.gitattributes`` line and a repository config entry could name one)."""
+
+_GIT_REFUSED_OPTIONS = frozenset({"--ext-diff", "--textconv", "--help"})
+"""git options that would run a program named by the repository config."""
+
+_GIT_REPOSITORY_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+)
+"""Environment variables that would point git at another repository; never passed."""
+
+_PYTEST_CONFIGS: tuple[tuple[str, re.Pattern[str] | None], ...] = (
+    ("pytest.toml", None),
+    (".pytest.toml", None),
+    ("pytest.ini", None),
+    (".pytest.ini", None),
+    ("pyproject.toml", re.compile(r"^\s*\[\s*tool\.pytest(\.ini_options)?\s*\]", re.M)),
+    ("tox.ini", re.compile(r"^\s*\[pytest\]", re.M)),
+    ("setup.cfg", re.compile(r"^\s*\[tool:pytest\]", re.M)),
+)
+"""pytest's configuration files in its order of precedence, with the section that makes
+one count (None: the file counts whatever it holds)."""
+_PYTEST_FLAGS = frozenset("xsqvlhV")
+"""pytest short options that take no value (a cluster like ``-qc FILE`` is ``-q -c FILE``)."""
+_PYTEST_REFUSED = frozenset({"--rootdir", "--confcutdir", "--config-file", "-c"})
+_MAX_CONFIG_BYTES = 1 << 20
 
 
 def shell_tools(
@@ -60,7 +157,8 @@ def shell_tools(
     env: Mapping[str, str] | None = None,
 ) -> list[Tool]:
     """One mutating tool, ``run(command)``: split ``command`` with :func:`shlex.split` and
-    run it without a shell, with ``cwd=root``.
+    run it without a shell, with ``cwd=root``. ``command`` is a declared ``command`` fact
+    (:class:`~clearance.facts.command.CommandFact` under ``root``).
 
     The result is JSON: ``exit_code``, ``stdout``, ``stderr`` (each cut to ``max_output``
     bytes), ``timed_out`` and ``truncated``; it is an error result (``is_error``) when the
@@ -73,9 +171,12 @@ def shell_tools(
             ``git`` allows ``git`` but not ``/usr/bin/git``) must be one of these.
         timeout: seconds a command may run; then its whole process group is killed.
         max_output: bytes of stdout and of stderr kept each; the rest is drained and dropped.
-        env: the environment of the command. Default: only ``PATH``, ``LANG=C.UTF-8`` and
-            ``HOME=root``, so the harness's own secrets (API keys in its environment)
-            are not handed to the agent's commands.
+        env: the environment of the command. Default: only ``PATH``, ``LANG=C.UTF-8``,
+            ``HOME`` (an empty private directory), git settings that ignore the global and
+            system git config, and ``GIT_CEILING_DIRECTORIES`` (the root's parent), so the
+            harness's own secrets (API keys in its environment) are not handed to the
+            agent's commands. git always runs confined to the root (see the module
+            docstring), whatever ``env`` says.
 
     Raises:
         ConfigError: ``root`` is not an existing directory.
@@ -100,6 +201,8 @@ def shell_tools(
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
             "GIT_TERMINAL_PROMPT": "0",
+            # Also for git run by other programs (a test suite): no repository above.
+            "GIT_CEILING_DIRECTORIES": str(cwd.parent),
         }
     )
 
@@ -118,10 +221,13 @@ def shell_tools(
                 f"run: program {program!r} is not allowed; allowed programs: {listed}",
                 "not_allowed",
             )
-        if os.path.basename(program) == "git":
-            # The repository's own .git/config could still name programs to run.
-            argv = [program, *_GIT_SAFE, *argv[1:]]
-        return _run(argv, cwd, environment, timeout, max_output, ctx)
+        try:
+            # Defense in depth: the command fact refuses these before any policy runs.
+            check_words(argv)
+            argv, command_env = _confine(argv, cwd, environment)
+        except FactError as exc:
+            return _error(f"run: {exc.reason}", "refused")
+        return _run(argv, cwd, command_env, timeout, max_output, ctx)
 
     return [
         Tool(
@@ -141,8 +247,150 @@ def shell_tools(
             # The harness timeout is a backstop; our own kills the process group first.
             timeout=timeout + 10,
             annotations={"readOnlyHint": False, "destructiveHint": True, "openWorldHint": True},
+            root=cwd,
+            facts={"/command": CommandFact(cwd)},
         )
     ]
+
+
+def _confine(
+    argv: list[str], root: Path, env: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that keep a bundled program in the workspace.
+
+    Raises:
+        FactError: the command uses something that would leave it (see the module
+            docstring).
+    """
+    name = os.path.basename(argv[0])
+    if name == "git":
+        return _git(argv, root, env)
+    if name == "pytest":
+        return _pytest(argv, root), dict(env)
+    return argv, dict(env)
+
+
+def _git(
+    argv: Sequence[str], root: Path, env: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    parsed = parse_argv(argv)  # refuses -c, -C, --git-dir, --exec-path... (FactError)
+    refused = sorted(set(parsed.options) & _GIT_REFUSED_OPTIONS)
+    if refused:
+        raise FactError(
+            f"git: {refused[0]} is not allowed (it runs a program the repository config names)"
+        )
+    sub = parsed.subcommand
+    if sub == "help":
+        raise FactError("git: 'help' is not allowed (it runs the man page viewer the config names)")
+    git_env = {k: v for k, v in env.items() if k not in _GIT_REPOSITORY_ENV}
+    git_env["GIT_CEILING_DIRECTORIES"] = str(root.parent)
+    # The option names a policy allowed are the ones git acts on: no "--outp" for "--output".
+    git_env["GIT_TEST_DISALLOW_ABBREVIATED_OPTIONS"] = "1"
+    if _git_directory(root) and sub not in ("init", "clone"):
+        # A core.worktree in the repository config could move the work tree anywhere.
+        git_env["GIT_WORK_TREE"] = str(root)
+    head = [argv[0], *_GIT_SAFE]
+    if parsed.subcommand_index is None:
+        return [*head, *argv[1:]], git_env
+    at = parsed.subcommand_index + 1
+    if sub and "=" not in sub:
+        # An alias of that name in the repository config (alias.x = !program) is emptied:
+        # builtins never look aliases up, anything else fails with "empty alias".
+        head += ["-c", f"alias.{sub}="]
+    return [*head, *argv[1:at], *_GIT_DIFF_OPTIONS.get(sub, ()), *argv[at:]], git_env
+
+
+def _git_directory(root: Path) -> bool:
+    """Whether the workspace has its own ``.git`` directory (False when there is none).
+
+    Raises:
+        FactError: ``.git`` is a file or a symlink: it can point at any repository.
+    """
+    try:
+        mode = os.lstat(root / ".git").st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise FactError(f"git: the workspace's .git cannot be read ({exc.strerror})") from None
+    if not stat.S_ISDIR(mode):
+        raise FactError(
+            "git: the workspace's .git is not a directory (a gitfile or a symlink can point "
+            "at a repository outside the workspace)"
+        )
+    return True
+
+
+def _pytest(argv: Sequence[str], root: Path) -> list[str]:
+    for word in argv[1:]:
+        if word == "--":
+            break
+        if word.partition("=")[0] in _PYTEST_REFUSED or _short_c(word):
+            raise FactError(
+                f"pytest: {word.partition('=')[0]!r} is not allowed (the shell tool chooses "
+                "the root directory and configuration file, inside the workspace)"
+            )
+    config = _pytest_config(root)
+    return [
+        argv[0],
+        f"--rootdir={root}",
+        f"--confcutdir={root}",
+        "-c",
+        os.fspath(config) if config is not None else os.devnull,
+        *argv[1:],
+    ]
+
+
+def _short_c(word: str) -> bool:
+    """Whether a short option cluster (``-c``, ``-qc``, ``-vvcFILE``) holds pytest's ``-c``."""
+    if not word.startswith("-") or word.startswith("--"):
+        return False
+    for letter in word[1:]:
+        if letter == "c":
+            return True
+        if letter not in _PYTEST_FLAGS:
+            return False
+    return False
+
+
+def _pytest_config(root: Path) -> Path | None:
+    """The workspace's pytest configuration file, chosen as pytest chooses it but never
+    above the workspace (None: none, run with an empty configuration).
+
+    Raises:
+        FactError: a candidate file is a symlink (it could name a file outside).
+    """
+    fallback = None
+    for name, section in _PYTEST_CONFIGS:
+        path = root / name
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue
+        if stat.S_ISLNK(mode):
+            raise FactError(f"pytest: {name} in the workspace is a symlink; it is not read")
+        if not stat.S_ISREG(mode):
+            continue
+        if section is None:
+            return path
+        if name == "pyproject.toml" and fallback is None:
+            fallback = path  # pytest's rootdir anchor when nothing else counts
+        try:
+            with path.open("rb") as file:
+                text = file.read(_MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        if section.search(text) or (name == "pyproject.toml" and _toml_has_pytest(text)):
+            return path
+    return fallback
+
+
+def _toml_has_pytest(text: str) -> bool:
+    """``tool.pytest`` written as a dotted key or inline table (the regex sees tables)."""
+    try:
+        tool = tomllib.loads(text).get("tool")
+    except tomllib.TOMLDecodeError:
+        return False
+    return isinstance(tool, dict) and "pytest" in tool
 
 
 def register_shell(
