@@ -390,7 +390,12 @@ def suggest_command(
     except ClearanceError as exc:
         fail(str(exc))
     suggestions = suggest(calls, registry, format=fmt, enum_limit=enum_limit)
-    text = suggestions.to_cedar() if fmt == "cedar" else suggestions.to_local_toml()
+    try:
+        # Both renderings parse their text back and refuse one that says anything else.
+        text = suggestions.to_cedar() if fmt == "cedar" else suggestions.to_local_toml()
+    except ClearanceError as exc:
+        fail(str(exc), EXIT_FAILED)
+    left_alone = {line for line, _, _ in suggestions.skipped}
     corpus = [
         json.dumps(
             {
@@ -403,6 +408,7 @@ def suggest_command(
             ensure_ascii=False,
         )
         for c in calls
+        if c.line not in left_alone
     ]
     cedar_log = logging.getLogger("clearance.policy.cedar")
     level = cedar_log.level
@@ -442,6 +448,8 @@ def suggest_command(
         )
         # The generated text escapes what it quotes; printing it through printable as well
         # keeps the terminal safe should a rendering ever miss a character.
+        for line, name, why in suggestions.skipped:
+            click.echo(printable(f"{mark} left out line {line} ({name}): {why}"))
         click.echo(printable(text.rstrip("\n"), newlines=True))
         click.echo("")
         click.echo(

@@ -17,6 +17,16 @@ Each distinct combination of patterns becomes one rule; every rule lists the cal
 derived from. :meth:`SuggestionSet.to_cedar` and :meth:`SuggestionSet.to_local` render them
 for review; :meth:`SuggestionSet.evaluator` builds an evaluator from them so that the
 source calls can be replayed to show that the suggestions allow what was allowed.
+
+The calls come from a journal or a corpus: call ids, argument names and values, tool names
+and principals are chosen by a model or whoever wrote the file. Nothing of them reaches the
+generated text unescaped (comments cannot end early, string literals cannot close, no
+control or bidi character is written raw), and the text is parsed back before it is
+returned: :meth:`SuggestionSet.to_cedar` through the Cedar engine, each policy compared
+with the principal, action and resource it was made for; :meth:`SuggestionSet.to_local_toml`
+through TOML and the local rule parser. A call whose principal type is not a Cedar name,
+or whose tool is not a tool name (a glob, an unregistered tool), is left out and listed in
+:attr:`SuggestionSet.skipped`.
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from clearance._text import is_printable, printable
+from clearance.errors import PolicyError
 from clearance.policy.base import AuthzRequest, Verdict
 from clearance.policy.replay import CorpusCall, CorpusError, parse_corpus_line
 
@@ -53,6 +65,14 @@ _URL = re.compile(
 _FREE_TEXT = 200
 """Strings longer than this (or with a line break) are free text: never constrained."""
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CEDAR_RESERVED = frozenset(
+    {"true", "false", "if", "then", "else", "in", "is", "like", "has", "__cedar"}
+)
+"""Words Cedar does not take as an attribute name after a dot."""
+_ENTITY_TYPE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*$")
+"""A Cedar entity type name (``User``, ``MyApp::User``)."""
+_TOOL_NAME = re.compile(r"^[a-z0-9_-]{1,64}(?:\.[a-z0-9_-]{1,64})+$")
+"""A qualified tool name: no glob character, nothing a policy language reads specially."""
 _MISSING: Any = object()
 
 
@@ -165,6 +185,9 @@ class SuggestionSet:
     source_calls: int
     """Allowed calls the suggestions were derived from."""
     tools: Mapping[str, Tool] = field(default_factory=dict, repr=False)
+    skipped: tuple[tuple[int, str, str], ...] = ()
+    """Calls left out, as ``(line, name, why)``: a principal type that is not a Cedar
+    name, a tool name that is not one (a glob), or a tool the registry does not have."""
 
     def allows(self, principal: str, tool: str, arguments: Mapping[str, Any]) -> bool:
         """Whether any suggestion covers the call."""
@@ -174,24 +197,33 @@ class SuggestionSet:
         return {
             "source_calls": self.source_calls,
             "suggestions": [s.to_json() for s in self.suggestions],
+            "skipped": [{"line": n, "call": name, "why": why} for n, name, why in self.skipped],
         }
 
     # -- Cedar -------------------------------------------------------------------------------
 
     def to_cedar(self) -> str:
         """Cedar policies, one ``permit`` per suggestion, each with an ``@id`` and a
-        comment listing the calls it covers."""
+        comment listing the calls it covers.
+
+        Raises:
+            PolicyError: the text does not parse back to one policy per suggestion, each
+                scoped to the principal and action it was made for (a bug: what the
+                calls carried is always escaped).
+        """
         out: list[str] = []
+        conditioned: list[bool] = []
         for index, s in enumerate(self.suggestions, 1):
             principal = _cedar_entity(s.principal)
             conditions = [
                 c for name, p in s.constraints if (c := self._cedar_condition(s.tool, name, p))
             ]
+            conditioned.append(bool(conditions))
             covers = ", ".join(s.calls[:5]) + (
                 f" and {len(s.calls) - 5} more" if len(s.calls) > 5 else ""
             )
-            out.append(f"// {len(s.calls)} call(s): {covers}")
-            out.extend(f"// note: {note}" for note in s.notes)
+            out.append(_comment("//", f"{len(s.calls)} call(s): {covers}"))
+            out.extend(_comment("//", f"note: {note}") for note in s.notes)
             out.append(f'@id("suggested-{index}")')
             head = f"permit (principal == {principal}, action == Action::{_cedar_string(s.tool)}, resource)"
             if conditions:
@@ -200,7 +232,9 @@ class SuggestionSet:
             else:
                 out.append(head + ";")
             out.append("")
-        return "\n".join(out)
+        text = "\n".join(out)
+        _check_cedar(text, self.suggestions, conditioned)
+        return text
 
     def _cedar_condition(self, tool: str, name: str, pattern: Pattern) -> str | None:
         kind, required = _cedar_kind(self.tools.get(tool), name)
@@ -208,7 +242,7 @@ class SuggestionSet:
             return None  # suggest(format="cedar") leaves such arguments free
         ref = (
             f"context.input.{name}"
-            if _IDENT.match(name)
+            if _plain_name(name)
             else f"context.input[{_cedar_string(name)}]"
         )
         guard = "" if required else f"context.input has {_has_name(name)} && "
@@ -258,14 +292,25 @@ class SuggestionSet:
 
     def to_local_toml(self) -> str:
         """:meth:`to_local` as TOML: one ``allow`` list per principal, under a comment
-        naming the principal (save each as its own rules file)."""
+        naming the principal (save each as its own rules file).
+
+        Raises:
+            PolicyError: a principal's block does not parse back to exactly its rules, or a
+                rule does not parse to the exact tool it was made for (a bug: what the
+                calls carried is always escaped).
+        """
         out: list[str] = []
         for principal, rules in self.to_local().items():
-            out.append(f"# {principal}")
-            out.append("allow = [")
-            out.extend(f"  {json.dumps(r, ensure_ascii=False)}," for r in rules)
-            out.append("]")
-            out.append("")
+            block = "\n".join(
+                [
+                    _comment("#", principal),
+                    "allow = [",
+                    *(f"  {_toml_string(r)}," for r in rules),
+                    "]",
+                ]
+            )
+            _check_local(block, rules, {s.tool for s in self.suggestions})
+            out.extend([block, ""])
         return "\n".join(out)
 
     def evaluator(self, format: Literal["cedar", "local"]) -> Any:
@@ -309,26 +354,49 @@ class PrincipalRules:
 # --- rendering helpers ------------------------------------------------------------------------
 
 
+_CEDAR_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
+
+
 def _cedar_string(text: str) -> str:
+    """A Cedar string literal holding ``text``: quotes and backslashes escaped, and every
+    character :func:`printable` would escape (controls, bidi, invisible) as ``\\u{...}``,
+    so the policy reads the same to Cedar and to a reviewer."""
     out = []
     for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\0":
-            out.append("\\0")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{{{ord(ch):x}}}")
-        else:
+        escape = _CEDAR_ESCAPES.get(ch)
+        if escape is not None:
+            out.append(escape)
+        elif is_printable(ch):
             out.append(ch)
+        else:
+            out.append(f"\\u{{{ord(ch):x}}}")
     return '"' + "".join(out) + '"'
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string holding ``text``, escaped like :func:`_cedar_string`."""
+    out = []
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif is_printable(ch):
+            out.append(ch)
+        elif ord(ch) <= 0xFFFF:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return '"' + "".join(out) + '"'
+
+
+def _comment(mark: str, text: str) -> str:
+    """A one-line comment saying ``text``: every line end and control character escaped
+    (so the comment cannot end early and start a policy), ``*/`` broken up as well."""
+    return f"{mark} " + printable(text).replace("*/", "*\\/")
+
+
+def _plain_name(name: str) -> bool:
+    """Whether ``context.input.<name>`` can be written with a dot."""
+    return _IDENT.match(name) is not None and name not in _CEDAR_RESERVED
 
 
 def _cedar_like(text: str) -> str:
@@ -337,12 +405,97 @@ def _cedar_like(text: str) -> str:
 
 
 def _has_name(name: str) -> str:
-    return name if _IDENT.match(name) else _cedar_string(name)
+    return name if _plain_name(name) else _cedar_string(name)
+
+
+def _split_entity(text: str) -> tuple[str, str]:
+    """``'User::"alice"'`` as ``("User", "alice")``.
+
+    Unambiguous because the type is a Cedar name (no quote): the first ``::"`` ends it.
+
+    Raises:
+        ValueError: the type is not a Cedar name, or the text is not ``Type::"id"``.
+    """
+    kind, sep, rest = text.partition('::"')
+    if not sep or not rest.endswith('"') or not _ENTITY_TYPE.match(kind):
+        raise ValueError(f"the principal type of {printable(text)} is not a Cedar name")
+    return kind, rest[:-1]
 
 
 def _cedar_entity(text: str) -> str:
-    kind, _, ident = text.partition("::")
-    return f"{kind}::{_cedar_string(ident.strip(chr(34)))}"
+    kind, ident = _split_entity(text)
+    return f"{kind}::{_cedar_string(ident)}"
+
+
+def _check_cedar(text: str, suggestions: Sequence[Suggestion], conditioned: Sequence[bool]) -> None:
+    """Parse ``text`` with the Cedar engine and compare each policy with the suggestion it
+    was rendered from: permit, its ``@id``, ``principal ==`` the suggestion's principal,
+    ``action ==`` its tool, any resource, a ``when`` clause exactly when it has conditions.
+
+    Raises:
+        PolicyError: anything differs (or the text does not parse).
+    """
+    from clearance.policy.cedar import CedarEngine
+
+    policies = CedarEngine(text).policies if text else ()
+    if len(policies) != len(suggestions):
+        raise PolicyError(
+            f"the suggested policies parse to {len(policies)} policies, not "
+            f"{len(suggestions)}: refusing to show them"
+        )
+    for index, (info, s, when) in enumerate(
+        zip(policies, suggestions, conditioned, strict=True), 1
+    ):
+        kind, ident = _split_entity(s.principal)
+        expected_id = f"suggested-{index}"
+        scoped = (
+            info.effect == "permit"
+            and info.kind == "static"
+            and dict(info.annotations) == {"id": expected_id}
+            and info.principal.op == "=="
+            and [(e.type, e.id) for e in info.principal.entities] == [(kind, ident)]
+            and info.action.op == "=="
+            and [(e.type, e.id) for e in info.action.entities] == [("Action", s.tool)]
+            and info.resource.op == "any"
+            and info.conditions == (1 if when else 0)
+        )
+        if not scoped:
+            raise PolicyError(
+                f"suggested policy {expected_id} does not parse to what it was made for "
+                f"(permit for {printable(s.principal)} calling {printable(s.tool)}): "
+                "refusing to show it",
+                policy_id=expected_id,
+            )
+
+
+def _check_local(block: str, rules: Sequence[str], tools: set[str]) -> None:
+    """Parse one principal's TOML block and each of its rules back and compare them with
+    the rules meant: the same list, each naming exactly one suggested tool (no glob).
+
+    Raises:
+        PolicyError: anything differs (or does not parse).
+    """
+    import tomllib
+
+    from clearance.errors import RuleError
+    from clearance.policy.local import parse_rule
+
+    try:
+        parsed = tomllib.loads(block)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"the suggested rules do not parse as TOML: {exc}") from None
+    if parsed != {"allow": list(rules)}:
+        raise PolicyError("the suggested rules do not parse back to themselves: refusing")
+    for rule in rules:
+        try:
+            tool = parse_rule("allow", rule).tool_glob
+        except RuleError as exc:
+            raise PolicyError(f"a suggested rule does not parse: {exc}") from None
+        if tool not in tools:
+            raise PolicyError(
+                f"the suggested rule {printable(rule)} does not name the tool it was made "
+                "for: refusing"
+            )
 
 
 def _cedar_value(value: Any, kind: str) -> str:
@@ -435,6 +588,8 @@ def _local_quote(glob: str) -> str:
 
 def _expressible(format: str, tool: Tool | None, name: str, pattern: Pattern) -> str | None:
     """Why ``pattern`` cannot be written in ``format`` (``None``: it can)."""
+    if not all(_writable(v) for v in _strings(pattern.value)):
+        return "a lone surrogate cannot be written in a policy"
     if format == "local":
         if pattern.kind == "range":
             return "local rules cannot express a range"
@@ -472,9 +627,22 @@ def _expressible(format: str, tool: Tool | None, name: str, pattern: Pattern) ->
     return None if _fits(value, kind) else f"the value does not fit {kind}"
 
 
+def _writable(text: str) -> bool:
+    """Whether a policy can hold ``text`` (a lone surrogate is no Unicode scalar value)."""
+    return not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
 def _fits(value: Any, kind: str) -> bool:
     if kind == "string":
-        return isinstance(value, str)
+        return isinstance(value, str) and _writable(value)
     if kind == "bool":
         return isinstance(value, bool)
     if kind == "long":
@@ -584,17 +752,25 @@ def suggest(
         One suggestion per principal, tool and combination of patterns, in the order the
         principals and tools first appear.
     """
+    tool_map: dict[str, Tool] = {}
+    aliases: dict[str, str] = {}
+    if tools is not None:
+        items = tools.values() if isinstance(tools, Mapping) else tools
+        tool_map = {t.qualified_name: t for t in items}
+        aliases = {getattr(t, "model_alias", name): name for name, t in tool_map.items()}
     by_key: dict[tuple[str, str], list[CorpusCall]] = {}
+    skipped: list[tuple[int, str, str]] = []
     total = 0
     for call in calls:
         if call.arguments is None:
             continue
+        why = _unsuggestable(call, tool_map, aliases)
+        if why is not None:
+            skipped.append((call.line, call.name, why))
+            continue
         total += 1
-        by_key.setdefault((str(call.principal), call.tool), []).append(call)
-    tool_map: dict[str, Tool] = {}
-    if tools is not None:
-        items = tools.values() if isinstance(tools, Mapping) else tools
-        tool_map = {t.qualified_name: t for t in items}
+        tool = aliases.get(call.tool, call.tool)
+        by_key.setdefault((str(call.principal), tool), []).append(call)
     out: list[Suggestion] = []
     for (principal, tool), group in by_key.items():
         names = list(dict.fromkeys(n for c in group for n in (c.arguments or {})))
@@ -656,7 +832,21 @@ def suggest(
                     tuple(dict.fromkeys(notes)),
                 )
             )
-    return SuggestionSet(tuple(out), total, tool_map)
+    return SuggestionSet(tuple(out), total, tool_map, tuple(skipped))
+
+
+def _unsuggestable(
+    call: CorpusCall, tool_map: Mapping[str, Any], aliases: Mapping[str, str]
+) -> str | None:
+    """Why no rule can be suggested for ``call`` (``None``: one can)."""
+    if not _ENTITY_TYPE.match(call.principal.type):
+        return "the principal type is not a Cedar name"
+    tool = aliases.get(call.tool, call.tool)
+    if not _TOOL_NAME.match(tool):
+        return "the tool is not a tool name"
+    if tool_map and tool not in tool_map:
+        return "the tool is not registered"
+    return None
 
 
 # --- which calls were allowed -----------------------------------------------------------------

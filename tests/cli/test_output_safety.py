@@ -279,3 +279,45 @@ def test_policy_commands_escape_hostile_text(workspace: Path, tmp_path: Path) ->
         code, out, err = run(workspace, *args)
         assert code in (0, 1, 2), (args, err)
         assert_clean(code, out, err)
+
+
+def test_suggest_cannot_be_made_to_print_an_unscoped_policy(tmp_path: Path) -> None:
+    from clearance.policy.cedar import CedarEngine
+
+    lines = [
+        {
+            "principal": 'User::"alice"',
+            "tool": "files.read_file",
+            "arguments": {"path": "README.md"},
+            "expected": "allow",
+            "id": "c1\npermit (principal, action, resource);\n//",
+        },
+        {
+            "principal": {"type": "User", "id": 'x", action, resource);\npermit (principal'},
+            "tool": "files.read_file",
+            "arguments": {"path": "docs/a.md"},
+            "expected": "allow",
+            "id": "c2",
+        },
+        {
+            "principal": 'User::"alice"',
+            "tool": "files.*",
+            "arguments": {"path": "x"},
+            "expected": "allow",
+            "id": "c3",
+        },
+    ]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    code, out, err = run(tmp_path, "suggest", str(corpus))
+    assert code == 0, err
+    assert_clean(code, out, err)
+    assert "permit (principal, action, resource);" not in out.splitlines()
+    assert "left out line 3 (c3): the tool is not a tool name" in out
+    code, out, err = run(tmp_path, "suggest", str(corpus), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    policies = CedarEngine(doc["policies"]).policies
+    assert len(policies) == 2
+    assert all(p.principal.op == "==" and p.action.op == "==" for p in policies)
+    assert doc["replay"]["calls"] == doc["replay"]["allowed"] == 2

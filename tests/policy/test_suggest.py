@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clearance import Harness, MemoryJournal, Principal, Tool, ToolRegistry
+from clearance._text import printable
 from clearance.policy.replay import CorpusCall, parse_corpus_line
 from clearance.policy.suggest import (
     Pattern,
@@ -286,3 +287,144 @@ def test_a_dotted_directory_never_becomes_a_prefix(fmt: Format) -> None:
 
     assert anyio.run(outcome, "src/v1..2/a.txt") == "allow"
     assert anyio.run(outcome, "src/v1..2/../../../etc/passwd") == "deny"
+
+
+# --- nothing untrusted reaches the generated text unescaped (issue 19) ----------------------
+
+INJECTION = 'x"; permit (principal, action, resource);\n// */ \u202e\x1b[2J\r\u2028'
+"""Breaks out of a comment (line ends of every kind), of a string literal and of a
+review (bidi override, terminal escape)."""
+
+
+def _hostile_calls() -> list[CorpusCall]:
+    lines = [
+        {"principal": ALICE, "tool": "files.read_file", "arguments": {"path": "README.md"}},
+        {"principal": ALICE, "tool": "web.fetch", "arguments": {"url": INJECTION}},
+        {"principal": ALICE, "tool": "files.read_file", "arguments": {"path": "a/" + INJECTION}},
+        {"principal": ALICE, "tool": "files.read_file", "arguments": {"path": "a/b\\c"}},
+        {"principal": BOB, "tool": "bank.pay", "arguments": {"recipient": INJECTION, "amount": 1}},
+        {
+            "principal": {"type": "User", "id": INJECTION},
+            "tool": "web.fetch",
+            "arguments": {"url": "https://api.example.com/x"},
+        },
+        {
+            "principal": {"type": 'User::"y", action, resource);\npermit (principal', "id": "z"},
+            "tool": "web.fetch",
+            "arguments": {"url": "https://api.example.com/y"},
+        },
+        {"principal": ALICE, "tool": "*", "arguments": {"url": "x"}},
+        {"principal": ALICE, "tool": 'web.fetch", resource); permit (principal', "arguments": {}},
+    ]
+    calls = []
+    for n, raw in enumerate(lines, 1):
+        text = json.dumps({**raw, "expected": "allow", "id": f"c{n}\n{INJECTION}\n"})
+        call = parse_corpus_line(text, n)
+        assert call is not None
+        calls.append(call)
+    return calls
+
+
+def _unscoped(text: str) -> bool:
+    from clearance.policy.cedar import CedarEngine
+
+    return any(p.principal.op == "any" or p.action.op == "any" for p in CedarEngine(text).policies)
+
+
+def test_hostile_call_ids_values_and_principals_stay_inside_their_policies() -> None:
+    from clearance.policy.cedar import CedarEngine
+
+    found = suggest(_hostile_calls(), registry(), format="cedar")
+    text = found.to_cedar()
+    engine = CedarEngine(text)
+    assert len(engine.policies) == len(found.suggestions)
+    assert not _unscoped(text)
+    for info, s in zip(engine.policies, found.suggestions, strict=True):
+        assert info.effect == "permit"
+        assert info.action.op == "==" and info.action.entities[0].id == s.tool
+        assert info.principal.op == "==" and str(info.principal.entities[0]) == json_entity(s)
+    # Nothing raw that could act on a terminal or reorder what a reviewer reads.
+    assert not any(ch in text for ch in "\x1b\r\u202e\u2028")
+    # The suggestions still allow exactly the calls they came from, through Cedar.
+    harness = Harness(registry(), evaluator=found.evaluator("cedar"), journal=MemoryJournal())
+    covered = {name for s in found.suggestions for name in s.calls}
+
+    async def outcome(call: CorpusCall) -> str:
+        decided = await harness.decide(
+            principal=call.principal, tool=call.tool, arguments=call.arguments or {}
+        )
+        return decided.outcome
+
+    for call in _hostile_calls():
+        if call.name in covered:
+            assert anyio.run(outcome, call) == "allow", call
+    # An unrelated principal and tool get nothing from the "injected" text.
+    stranger = _call(99, 'User::"mallory"', "bank.pay", {"recipient": "x", "amount": 5})
+    assert anyio.run(outcome, stranger) == "deny"
+    # A principal type that is not a Cedar name, and tool names that are not tool names
+    # (a glob, an injection), are left out and said to be.
+    assert {line for line, _, _ in found.skipped} == {7, 8, 9}
+
+
+def json_entity(s: Any) -> str:
+    kind, _, rest = s.principal.partition('::"')
+    return f"{kind}::{json.dumps(rest[:-1], ensure_ascii=False)}"
+
+
+def test_hostile_local_rules_parse_back_to_what_was_meant() -> None:
+    import tomllib
+
+    from clearance.policy.local import parse_rule
+
+    found = suggest(_hostile_calls(), registry(), format="local")
+    text = found.to_local_toml()
+    assert not any(ch in text for ch in "\x1b\r\u202e\u2028")
+    blocks = [b for b in text.split("\n\n") if b.strip()]
+    rules = found.to_local()
+    assert len(blocks) == len(rules)
+    for block, (principal, expected) in zip(blocks, rules.items(), strict=True):
+        assert tomllib.loads(block) == {"allow": expected}, block
+        for rule in expected:
+            parsed = parse_rule("allow", rule)
+            assert parsed.tool_glob in {s.tool for s in found.suggestions}
+        assert block.splitlines()[0] == "# " + printable(principal).replace("*/", "*\\/")
+    assert "*" not in {parse_rule("allow", r).tool_glob for rs in rules.values() for r in rs}
+
+
+@pytest.mark.parametrize("fmt", ["cedar", "local"])
+def test_a_newline_in_a_call_id_cannot_add_a_policy(fmt: Format) -> None:
+    # The attack of issue 19: the comment listing the calls ended at the newline, and the
+    # rest of the id was a policy of its own, permitting everything.
+    injected = "c1\npermit (principal, action, resource);\n//"
+    local_injected = 'c1\nallow = ["*"]\n#'
+    call_id = injected if fmt == "cedar" else local_injected
+    line = json.dumps(
+        {
+            "principal": 'User::"alice"\n' + 'allow = ["*"]',
+            "tool": "files.read_file",
+            "arguments": {"path": "README.md"},
+            "expected": "allow",
+            "id": call_id,
+        }
+    )
+    call = parse_corpus_line(line, 1)
+    assert call is not None
+    found = suggest([call], registry(), format=fmt)
+    if fmt == "cedar":
+        assert not _unscoped(found.to_cedar())
+    else:
+        import tomllib
+
+        assert tomllib.loads(found.to_local_toml()) == {
+            "allow": ["files.read_file(path=README.md)"]
+        }
+    harness = Harness(registry(), evaluator=found.evaluator(fmt), journal=MemoryJournal())
+
+    async def outcome(principal: Principal, tool: str, arguments: dict[str, Any]) -> str:
+        decided = await harness.decide(principal=principal, tool=tool, arguments=arguments)
+        return decided.outcome
+
+    assert anyio.run(outcome, call.principal, "files.read_file", {"path": "README.md"}) == "allow"
+    mallory = Principal("User", "mallory")
+    assert anyio.run(outcome, mallory, "bank.pay", {"recipient": "x", "amount": 1}) == "deny"
+    assert anyio.run(outcome, call.principal, "web.fetch", {"url": "https://x.io/"}) == "deny"
