@@ -52,9 +52,14 @@ tool also makes git refuse abbreviated options, but other programs do not.
 value that may be attached to a short option (``-f/etc/passwd``), is absolute, starts with
 ``~``, has a ``..`` segment, or (when the kind has a root) is a relative path that resolves
 through symlinks in the root to somewhere outside it (or into a loop). It errs on the side
-of true: ``HEAD~1..main`` is inside, ``--since=../x`` is outside. What a path may name
-later (a symlink created after the check) is not known here: the shell tool is not a
-sandbox.
+of true: ``HEAD~1..main`` is inside, ``--since=../x`` is outside. For the bundled programs
+it also looks past the words: ``grep -R`` and ``ls -L`` follow symlinks found below the
+directories they are given (outside_root is true when one of those leads out), and
+``wc --files0-from=F`` opens the files named *in* ``F`` (always true). Other programs'
+indirections (options that read file names from a file, recursive link following, code
+that a test runner imports) are not known to the kind: allowlist options. What a path may
+name later (a symlink created after the check) is not known either: the shell tool is not
+a sandbox.
 
 Refused (:class:`FactError`): unbalanced quotes, an empty command, a command longer than
 ``MAX_COMMAND_LENGTH`` characters, a control character (C0 including TAB and newline
@@ -481,6 +486,91 @@ def outside_root(argv: Sequence[str], root: str | None) -> bool:
                 )
             if _escapes(root, candidate):
                 return True
+    return _beyond_the_words(argv, root)
+
+
+_FOLLOW_LINKS_BELOW: Mapping[str, tuple[str, str]] = {
+    "grep": ("R", "--dereference-recursive"),
+    "ls": ("L", "--dereference"),
+}
+"""Options with which a bundled program follows symlinks it finds *below* the directories
+its words name (short letter, long name): ``grep -R``, ``ls -L`` (and ``ls -RL``)."""
+_NAMES_FROM_A_FILE: Mapping[str, str] = {"wc": "--files0-from"}
+"""Options with which a bundled program reads the names of the files to open from a file."""
+_MAX_WALK = 20_000
+"""Entries looked at below the named directories for ``grep -R`` and ``ls -L``."""
+
+
+def _beyond_the_words(argv: Sequence[str], root: str) -> bool:
+    """Whether a bundled program would reach past what its words name: it reads file names
+    from a file (the fact cannot know them), or follows a symlink below a named directory
+    that leads out of the root (or whether that could not be checked in time)."""
+    name = posixpath.basename(argv[0])
+    follow = _FOLLOW_LINKS_BELOW.get(name)
+    from_file = _NAMES_FROM_A_FILE.get(name)
+    if follow is None and from_file is None:
+        return False
+    operands: list[str] = []
+    follows = False
+    options_end = False
+    for word in argv[1:]:
+        if options_end or word == "-" or not word.startswith("-"):
+            operands.append(word)
+        elif word == "--":
+            options_end = True
+        elif word.startswith("--"):
+            option = word.partition("=")[0]
+            # getopt_long takes any unambiguous prefix: --files0 is --files0-from
+            if from_file is not None and len(option) > 2 and from_file.startswith(option):
+                return True
+            follows = follows or (follow is not None and follow[1].startswith(option))
+        elif follow is not None and follow[0] in word:
+            follows = True  # a cluster (-rnR, -lL); an attached value may hold it too
+    if not follows:
+        return False
+    if not operands or (name == "grep" and len(operands) < 2):
+        operands.append(".")  # grep -R PATTERN searches the working directory
+    return _links_lead_out(root, operands)
+
+
+def _links_lead_out(root: str, operands: Sequence[str]) -> bool:
+    """Whether a symlink below one of the ``operands`` that are directories in the root
+    resolves outside it (or into a loop), following links to directories inside it as the
+    program would; True when there are too many entries to look at."""
+    pending: list[str] = []
+    for operand in operands:
+        try:
+            start = resolve_relative(root, operand)
+        except FactError:
+            return True
+        pending.append(start)
+    seen: set[str] = set()
+    entries = 0
+    while pending:
+        relative = pending.pop()
+        if relative in seen:
+            continue
+        seen.add(relative)
+        top = root if relative == "." else f"{root}/{relative}"
+        try:
+            with os.scandir(top) as listing:
+                children = list(listing)
+        except OSError:
+            continue  # not a directory (or unreadable: the program cannot read it either)
+        entries += len(children)
+        if entries > _MAX_WALK:
+            return True
+        for child in children:
+            inner = child.name if relative == "." else f"{relative}/{child.name}"
+            if child.is_symlink():
+                try:
+                    target = resolve_relative(root, inner)
+                except FactError:
+                    return True
+                if os.path.isdir(root if target == "." else f"{root}/{target}"):
+                    pending.append(target)
+            elif child.is_dir(follow_symlinks=False):
+                pending.append(inner)
     return False
 
 

@@ -402,3 +402,47 @@ def test_parse_argv_reports_where_the_subcommand_is() -> None:
     assert parse_argv(["ls", "-l"]).subcommand_index is None
     with pytest.raises(FactError):
         parse_argv([])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "grep -R secret",
+        "grep -R secret .",
+        "grep -rnR secret sub",
+        "grep --dereference-recursive secret",
+        "grep --deref secret",
+        "ls -L",
+        "ls -RL sub",
+        "ls --dereference .",
+        "wc --files0-from=list",
+        "wc --files0=list",
+        "wc --f list",
+    ],
+)
+def test_programs_that_reach_past_their_words(tree: Path, command: str) -> None:
+    """grep -R and ls -L follow links found below a named directory; wc --files0-from
+    opens the files a file names."""
+    assert fact(command, tree)["outside_root"] is True
+
+
+def test_links_below_a_directory_are_followed_as_the_program_follows_them(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    (root / "a" / "f.txt").write_text("f\n")
+    (root / "a" / "to-b").symlink_to("../b")
+    kind = CommandFact(root)
+    # every link stays inside: -R and -L are fine
+    for command in ["grep -R x", "grep -R x a", "ls -RL a", "grep -r x", "ls -R"]:
+        assert kind.canonicalize(command).fact["outside_root"] is False, command
+    # a link out, reached only through a link from the named directory to another one
+    (root / "b" / "out").symlink_to(tmp_path)
+    assert kind.canonicalize("grep -R x a").fact["outside_root"] is True
+    # without following, the same commands stay inside (grep -r follows command-line
+    # links only; ls -R follows none)
+    for command in ["grep -r x a", "ls -R a", "grep -e R x a", "ls -l a"]:
+        assert kind.canonicalize(command).fact["outside_root"] is False, command
+    assert kind.canonicalize("grep -R x a/f.txt").fact["outside_root"] is False
