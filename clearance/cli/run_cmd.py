@@ -50,11 +50,12 @@ from clearance.config import (
     build_evaluator,
     build_harness,
     build_registry,
+    find_config,
     open_journal,
     pack_path,
     resolve_config,
 )
-from clearance.errors import ClearanceError
+from clearance.errors import ClearanceError, ConfigError
 from clearance.harness.approvals import PermissionAsk, PermissionDecision
 from clearance.harness.ask_display import ask_lines, deciding_fields
 from clearance.harness.journal import Journal, JournalEvent
@@ -143,9 +144,14 @@ def load_cli_config(path: str | None) -> Config:
     """The configuration for a command: ``--config``, else ./clearance.toml, else built-in.
 
     Raises:
-        ConfigError: the file is missing or wrong (the CLI prints it and exits 2).
+        ConfigError: the file is missing or wrong, or nested too deeply to read (the CLI
+            prints it and exits 2).
     """
-    return resolve_config(path)
+    try:
+        return resolve_config(path)
+    except RecursionError:
+        where = path if path is not None else find_config()
+        raise ConfigError("nested too deeply to read", path=str(where)) from None
 
 
 def styled(label: str, width: int = 8) -> str:
@@ -172,7 +178,10 @@ def _brief(value: Any, deciding: Sequence[str] = (), limit: int = 120) -> str:
     if isinstance(value, dict):
         first = {k: value[k] for k in deciding if k in value}
         value = {**first, **value}
-    text = json_text(shorten(value), default=str)
+    try:
+        text = json_text(shorten(value), default=str)
+    except RecursionError:  # the pipeline refuses such arguments; the log says so
+        return "(nested too deeply to show)"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -783,8 +792,9 @@ def demo(db: str | None, approve: Approve | None, as_json: bool) -> None:
 
     The agent works in a temporary workspace seeded with a small project, through the
     bundled files tools and shell.run. Reads are allowed, a path leaving the workspace is
-    blocked by the PathScope guardrail, a chained shell command is denied by the policy
-    shell-no-chaining, and writing a file asks first. On a terminal you answer the ask
+    refused before any policy sees it (it cannot be canonicalized inside the workspace), a
+    chained shell command is denied by the policy shell-no-chaining, and writing a file
+    asks first. On a terminal you answer the ask
     (allow once / for the session / always / deny); otherwise it is auto-answered:
     allow_once for the files tools (the guardrail has already confined their paths to
     the workspace), deny for anything else. Every step goes to an SQLite journal, shown

@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from clearance import _pointer
-from clearance.guardrails.base import ArgumentGuardrail, GuardrailContext, ResultGuardrail
+from clearance.facts.base import FactError
+from clearance.facts.declared import apply_facts
+from clearance.guardrails.base import (
+    ArgumentGuardrail,
+    GuardrailContext,
+    GuardrailOutcome,
+    ResultGuardrail,
+)
 from clearance.harness.approvals import (
     Grant,
     PermissionAsk,
@@ -127,6 +134,8 @@ class Decision:
     arguments: dict[str, Any] | None = None
     qualified_name: str | None = None
     shadow: dict[str, Any] | None = None
+    facts: dict[str, Any] | None = None
+    """The canonical facts the evaluator saw (withheld arguments' facts left out)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -141,6 +150,7 @@ class Decision:
             "arguments": self.arguments,
             "qualified_name": self.qualified_name,
             "shadow": self.shadow,
+            "facts": self.facts,
         }
 
 
@@ -169,6 +179,8 @@ class _Call:
     """The handler's own copy of the final arguments (see ``_decide``)."""
     admitted: bool = False
     started_written: bool = False
+    facts: dict[str, Any] | None = None
+    """The canonical facts of the declared arguments (R11), once computed."""
     running: _Running | None = None
     """The handle ``Session.aclose`` cancels the call through (None when deciding only)."""
 
@@ -281,6 +293,9 @@ def _copy_json(value: Any) -> Any:
         return [_copy_json(v) for v in value]
     return value
 
+
+_NO_FACTS: Mapping[str, Any] = {}
+"""The facts of a tool that declares none (shared: requests never change it)."""
 
 _FAILED: Any = object()
 """A guardrail raised or timed out (see ``Pipeline._check``)."""
@@ -456,6 +471,7 @@ class Pipeline:
             else None,
             qualified_name=call.tool.qualified_name if call.tool else None,
             shadow=record.get("shadow"),
+            facts=record.get("facts") if call.facts is not None else None,
         )
 
     async def _decide(self, call: _Call, context: Mapping[str, Any]) -> CallOutcome | None:
@@ -505,6 +521,16 @@ class Pipeline:
             )
         arguments: dict[str, Any] = call.arguments
 
+        # Canonical facts (R11): each declared argument takes its canonical value, once;
+        # every stage from here on, and the handler, sees that value.
+        if tool.declared_facts:
+            t = time.perf_counter()
+            ended = await self._facts(call, arguments, stage="facts")
+            call.timing["facts"] = _us(t)
+            if isinstance(ended, CallOutcome):
+                return ended
+            arguments = ended
+
         # Argument guardrails, in order; a replace feeds the next one.
         asks: list[tuple[str, str]] = []
         guards = self._argument_guards.get(tool.qualified_name)
@@ -531,7 +557,12 @@ class Pipeline:
         # Authority: the evaluator sees exactly the arguments the handler will get (R2).
         t = time.perf_counter()
         request = AuthzRequest(
-            session.principal, tool.info, arguments, session.info(call.turn_id), context
+            session.principal,
+            tool.info,
+            arguments,
+            session.info(call.turn_id),
+            context,
+            call.facts if call.facts is not None else _NO_FACTS,
         )
         evaluator = session.evaluator
         try:
@@ -728,6 +759,15 @@ class Pipeline:
                 removed = {t for _, t in _pointer.iter_strings(arguments)} - {
                     t for _, t in _pointer.iter_strings(outcome.value)
                 }
+                if tool.declared_facts:
+                    # A rewrite is canonicalized like the call itself (R11).
+                    canonical = await self._facts(
+                        call, outcome.value, stage="guardrail", guard=guard.name
+                    )
+                    if isinstance(canonical, CallOutcome):
+                        entry["error"] = "replacement cannot be canonicalized"
+                        return canonical
+                    outcome = GuardrailOutcome.replace(canonical)
                 arguments = outcome.value
                 # Records made from here on (a later block, a failure) show the rewrite,
                 # and whatever it rewrote away never surfaces in a message (R8).
@@ -735,6 +775,51 @@ class Pipeline:
                 call.secrets.update(t for t in removed if t)
                 call.secrets.update(_values_at(arguments, call.withheld))
         return arguments
+
+    async def _facts(
+        self, call: _Call, arguments: dict[str, Any], *, stage: str, guard: str | None = None
+    ) -> dict[str, Any] | CallOutcome:
+        """Canonicalize the declared facts of ``arguments`` (R11); the canonical arguments,
+        or the outcome that ends the call when one cannot be canonicalized (R1)."""
+        tool = call.tool
+        assert tool is not None
+        try:
+            canonical, facts = apply_facts(tool.declared_facts, arguments)
+            # The canonical value must still be one the tool accepts (a resolved path may
+            # be longer than the schema allows, say): never hand the handler anything else.
+            problem = _schema_problem(tool, canonical, call.withheld, call.secrets)
+        except FactError as exc:
+            problem = exc.reason
+        if problem is not None:
+            call.record["facts"] = {"error": _scrub(problem, call.secrets)}
+            if guard is not None:
+                return await self._end_early(
+                    call,
+                    "blocked",
+                    f"guardrail {guard!r} produced arguments that cannot be canonicalized: "
+                    f"{_scrub(problem, call.secrets)}",
+                    stage=stage,
+                )
+            # A refusal of what the call would act on, not a malformed call: ``blocked``,
+            # as a guardrail's refusal is.
+            return await self._end_early(
+                call, "blocked", f"refused: {_scrub(problem, call.secrets)}", stage=stage
+            )
+        call.facts = facts
+        call.arguments = canonical
+        if call.withheld:
+            call.secrets.update(_values_at(canonical, call.withheld))
+        call.record["facts"] = self._visible_facts(call, facts)
+        return canonical
+
+    def _visible_facts(self, call: _Call, facts: Mapping[str, Any]) -> dict[str, Any]:
+        """The facts records may show: none of a withheld argument (R8)."""
+        if not call.withheld:
+            return dict(facts)
+        hidden = {(_pointer.parse(p) or ("*",))[0] for p in call.withheld}
+        if "*" in hidden:
+            return {}
+        return {k: v for k, v in facts.items() if k not in hidden}
 
     async def _run(self, call: _Call) -> CallOutcome:
         """Dispatch an admitted call; always writes exactly one ``tool_finished``."""

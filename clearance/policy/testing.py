@@ -13,17 +13,18 @@ Decision tests live next to the policies, in ``*.tests.json`` files::
 
 ``principal`` is ``Type::"id"`` text or ``{"type", "id", "attrs", "parents"}`` (parents as
 ``[["Team", "infra"]]``); ``arguments`` defaults to ``{}``; ``expect`` is ``allow``,
-``deny``, ``ask`` or ``invalid`` (the pipeline refuses the arguments before any policy
-sees them: they fail the tool's schema, or a declared fact cannot be canonicalized, such as
-a path that leaves the workspace); ``policies``, when given, must equal the set of policies that decided
+``deny``, ``ask``, ``invalid`` (the arguments fail the tool's schema) or ``blocked`` (a
+declared fact cannot be canonicalized, such as a path that leaves the workspace: the
+pipeline refuses the call before any policy sees it); ``policies``, when given, must equal
+the set of policies that decided
 (their ``@id`` names, as in ``Verdict.reasons``). Optional ``session`` (``{"id", "turn"}``)
 and ``context`` (extra application context) complete the request.
 
 Arguments are checked against the tool's JSON Schema first and canonicalized through the
 tool's declared facts, as the pipeline does (rule R11): the evaluator sees the canonical
 arguments and ``context.facts``. A case whose arguments the pipeline would reject is
-``invalid``; unless it expects that, it fails with the pipeline's message rather than
-testing a call that can never reach the evaluator.
+``invalid`` or ``blocked``; unless it expects that, it fails with the pipeline's message
+rather than testing a call that can never reach the evaluator.
 
 ``run_decision_tests(directory, registry=registry)`` runs every case and returns a
 :class:`TestReport`; ``clearance policy test DIR`` prints it.
@@ -63,8 +64,8 @@ __all__ = [
 ]
 
 TEST_GLOB = "*.tests.json"
-_EFFECTS = ("allow", "deny", "ask", "invalid")
-Expectation = Literal["allow", "deny", "ask", "invalid"]
+_EFFECTS = ("allow", "deny", "ask", "invalid", "blocked")
+Expectation = Literal["allow", "deny", "ask", "invalid", "blocked"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +96,9 @@ class CaseResult:
 
     test: DecisionTest
     passed: bool
-    actual: Effect | Literal["invalid", "error"]
-    """The decision the evaluator gave; ``"invalid"`` when the pipeline refuses the
-    arguments first; ``"error"`` when the case could not be evaluated."""
+    actual: Effect | Literal["invalid", "blocked", "error"]
+    """The decision the evaluator gave; ``"invalid"`` or ``"blocked"`` when the pipeline
+    refuses the arguments first; ``"error"`` when the case could not be evaluated."""
     reasons: tuple[str, ...] = ()
     message: str | None = None
     """The verdict's message (the ``@ask`` reason, why it was denied)."""
@@ -217,7 +218,7 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
         raise bad("'tool' must be a qualified tool name like files.read_file")
     expect = item.get("expect")
     if expect not in _EFFECTS:
-        raise bad("'expect' must be allow, deny, ask or invalid")
+        raise bad("'expect' must be allow, deny, ask, invalid or blocked")
     arguments = item.get("arguments", {})
     if not isinstance(arguments, Mapping):
         raise bad("'arguments' must be an object")
@@ -328,8 +329,9 @@ def _run(
         except Exception as exc:  # a validator failure is a failed case, not a crash
             errors = [f"{type(exc).__name__}: {exc}"]
         if errors:
-            return _invalid(
+            return _refused(
                 case,
+                "invalid",
                 "the arguments do not match the tool's schema (the pipeline would "
                 f"reject the call before any evaluator): {errors[0]}",
             )
@@ -339,8 +341,10 @@ def _run(
         try:
             arguments, facts = apply_facts(declared, arguments)
         except FactError as exc:
-            return _invalid(
-                case, f"the pipeline would refuse the arguments before any evaluator: {exc}"
+            return _refused(
+                case,
+                "blocked",
+                f"the pipeline would refuse the call before any evaluator: {exc}",
             )
     request = AuthzRequest(
         case.principal, tool.info, arguments, case.session, case.context, facts
@@ -371,11 +375,13 @@ def _run(
     )
 
 
-def _invalid(case: DecisionTest, message: str) -> CaseResult:
-    """The pipeline refuses the arguments before any evaluator: passed iff expected."""
-    if case.expect == "invalid":
-        return CaseResult(case, True, "invalid", message=message)
-    return CaseResult(case, False, "invalid", message=message, problem=message)
+def _refused(
+    case: DecisionTest, actual: Literal["invalid", "blocked"], message: str
+) -> CaseResult:
+    """The pipeline refuses the call before any evaluator: passed iff expected."""
+    if case.expect == actual:
+        return CaseResult(case, True, actual, message=message)
+    return CaseResult(case, False, actual, message=message, problem=message)
 
 
 def _evaluate(evaluator: AuthorityEvaluator, request: AuthzRequest) -> Verdict:

@@ -19,9 +19,9 @@ def test_demo_shows_allowed_denied_and_asked_calls_then_the_journal(cli: Any) ->
     assert re.search(r"c1  allowed +by read-freely", out)
     assert re.search(r"c6  allowed +by shell-allowlist", out)
     # denied by a forbid, named by its @id
-    assert re.search(r"c7  denied +by shell-no-chaining", out)
-    # blocked before the evaluator by the PathScope guardrail
-    assert re.search(r"c4  blocked +by guardrail 'workspace'.*'\.\.' components", out)
+    assert re.search(r"c7  denied +by shell-stay-in-workspace, shell-no-chaining", out)
+    # refused before the evaluator: the path cannot be canonicalized inside the workspace
+    assert re.search(r"c4  blocked +refused: argument /path \(path\): it resolves outside", out)
     # asked, auto-answered without a terminal, then run
     assert re.search(r"c5  asked +ask-before-write: The agent wants to write a file", out)
     assert re.search(r"c5  answer +allow_once \(auto-answered: stdin is not a terminal", out)
@@ -41,7 +41,7 @@ def test_demo_shows_allowed_denied_and_asked_calls_then_the_journal(cli: Any) ->
         ["files.read_file", "-", "-", "blocked"],
         ["files.write_file", "ask", "ask-before-write", "ok"],
         ["shell.run", "allow", "shell-allowlist", "ok"],
-        ["shell.run", "deny", "shell-no-chaining", "denied"],
+        ["shell.run", "deny", "shell-stay-in-workspace,shell-no-chaining", "denied"],
     ]
 
 
@@ -51,11 +51,12 @@ def test_demo_json_with_a_kept_database(cli: Any, tmp_path: Path) -> None:
     doc = json.loads(r.out)
     calls = {c["call_id"]: c for c in doc["calls"]}
     assert calls["c1"]["status"] == "ok" and calls["c1"]["reasons"] == ["read-freely"]
-    assert calls["c4"]["status"] == "blocked" and calls["c4"]["stage"] == "guardrail"
+    assert calls["c4"]["status"] == "blocked" and calls["c4"]["stage"] == "facts"
     # --approve deny: the write is asked and denied, so nothing is written
     assert calls["c5"]["decision"] == "ask" and calls["c5"]["answer"] == "deny"
     assert calls["c5"]["status"] == "denied"
-    assert calls["c7"]["status"] == "denied" and calls["c7"]["reasons"] == ["shell-no-chaining"]
+    assert calls["c7"]["status"] == "denied"
+    assert set(calls["c7"]["reasons"]) == {"shell-no-chaining", "shell-stay-in-workspace"}
     # the journal is in the file given with --db, the same records as printed
     stored = read_sqlite(tmp_path / "demo.db")
     assert [e.seq for e in stored] == [e["seq"] for e in doc["journal"]]

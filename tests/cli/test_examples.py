@@ -36,5 +36,6 @@ def test_example_script_under_the_example_config(cli: Any, tmp_path: Path) -> No
     assert r.code == 0, r.err
     assert re.search(r"read-1  ok +# example workspace", r.out)
     assert re.search(r"write-1  answer +deny \(auto-answered", r.out)
-    assert re.search(r"escape-1  blocked +by guardrail 'path_scope'", r.out)
+    # refused before any guardrail or policy: the path leaves the workspace (rule R11)
+    assert re.search(r"escape-1  blocked +refused: argument /path \(path\).*outside", r.out)
     assert (tmp_path / "examples" / "clearance.db").is_file()  # [journal] path, beside the file

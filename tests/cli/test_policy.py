@@ -254,10 +254,10 @@ def test_explain_names_the_decision_the_policies_and_the_stage(cli: Any, tmp_pat
         ["shell-no-chaining"],
     )
 
+    # refused before any guardrail or policy: the path fact leaves the workspace (R11)
     blocked = _explain(cli, "files.read_file", {"path": "../etc/passwd"})
-    assert (blocked["decision"], blocked["stage"]) == ("blocked", "guardrail")
-    assert blocked["guardrails"][0]["name"] == "workspace"
-    assert blocked["guardrails"][0]["action"] == "block"
+    assert (blocked["decision"], blocked["stage"]) == ("blocked", "facts")
+    assert "outside the workspace" in blocked["message"]
 
 
 def test_explain_text_output_and_schema_stage(cli: Any) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from clearance.facts import FactError, apply_facts
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import AuthzRequest, Principal, SessionInfo
 from clearance.policy.cedar import CedarEvaluator
@@ -31,10 +32,12 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
-def dummy_coding_registry() -> ToolRegistry:
-    """The bundled tools' names and argument schemas, with handlers that do nothing."""
+def dummy_coding_registry(root: Path = ROOT) -> ToolRegistry:
+    """The bundled tools' names, argument schemas and declared facts (the pack is written
+    on the facts: rule R11), with handlers that do nothing."""
     registry = ToolRegistry()
     path = {"type": "string"}
+    facts = {"/path": "path"}
     registry.register(
         "files",
         [
@@ -46,6 +49,8 @@ def dummy_coding_registry() -> ToolRegistry:
                     ["path"],
                 ),
                 read_only=True,
+                root=root,
+                facts=facts,
             ),
             Tool(
                 "write_file",
@@ -53,6 +58,8 @@ def dummy_coding_registry() -> ToolRegistry:
                 input_schema=_object(
                     {"path": path, "content": {"type": "string"}}, ["path", "content"]
                 ),
+                root=root,
+                facts=facts,
             ),
             Tool(
                 "move_file",
@@ -60,19 +67,38 @@ def dummy_coding_registry() -> ToolRegistry:
                 input_schema=_object(
                     {"source": path, "destination": path}, ["source", "destination"]
                 ),
+                root=root,
+                facts={"/source": "path_entry", "/destination": "path_entry"},
             ),
-            Tool("list_dir", _handler, input_schema=_object({"path": path}, []), read_only=True),
+            Tool(
+                "list_dir",
+                _handler,
+                input_schema=_object({"path": path}, []),
+                read_only=True,
+                root=root,
+                facts=facts,
+            ),
             Tool(
                 "search",
                 _handler,
                 input_schema=_object({"query": {"type": "string"}, "path": path}, ["query"]),
                 read_only=True,
+                root=root,
+                facts=facts,
             ),
         ],
     )
     registry.register(
         "shell",
-        [Tool("run", _handler, input_schema=_object({"command": {"type": "string"}}, ["command"]))],
+        [
+            Tool(
+                "run",
+                _handler,
+                input_schema=_object({"command": {"type": "string"}}, ["command"]),
+                root=root,
+                facts={"/command": "command"},
+            )
+        ],
     )
     return registry
 
@@ -88,7 +114,7 @@ def test_the_coding_pack_passes_its_decision_tests() -> None:
     report = run_decision_tests(CODING, registry=dummy_coding_registry())
     assert report.passed, report.format()
     assert len(report.results) >= 20
-    assert {r.actual for r in report.results} == {"allow", "deny", "ask"}
+    assert {r.actual for r in report.results} == {"allow", "deny", "ask", "blocked"}
 
 
 def test_the_coding_pack_passes_against_the_bundled_toolsets(tmp_path: Path) -> None:
@@ -135,11 +161,13 @@ def test_shell_commands_outside_the_allowlist_are_denied(command: str) -> None:
     evaluator = CedarEvaluator.from_directory(CODING)
     registry = dummy_coding_registry()
     evaluator.bind(registry)
+    tool = registry.get("shell.run")
+    try:
+        arguments, facts = apply_facts(tool.declared_facts, {"command": command})
+    except FactError:
+        return  # refused before any policy sees it (a newline in a word, an empty command)
     request = AuthzRequest(
-        Principal("User", "alice"),
-        registry.get("shell.run").info,
-        {"command": command},
-        SessionInfo("s"),
+        Principal("User", "alice"), tool.info, arguments, SessionInfo("s"), facts=facts
     )
     assert evaluator.evaluate(request).effect == "deny"
 
@@ -166,8 +194,7 @@ async def test_the_coding_pack_governs_a_real_session(tmp_path: Path) -> None:
         assert read.status == "ok" and read.decision == "allow"
         assert "hello" in read.text
         escape = await session.call_tool("files__read_file", {"path": "../x"}, call_id="c2")
-        assert escape.status != "ok"
-        assert escape.decision == "deny" and escape.reasons == ("no-dotdot-path",)
+        assert escape.status == "blocked" and "outside the workspace" in escape.text
         write = await session.call_tool(
             "files__write_file", {"path": "n.txt", "content": "x"}, call_id="c3"
         )
