@@ -12,7 +12,7 @@ import anyio
 import click
 
 from clearance._text import printable
-from clearance.cli.main import EXIT_USAGE, cli, fail
+from clearance.cli.main import EXIT_USAGE, cli, fail, fail_too_deep
 from clearance.errors import ClearanceError
 
 __all__ = ["gateway"]
@@ -61,6 +61,8 @@ def gateway(
         config = load_gateway_config(config_path)
     except ClearanceError as exc:
         fail(str(exc), EXIT_USAGE)
+    except RecursionError:
+        fail_too_deep(config_path)
     changes: dict[str, Any] = {}
     if transport is not None:
         changes["transport"] = transport

@@ -25,7 +25,16 @@ from clearance import __version__
 from clearance._text import json_text, printable
 from clearance.errors import ClearanceError
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "cli", "fail", "print_json", "print_table"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "cli",
+    "fail",
+    "fail_too_deep",
+    "print_json",
+    "print_table",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -49,6 +58,14 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
         click.style("error: ", fg="red", bold=True) + printable(message, newlines=True), err=True
     )
     sys.exit(code)
+
+
+def fail_too_deep(*inputs: Any) -> NoReturn:
+    """Exit 2 saying which input (the first of ``inputs`` that is given) is nested too
+    deeply for the JSON or TOML parser (Python's parsers recurse, and give up around 1,000
+    levels)."""
+    named = [printable(i) for i in inputs if i is not None]
+    fail(f"{' or '.join(named) or 'the input'}: nested too deeply to read")
 
 
 def print_json(value: Any) -> None:

@@ -18,7 +18,7 @@ import anyio
 import click
 
 from clearance._text import printable
-from clearance.cli.main import EXIT_FAILED, cli, fail, print_json
+from clearance.cli.main import EXIT_FAILED, cli, fail, fail_too_deep, print_json
 from clearance.cli.run_cmd import (
     LABEL_COLOURS,
     config_option,
@@ -126,6 +126,8 @@ def _schema_declarations(directory: Path) -> Mapping[str, Any] | None:
         raise ConfigError(f"cannot read: {exc}", path=str(path)) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not JSON: {exc.msg}", path=str(path), line=exc.lineno) from None
+    except RecursionError:
+        raise ConfigError("nested too deeply to read", path=str(path)) from None
     if not isinstance(value, Mapping):
         raise ConfigError("the schema declarations must be a JSON object", path=str(path))
     return value
@@ -284,11 +286,11 @@ def test_command(directory: str, config_path: str | None, verbose: bool, as_json
     path = _directory(directory)
     config = load_cli_config(config_path)
     registry = build_registry(config)
-    progress = (
-        not as_json
-        and sys.stderr.isatty()
-        and len(load_decision_tests(path)) >= _PROGRESS_THRESHOLD
-    )
+    try:
+        tests = load_decision_tests(path)
+    except RecursionError:
+        fail_too_deep(f"a decision test file (*.tests.json) in {directory}")
+    progress = not as_json and sys.stderr.isatty() and len(tests) >= _PROGRESS_THRESHOLD
 
     def show(done: int, total: int) -> None:
         # A counter on the terminal, redrawn every 1% (or at the end).
@@ -398,6 +400,8 @@ def _parse_args(ctx: click.Context, param: click.Parameter, value: str) -> Any:
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise click.BadParameter("nested too deeply to read") from None
     if not isinstance(parsed, dict):
         raise click.BadParameter('must be a JSON object like \'{"path": "README.md"}\'')
     return parsed

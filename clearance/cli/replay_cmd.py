@@ -29,7 +29,7 @@ from typing import Any, Literal, TextIO
 import click
 
 from clearance._text import json_text, printable
-from clearance.cli.main import EXIT_FAILED, cli, fail, print_json, print_table
+from clearance.cli.main import EXIT_FAILED, cli, fail, fail_too_deep, print_json, print_table
 from clearance.errors import ClearanceError
 from clearance.policy.replay import (
     STAGES,
@@ -189,6 +189,9 @@ def replay_command(
         fail(f"{exc} (use --skip-bad to skip such lines)")
     except (ClearanceError, OSError) as exc:
         fail(str(exc))
+    except RecursionError:
+        # Corpus lines say so themselves (a CorpusError); this is a file the spec reads.
+        fail_too_deep(tools_path, config_path, policies, rules, baseline)
     finally:
         if flips_file is not None:
             flips_file.close()
@@ -318,8 +321,8 @@ def read_calls_source(path: str) -> tuple[list[str], str]:
     first = next((line for line in lines if line.strip()), "")
     try:
         raw = json.loads(first) if first else None
-    except json.JSONDecodeError:
-        raw = None
+    except (json.JSONDecodeError, RecursionError):
+        raw = None  # read as a corpus: the line's own error names it
     if isinstance(raw, dict) and "type" in raw and "seq" in raw and "tool" not in raw:
         return _journal_lines(path), "journal"
     return lines, "corpus"
@@ -389,6 +392,8 @@ def suggest_command(
         registry = spec.build_registry()
     except ClearanceError as exc:
         fail(str(exc))
+    except RecursionError:
+        fail_too_deep(tools_path, config_path)
     suggestions = suggest(calls, registry, format=fmt, enum_limit=enum_limit)
     try:
         # Both renderings parse their text back and refuse one that says anything else.

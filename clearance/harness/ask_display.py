@@ -149,4 +149,7 @@ def ask_lines(
 
 
 def _value(value: Any) -> str:
-    return json_text(value, default=str)
+    try:
+        return json_text(value, default=str)
+    except RecursionError:  # the pipeline's shape check refuses such arguments first
+        return "(nested too deeply to show)"

@@ -96,14 +96,24 @@ class ScriptedProvider:
 
     @classmethod
     def from_file(cls, path: str | Path, *, alias_prefix: str | None = None) -> ScriptedProvider:
+        """The script in the JSON file ``path``.
+
+        Raises:
+            ScriptError: the file cannot be read, is not UTF-8 JSON, is nested too deeply
+                for the JSON parser, or is not a script.
+        """
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ScriptError(f"cannot read script {str(path)!r}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ScriptError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         try:
             script = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ScriptError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        except RecursionError:
+            raise ScriptError(f"{path}: nested too deeply to read") from None
         return cls.from_dict(script, alias_prefix=alias_prefix)
 
     def _parse_turn(self, index: int, raw: Any, seen: set[str]) -> ProviderTurn:
