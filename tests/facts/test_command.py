@@ -446,3 +446,72 @@ def test_links_below_a_directory_are_followed_as_the_program_follows_them(
     for command in ["grep -r x a", "ls -R a", "grep -e R x a", "ls -l a"]:
         assert kind.canonicalize(command).fact["outside_root"] is False, command
     assert kind.canonicalize("grep -R x a/f.txt").fact["outside_root"] is False
+
+
+DIFF_POLICY = """
+permit (principal, action == Action::"shell.run", resource)
+when {
+  context.facts.command.program == "git" &&
+  context.facts.command.subcommand == "diff" &&
+  context.facts.command.global_options.isEmpty() &&
+  ["--stat", "--cached", "--name-only"].containsAll(context.facts.command.options) &&
+  !context.facts.command.outside_root
+};
+"""
+
+
+@pytest.fixture
+def git_workspace(tmp_path: Path) -> Path:
+    """A git repository with a file and a link out of it."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    (work / "a.txt").write_text("a\n")
+    (work / "link").symlink_to(tmp_path)
+    return work
+
+
+def written(*directories: Path) -> list[Path]:
+    return [path for directory in directories for path in directory.glob("pwn*")]
+
+
+@pytest.mark.anyio
+async def test_the_documented_policy_decides_on_the_fact(git_workspace: Path) -> None:
+    """The module docstring's policy, through a real harness, Cedar and git: every
+    spelling of a forbidden option is denied and runs nothing; allowed spellings run."""
+    from clearance import AgentDefinition, Harness, Principal, ToolRegistry
+    from clearance.policy import CedarEvaluator
+    from clearance.toolsets import register_shell
+
+    work, outside = git_workspace, git_workspace.parent
+    registry = ToolRegistry()
+    register_shell(registry, work)
+    async with Harness(registry, evaluator=CedarEvaluator(policies=DIFF_POLICY)) as harness:
+        session = await harness.create_session(
+            principal=Principal("User", "u"), agent=AgentDefinition("a", tools=["shell.run"])
+        )
+        denied = [
+            f"git diff --out''put={outside}/pwn1",
+            f"git diff '--output={outside}/pwn2'",
+            "git diff --outp=pwn3",
+            "git diff --stat --output=link/pwn4",
+            "git diff HEAD --output pwn5",
+            "git diff --no-index /etc/hostname a.txt",
+            "git diff --stat link/x",
+            "git --no-pager diff",
+            "git log",
+        ]
+        for i, command in enumerate(denied):
+            result = await session.call_tool("shell__run", {"command": command}, call_id=f"d{i}")
+            assert result.is_error and "no policy permits" in result.text, command
+        refused = await session.call_tool("shell__run", {"command": "git -c x=y diff"}, call_id="r")
+        assert refused.is_error and "global option '-c'" in refused.text
+        for i, command in enumerate(["git diff --stat", "git\tdiff\t'--stat'", 'git "diff"']):
+            result = await session.call_tool("shell__run", {"command": command}, call_id=f"a{i}")
+            assert not result.is_error, (command, result.text)
+    assert not written(outside, work)
