@@ -113,7 +113,9 @@ def schema_command(config_path: str | None, policies: str | None, fmt: str) -> N
     if fmt == "json":
         print_json(schema)
     else:
-        click.echo(schema_to_text(schema).rstrip("\n"))
+        # Attribute names come from tool schemas (an MCP server's, say): nothing in them
+        # may act on the terminal.
+        click.echo(printable(schema_to_text(schema).rstrip("\n"), newlines=True))
 
 
 def _schema_declarations(directory: Path) -> Mapping[str, Any] | None:
