@@ -265,7 +265,7 @@ def _confine(
     name = os.path.basename(argv[0])
     if name == "git":
         return _git(argv, root, env)
-    if name == "pytest":
+    if name in ("pytest", "py.test"):
         return _pytest(argv, root), dict(env)
     return argv, dict(env)
 
@@ -286,7 +286,11 @@ def _git(
     git_env["GIT_CEILING_DIRECTORIES"] = str(root.parent)
     # The option names a policy allowed are the ones git acts on: no "--outp" for "--output".
     git_env["GIT_TEST_DISALLOW_ABBREVIATED_OPTIONS"] = "1"
-    if _git_directory(root) and sub not in ("init", "clone"):
+    if not _git_directory(root):
+        if ":" in str(root.parent):
+            # GIT_CEILING_DIRECTORIES is a ":"-separated list: this one cannot be written.
+            raise FactError("git: the workspace's parent directory has ':' in its path")
+    elif sub not in ("init", "clone"):
         # A core.worktree in the repository config could move the work tree anywhere.
         git_env["GIT_WORK_TREE"] = str(root)
     head = [argv[0], *_GIT_SAFE]

@@ -412,6 +412,16 @@ def test_a_dotgit_that_points_elsewhere_is_refused(tmp_path: Path, kind: str) ->
 
 
 @needs_git
+def test_git_refuses_a_ceiling_it_cannot_write(tmp_path: Path) -> None:
+    work = tmp_path / "a:b" / "work"
+    work.mkdir(parents=True)
+    result = run(work, "git status")
+    assert result.structured_content == {"error": "refused"} and "':'" in result.text
+    git(work, "init", "-q")  # with its own .git, discovery stops there
+    assert not run(work, "git status").is_error
+
+
+@needs_git
 def test_git_init_and_clone_still_work_in_the_workspace(tmp_path: Path) -> None:
     source = repo(tmp_path / "work" / "source", {"a.txt": "a\n"})
     work = source.parent
@@ -464,11 +474,15 @@ def test_pytest_uses_the_workspaces_own_configuration(
     work, marker = nested
     (work / "check_more.py").write_text("def test_more():\n    assert True\n")
     (work / "pyproject.toml").write_text('[project]\nname = "x"\n')
-    (work / "tox.ini").write_text("[pytest]\npython_files = check_*.py\n")
+    # the workspace's own addopts cannot move the root or the conftest cut back up
+    (work / "tox.ini").write_text(
+        "[pytest]\npython_files = check_*.py\naddopts = --rootdir=.. --confcutdir=..\n"
+    )
     result = run(work, "pytest -q", env=pytest_env(tmp_path), timeout=60)
     assert "1 passed" in result.structured_content["stdout"], result.text
     out = run(work, "pytest", env=pytest_env(tmp_path), timeout=60).structured_content["stdout"]
     assert "configfile: tox.ini" in out and "check_more.py" in out
+    assert f"rootdir: {work.resolve()}\n" in out
     assert not marker.exists()
     (work / "pytest.ini").symlink_to(work.parent / "pytest.ini")
     refused = run(work, "pytest", env=pytest_env(tmp_path))
