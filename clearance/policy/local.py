@@ -4,12 +4,33 @@ Rules read like ``files.read_file``, ``files.*``, ``shell.run(command=git *)`` o
 ``files.move_file(source=src/**, destination=src/**)``: a glob over qualified tool names,
 then optional ``argument=glob`` constraints (values may be quoted: ``(command="git log, -p")``).
 
-Globs are path-aware: ``*`` and ``?`` do not cross ``/``, ``**`` does, ``[abc]`` is a class.
-A wildcard never matches a ``..`` path segment in an allow or ask rule, so
-``files.write_file(path=src/**)`` does not allow ``src/../etc/passwd``.
+Globs are path-aware: ``*`` and ``?`` do not cross ``/``, ``**`` does (``**/`` also matches
+no directory at all, so ``**/.env`` matches ``.env``), ``[abc]``, ``[a-z]`` and ``[!abc]``
+are classes (a class may match ``/``). Everything else is literal. In a tool glob, ``*`` and
+``?`` match any character (tool names have no ``/``). A wildcard never matches a ``..`` path
+segment in an allow or ask rule, so ``files.write_file(path=src/**)`` does not allow
+``src/../etc/passwd``; a deny rule also matches the path the value names once normalized
+(``./a//.env`` as ``a/.env``).
+
+Globs match in time linear in the value's length, whatever the glob (a glob of many
+wildcards against a long argument cannot stall the harness): see :mod:`clearance.policy.globs`.
+
+Values: a string is matched as it is. Numbers compare as numbers: a glob that is a plain
+number (``666``, ``666.0``, ``6.66e2``, ``-1``, ``.5``; read as JSON reads it) matches a
+numeric argument equal to it, so ``666``, ``666.0``, ``6.66e2`` and ``6660e-1`` are one
+value for every rule kind. A deny rule's number also matches an argument that is the same
+number once both are read as IEEE doubles, as a JavaScript tool server reads them: past
+2**53, ``12345678901234567890`` and ``12345678901234567890.0`` name one account there. A
+glob with wildcards (``66*``) matches a number's canonical text: an integral number is
+written as an integer (``666.0`` and ``6.66e2`` as ``666``; ``1e308`` with all its 309
+digits), an integer of more than 2,000 bits in hexadecimal (``0x...``), any other float as
+Python's shortest round-trip form (``0.5``, ``1e-05``, ``inf``). Booleans are not numbers:
+``True`` is ``true`` and never matches a rule on ``1``, nor ``1`` a rule on ``true``.
+``null`` and objects are matched as their JSON text, keys sorted, numbers inside written as
+above. A string is never a number: ``"666.0"`` matches only a glob that matches that text.
 
 Array arguments: an allow or ask constraint must match every element; a deny constraint
-matches when any element matches. Numbers and booleans are compared as their JSON text.
+matches when any element matches.
 
 Decision: deny beats ask beats allow; a call that no rule matches is denied (rule R4).
 """
@@ -17,17 +38,18 @@ Decision: deny beats ask beats allow; a call that no rule matches is denied (rul
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from clearance.errors import RuleError
 from clearance.policy.base import AuthzRequest, Verdict
+from clearance.policy.globs import Glob
 
 if TYPE_CHECKING:
     from clearance.harness.tools import ToolRegistry
@@ -38,50 +60,79 @@ RuleKind = Literal["allow", "ask", "deny"]
 _TOOL_GLOB = re.compile(r"^[a-z0-9_\-*?\[\]!.]+$")
 _ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 _SEPARATORS = re.compile(r"[/\\]")
+# A rule value that reads as a decimal number (ASCII digits only, no inf/nan/underscores).
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# Integers past this many bits are written in hexadecimal: decimal conversion is quadratic,
+# and Python refuses it past sys.get_int_max_str_digits() (640 digits at the lowest).
+_MAX_DECIMAL_BITS = 2000
+_MAX_RULE_DIGITS = 600  # below 2,000 bits, and below any int-to-str limit Python allows
 
 
-def _glob_to_regex(glob: str) -> re.Pattern[str]:
-    out: list[str] = []
-    i = 0
-    while i < len(glob):
-        c = glob[i]
-        if c == "*":
-            if glob.startswith("**/", i):
-                out.append("(?:.*/)?")  # '**/' also matches no directory at all: '**/.env'
-                i += 3
-                continue
-            if glob.startswith("**", i):
-                out.append(".*")
-                i += 2
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = glob.find("]", i + 1)
-            if end == -1:
-                raise ValueError(f"unclosed '[' at position {i}")
-            body = glob[i + 1 : end]
-            if not body or body == "!":
-                raise ValueError(f"empty character class at position {i}")
-            if body.startswith("!"):
-                body = "^" + body[1:]
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            i = end
-        elif c == "]":
-            raise ValueError(f"unmatched ']' at position {i}")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out), re.DOTALL)
+def _number_text(value: int | float) -> str:
+    """A number's canonical text (see the module doc): ``666.0`` -> ``666``."""
+    if isinstance(value, float):
+        if not value.is_integer():  # also inf and nan
+            return repr(value)
+        value = int(value)  # at most 1024 bits: 1e308 has 309 digits
+    if value.bit_length() > _MAX_DECIMAL_BITS:
+        return hex(value)
+    return str(value)
+
+
+def _json_text(value: Any) -> str:
+    """A non-string, non-number value as JSON text, its numbers canonical."""
+    return json.dumps(_canonical_numbers(value), sort_keys=True)
+
+
+def _canonical_numbers(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if type(value) is int and value.bit_length() > _MAX_DECIMAL_BITS:
+        return hex(value)
+    if isinstance(value, Mapping):
+        return {k: _canonical_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical_numbers(v) for v in value]
+    return value
+
+
+def _rule_number(glob: str) -> int | float | None:
+    """The number a rule value stands for, or ``None`` when it is not a plain number.
+
+    Raises:
+        ValueError: a whole number of more than ``_MAX_RULE_DIGITS`` digits.
+    """
+    if _NUMBER.fullmatch(glob) is None:
+        return None
+    if any(ch in glob for ch in ".eE"):
+        return float(glob)  # as json.loads reads it: '6.66e2' is the float 666.0
+    if len(glob.lstrip("+-")) > _MAX_RULE_DIGITS:
+        raise ValueError(f"a whole number in a rule has at most {_MAX_RULE_DIGITS} digits")
+    return int(glob)
+
+
+def _as_double(number: int | float) -> float:
+    """``number`` as the nearest IEEE double (an integer past its range as an infinity)."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf if number > 0 else -math.inf
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, slots=True)
 class ArgConstraint:
     name: str
     glob: str
-    pattern: re.Pattern[str]
+    pattern: Glob
     allows_dotdot: bool
+    number: int | float | None = None
+    """The glob read as a number, when it is one: numeric arguments compare to it."""
+    double: float | None = None
+    """``number`` as an IEEE double (what a deny rule also compares)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +144,12 @@ class Rule:
     tool_glob: str
     args: tuple[ArgConstraint, ...]
     line: int | None = None
+    tool_pattern: Glob | None = field(default=None, repr=False, compare=False)
+    """The compiled tool glob (built from ``tool_glob`` when not given)."""
+
+    def __post_init__(self) -> None:
+        if self.tool_pattern is None:
+            object.__setattr__(self, "tool_pattern", Glob(self.tool_glob, path_aware=False))
 
     @property
     def id(self) -> str:
@@ -103,7 +160,8 @@ class Rule:
         return not any(ch in self.tool_glob for ch in "*?[")
 
     def matches_tool(self, qualified_name: str) -> bool:
-        return fnmatchcase(qualified_name, self.tool_glob)
+        assert self.tool_pattern is not None  # set in __post_init__
+        return bool(self.tool_pattern.fullmatch(qualified_name))
 
     def matches_args(self, arguments: Mapping[str, Any]) -> bool:
         deny = self.kind == "deny"
@@ -125,12 +183,21 @@ class Rule:
 
     @staticmethod
     def _match(c: ArgConstraint, value: Any, deny: bool) -> bool:
-        text = value if type(value) is str else json.dumps(value, sort_keys=True)
-        if c.pattern.fullmatch(text) is None:
+        if type(value) is str:
+            text = value
+        elif _is_number(value):
+            if c.number is not None:
+                # 666 == 666.0 (exact): one value, however spelled. A deny rule also
+                # catches what a tool reading doubles would take for its number (R3).
+                return bool(value == c.number) or (deny and _as_double(value) == c.double)
+            text = _number_text(value)
+        else:
+            text = _json_text(value)
+        if not c.pattern.fullmatch(text):
             # A deny rule also matches the path the value names once normalized, so
             # './secrets/key' or 'a//.env' cannot slip past it (R3).
             if deny and ("/" in text or "\\" in text or text.startswith(".")):
-                return c.pattern.fullmatch(_normalized(text)) is not None
+                return bool(c.pattern.fullmatch(_normalized(text)))
             return False
         if not deny and ".." in text and not c.allows_dotdot:
             # A wildcard must not smuggle a parent-directory step past an allow rule.
@@ -166,6 +233,10 @@ def parse_rule(
             path=path,
             line=line,
         )
+    try:
+        tool_pattern = Glob(tool_glob, path_aware=False)
+    except ValueError as exc:
+        raise RuleError(source, f"bad tool glob: {exc}", path=path, line=line) from None
     args: list[ArgConstraint] = []
     if paren:
         if not rest.endswith(")"):
@@ -176,21 +247,19 @@ def parse_rule(
                     source, f"argument {name!r} is constrained twice", path=path, line=line
                 )
             try:
-                pattern = _glob_to_regex(glob)
-                _glob_to_regex(tool_glob)
+                pattern = Glob(glob)
+                number = _rule_number(glob)
             except ValueError as exc:
                 raise RuleError(source, f"bad glob {glob!r}: {exc}", path=path, line=line) from None
             # Only a real '..' segment in the glob lets a value step up ('v1..2' does not).
-            args.append(ArgConstraint(name, glob, pattern, ".." in _SEPARATORS.split(glob)))
+            dotdot = ".." in _SEPARATORS.split(glob)
+            double = None if number is None else _as_double(number)
+            args.append(ArgConstraint(name, glob, pattern, dotdot, number, double))
         if not args:
             raise RuleError(
                 source, "empty argument list; drop the parentheses", path=path, line=line
             )
-    try:
-        _glob_to_regex(tool_glob)
-    except ValueError as exc:
-        raise RuleError(source, f"bad tool glob: {exc}", path=path, line=line) from None
-    return Rule(kind, source, tool_glob, tuple(args), line)
+    return Rule(kind, source, tool_glob, tuple(args), line, tool_pattern)
 
 
 def _split_args(

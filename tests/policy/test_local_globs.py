@@ -1,0 +1,252 @@
+"""LocalEvaluator globs match in linear time (issue 12 item 10) and mean what they meant.
+
+``*BEGIN*PRIVATE*KEY*`` compiled to a backtracking regex and stalled the harness for 5 s on
+a 19 KB argument. The matcher now runs such globs on RE2 (and keeps Python's ``re`` only
+for shapes whose backtracking is linear); these tests bound its time on adversarial
+inputs and check it against the old regex translation, kept here as the reference.
+"""
+
+import posixpath
+import re
+import time
+from fnmatch import fnmatchcase
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from support import ALICE
+
+from clearance.errors import RuleError
+from clearance.policy import AuthzRequest, LocalEvaluator, SessionInfo, ToolInfo
+
+
+def request(tool: str, **arguments: object) -> AuthzRequest:
+    ns, _, name = tool.partition(".")
+    return AuthzRequest(ALICE, ToolInfo(tool, ns, name, False), arguments, SessionInfo("s"))
+
+
+def effect(ev: LocalEvaluator, tool: str, **arguments: object) -> str:
+    return ev.evaluate(request(tool, **arguments)).effect
+
+
+# --- linear time ------------------------------------------------------------------------
+
+KB100 = 100_000
+ADVERSARIAL = [
+    # (glob, value): each takes the old backtracking regex minutes or more.
+    ("*BEGIN*PRIVATE*KEY*", "KEY" + "BEGIN PRIVATE " * (KB100 // 14) + "/"),
+    ("*BEGIN*PRIVATE*KEY*", "BEGIN PRIVATE " * (KB100 // 14)),
+    ("*a*a*a*a*a*a*b", "a" * KB100 + "/b"),
+    ("**a**a**a**a**[!a]", "a" * KB100),
+    ("*?*?*?*?*?*?*?*?/x", "a" * KB100 + "/y"),
+    ("src/**/*a*a*a*.py", "src/" + "a" * KB100 + ".pyc"),
+    ("**a/**a/**a/**b", "a/" * (KB100 // 2)),
+    # two-run shapes kept on Python's re: linear by the argument in clearance.policy.globs
+    ("**/*.key", "a/" * (KB100 // 2) + "x"),
+    ("**/*.key", "/" * KB100),
+    ("src/**/*.py", "src/" + "a/" * (KB100 // 2) + "a"),
+    ("*/**x", "a" * KB100),
+    ("**/x*y", "x" * KB100),
+    ("**/a/x*y", "a/x" * (KB100 // 3)),
+    ("*a/**a", "a" * KB100),
+]
+
+
+@pytest.mark.parametrize(("glob", "value"), ADVERSARIAL, ids=[g for g, _ in ADVERSARIAL])
+@pytest.mark.parametrize("kind", ["allow", "deny"])
+def test_adversarial_globs_on_100_kb_values_finish_quickly(
+    glob: str, value: str, kind: str
+) -> None:
+    rules = (
+        {"allow": [f"x.y(v={glob})"]}
+        if kind == "allow"
+        else {
+            "allow": ["x.y"],
+            "deny": [f"x.y(v={glob})"],
+        }
+    )
+    ev = LocalEvaluator(**rules)
+    started = time.perf_counter()
+    verdict = ev.evaluate(request("x.y", v=value))
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.5, f"{glob!r} took {elapsed:.2f} s"
+    # and still the right answer: none of these values matches its glob
+    assert verdict.effect == ("deny" if kind == "allow" else "allow"), verdict
+
+
+def test_the_reported_stall_is_gone() -> None:
+    """Issue 12 item 10: a deny rule for private keys against a 19 KB argument."""
+    ev = LocalEvaluator(allow=["files.write_file"], deny=["files.*(content=*BEGIN*PRIVATE*KEY*)"])
+    content = "BEGIN PRIVATE " * 1400 + "KEY/x"  # "*" does not cross "/": no match
+    started = time.perf_counter()
+    assert effect(ev, "files.write_file", content=content) == "allow"
+    assert effect(ev, "files.write_file", content="-----BEGIN PRIVATE KEY-----") == "deny"
+    assert time.perf_counter() - started < 0.5
+
+
+def test_many_rules_with_many_wildcards_stay_linear() -> None:
+    ev = LocalEvaluator(
+        allow=["x.y"], deny=[f"x.y(v=*{w}*{w}*{w}*/)" for w in ("a", "b", "c", "aa", "ab")]
+    )
+    started = time.perf_counter()
+    assert effect(ev, "x.y", v="ab" * (KB100 // 2)) == "allow"
+    assert time.perf_counter() - started < 0.5
+
+
+# --- same meaning as the old regex translation ------------------------------------------
+
+
+def reference_regex(glob: str) -> re.Pattern[str]:
+    """The old translation (clearance 0.1 ``_glob_to_regex``), for simple classes."""
+    out: list[str] = []
+    i = 0
+    while i < len(glob):
+        c = glob[i]
+        if c == "*":
+            if glob.startswith("**/", i):
+                out.append("(?:.*/)?")
+                i += 3
+                continue
+            if glob.startswith("**", i):
+                out.append(".*")
+                i += 2
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = glob.index("]", i + 1)
+            body = glob[i + 1 : end]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def reference_match(glob: str, value: str, *, deny: bool) -> bool:
+    """The old ``Rule._match`` for a string value."""
+    pattern = reference_regex(glob)
+    if pattern.fullmatch(value) is None:
+        if deny and ("/" in value or "\\" in value or value.startswith(".")):
+            folded = posixpath.normpath(value.replace("\\", "/"))
+            folded = folded[2:] if folded.startswith("./") else folded
+            return pattern.fullmatch(folded) is not None
+        return False
+    if not deny and ".." in value and ".." not in re.split(r"[/\\]", glob):
+        return ".." not in re.split(r"[/\\]", value)
+    return True
+
+
+GLOB_TOKENS = ["a", "b", ".", "..", "/", "\\", "é", "-", "*", "**", "**/", "?"]
+GLOB_TOKENS += ["[ab]", "[!a]", "[a-c]", "[./]", "[!/]", "[-a]", "[\\]"]
+CHARS = "ab./\\é-\n\U0001f600"
+text = st.text(alphabet=CHARS, max_size=5)
+# What each token can stand for in a value: drawn so that values often match their glob.
+FILLERS = {
+    "*": st.text(alphabet=CHARS.replace("/", ""), max_size=5),
+    "**": text,
+    "**/": st.one_of(st.just(""), text.map(lambda t: t + "/")),
+    "?": st.sampled_from(CHARS),
+    "[ab]": st.sampled_from("ab"),
+    "[!a]": st.sampled_from(CHARS),
+    "[a-c]": st.sampled_from("abc"),
+    "[./]": st.sampled_from("./"),
+    "[!/]": st.sampled_from(CHARS),
+    "[-a]": st.sampled_from("-a"),
+    "[\\]": st.just("\\"),
+}
+
+
+@st.composite
+def glob_and_value(draw: st.DrawFn) -> tuple[str, str]:
+    """A glob (often with several wildcards, so both engines are exercised) and a value
+    that matches it, nearly matches it (one character changed, dropped or added) or is
+    random."""
+    runs = st.sampled_from(["*", "**", "**/"])
+    token = st.one_of(st.sampled_from(GLOB_TOKENS), runs)
+    tokens = draw(st.lists(token, min_size=1, max_size=8))
+    value = "".join(draw(FILLERS.get(t, st.just(t))) for t in tokens)
+    kind = draw(st.sampled_from(["instance", "instance", "near miss", "random"]))
+    if kind == "near miss":
+        at = draw(st.integers(0, len(value)))
+        value = value[:at] + draw(st.sampled_from(["", *CHARS])) + value[at + 1 :]
+    elif kind == "random":
+        value = draw(text)
+    return "".join(tokens), value
+
+
+@given(case=glob_and_value())
+def test_the_matcher_agrees_with_the_old_regex(case: tuple[str, str]) -> None:
+    glob, value = case
+    allow = LocalEvaluator(allow=[f"x.y(v={glob})"])
+    deny = LocalEvaluator(allow=["x.y"], deny=[f"x.y(v={glob})"])
+    assert (effect(allow, "x.y", v=value) == "allow") is reference_match(glob, value, deny=False)
+    assert (effect(deny, "x.y", v=value) == "deny") is reference_match(glob, value, deny=True)
+
+
+@given(
+    glob=st.lists(
+        st.sampled_from(["a", "b", ".", "-", "*", "**", "?", "[ab]", "[!a]"]),
+        min_size=1,
+        max_size=6,
+    ).map("".join),
+    name=st.text(alphabet="ab.-_", min_size=1, max_size=10),
+)
+def test_tool_globs_agree_with_fnmatch(glob: str, name: str) -> None:
+    if "." not in glob and glob not in ("*", "**"):
+        glob = "ns." + glob
+    ev = LocalEvaluator(allow=[glob])
+    assert (effect(ev, name) == "allow") is fnmatchcase(name, glob)
+
+
+@pytest.mark.parametrize(
+    ("glob", "value", "matches"),
+    [
+        ("[[]x", "[x", True),  # as suggest.py escapes special characters
+        ("[*]x", "*x", True),
+        ("[*]x", "ax", False),
+        ("a[\\]b", "a\\b", True),
+        ("[a-]", "-", True),
+        ("[^a]", "b", True),  # '^' negates too, as before
+        ("[^a]", "a", False),
+        ("[!/]", "/", False),
+        ("[!a]", "/", True),  # a class may match '/'
+        ("a?b", "a\U0001f600b", True),  # one character, not one UTF-8 byte
+        ("*a*?*b", "xa\U0001f600b", True),  # the same on RE2
+        ("*a*?*b", "xa\ud800b", True),  # a lone surrogate is one character there too
+        ("*a*?*b", "xab", False),
+        ("*a*?*b", "a/b", False),  # on RE2 too, '?' and '*' stop at '/'
+        ("*a*?*b", "a\nb", True),  # and cross newlines
+        ("*a*[!x]*b", "a/b", True),
+        ("**/a*b*", "ab", True),
+        ("**/a*b*", "x/y/a-b-", True),
+        ("**/a*b*", "xab", False),
+        ("**a**b*", "a/x/b", True),
+        ("**a**b*", "a/x/b/c", False),
+        ("*(*)*", "f(x)", True),
+        ("*$*^*|*", "$^|", True),
+        ("*\t*\n*", "a\tb\nc", True),
+    ],
+)
+def test_special_characters_and_classes(glob: str, value: str, matches: bool) -> None:
+    ev = LocalEvaluator(allow=[f"x.y(v={glob})"])
+    assert (effect(ev, "x.y", v=value) == "allow") is matches
+
+
+@pytest.mark.parametrize(
+    ("glob", "needle"),
+    [
+        ("[z-a]", "reversed range"),
+        ("[!]", "empty character class"),
+        ("[^]", "empty character class"),
+        ("a]", "unmatched ']'"),
+        ("*[ab", "unclosed '['"),
+    ],
+)
+def test_bad_classes_are_rule_errors(glob: str, needle: str) -> None:
+    with pytest.raises(RuleError, match=re.escape(needle)):
+        LocalEvaluator(allow=[f"x.y(v={glob})"])
