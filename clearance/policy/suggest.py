@@ -37,9 +37,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from clearance._text import is_printable, printable
-from clearance.errors import PolicyError
 from clearance.policy.base import AuthzRequest, Verdict
+from clearance.policy.policy_text import (
+    IntendedPolicy,
+    cedar_attribute,
+    cedar_entity,
+    cedar_like,
+    cedar_string,
+    check_cedar,
+    check_local,
+    comment,
+    has_name,
+    is_entity_type,
+    split_entity,
+    toml_string,
+)
 from clearance.policy.replay import CorpusCall, CorpusError, parse_corpus_line
 
 if TYPE_CHECKING:
@@ -64,13 +76,6 @@ _URL = re.compile(
 )
 _FREE_TEXT = 200
 """Strings longer than this (or with a line break) are free text: never constrained."""
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CEDAR_RESERVED = frozenset(
-    {"true", "false", "if", "then", "else", "in", "is", "like", "has", "__cedar"}
-)
-"""Words Cedar does not take as an attribute name after a dot."""
-_ENTITY_TYPE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*$")
-"""A Cedar entity type name (``User``, ``MyApp::User``)."""
 _TOOL_NAME = re.compile(r"^[a-z0-9_-]{1,64}(?:\.[a-z0-9_-]{1,64})+$")
 """A qualified tool name: no glob character, nothing a policy language reads specially."""
 _MISSING: Any = object()
@@ -214,7 +219,7 @@ class SuggestionSet:
         out: list[str] = []
         conditioned: list[bool] = []
         for index, s in enumerate(self.suggestions, 1):
-            principal = _cedar_entity(s.principal)
+            principal = cedar_entity(s.principal)
             conditions = [
                 c for name, p in s.constraints if (c := self._cedar_condition(s.tool, name, p))
             ]
@@ -222,10 +227,10 @@ class SuggestionSet:
             covers = ", ".join(s.calls[:5]) + (
                 f" and {len(s.calls) - 5} more" if len(s.calls) > 5 else ""
             )
-            out.append(_comment("//", f"{len(s.calls)} call(s): {covers}"))
-            out.extend(_comment("//", f"note: {note}") for note in s.notes)
+            out.append(comment("//", f"{len(s.calls)} call(s): {covers}"))
+            out.extend(comment("//", f"note: {note}") for note in s.notes)
             out.append(f'@id("suggested-{index}")')
-            head = f"permit (principal == {principal}, action == Action::{_cedar_string(s.tool)}, resource)"
+            head = f"permit (principal == {principal}, action == Action::{cedar_string(s.tool)}, resource)"
             if conditions:
                 out.append(head)
                 out.append("when {\n  " + " &&\n  ".join(conditions) + "\n};")
@@ -233,29 +238,31 @@ class SuggestionSet:
                 out.append(head + ";")
             out.append("")
         text = "\n".join(out)
-        _check_cedar(text, self.suggestions, conditioned)
+        check_cedar(
+            text,
+            [
+                IntendedPolicy(f"suggested-{n}", split_entity(s.principal), s.tool, when)
+                for n, (s, when) in enumerate(zip(self.suggestions, conditioned, strict=True), 1)
+            ],
+        )
         return text
 
     def _cedar_condition(self, tool: str, name: str, pattern: Pattern) -> str | None:
         kind, required = _cedar_kind(self.tools.get(tool), name)
         if kind in ("untyped", "other"):
             return None  # suggest(format="cedar") leaves such arguments free
-        ref = (
-            f"context.input.{name}"
-            if _plain_name(name)
-            else f"context.input[{_cedar_string(name)}]"
-        )
-        guard = "" if required else f"context.input has {_has_name(name)} && "
+        ref = f"context.input{cedar_attribute(name)}"
+        guard = "" if required else f"context.input has {has_name(name)} && "
         if pattern.kind == "absent":
-            return None if required else f"!(context.input has {_has_name(name)})"
+            return None if required else f"!(context.input has {has_name(name)})"
         if pattern.kind == "exact":
             return guard + f"{ref} == {_cedar_value(pattern.value, kind)}"
         if pattern.kind == "prefix":
-            prefix = _cedar_like(pattern.value + "/") + "*"
+            prefix = cedar_like(pattern.value + "/") + "*"
             return guard + f'({ref} like "{prefix}" && !({ref} like "*..*"))'
         if pattern.kind == "host":
-            base = _cedar_string(pattern.value)
-            return guard + f'({ref} == {base} || {ref} like "{_cedar_like(pattern.value + "/")}*")'
+            base = cedar_string(pattern.value)
+            return guard + f'({ref} == {base} || {ref} like "{cedar_like(pattern.value + "/")}*")'
         if pattern.kind == "range":
             lo, hi = (_cedar_value(v, kind) for v in pattern.value)
             if kind == "decimal":
@@ -303,13 +310,13 @@ class SuggestionSet:
         for principal, rules in self.to_local().items():
             block = "\n".join(
                 [
-                    _comment("#", principal),
+                    comment("#", principal),
                     "allow = [",
-                    *(f"  {_toml_string(r)}," for r in rules),
+                    *(f"  {toml_string(r)}," for r in rules),
                     "]",
                 ]
             )
-            _check_local(block, rules, {s.tool for s in self.suggestions})
+            check_local(block, rules, {s.tool for s in self.suggestions})
             out.extend([block, ""])
         return "\n".join(out)
 
@@ -351,151 +358,7 @@ class PrincipalRules:
         return verdict
 
 
-# --- rendering helpers ------------------------------------------------------------------------
-
-
-_CEDAR_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
-
-
-def _cedar_string(text: str) -> str:
-    """A Cedar string literal holding ``text``: quotes and backslashes escaped, and every
-    character :func:`printable` would escape (controls, bidi, invisible) as ``\\u{...}``,
-    so the policy reads the same to Cedar and to a reviewer."""
-    out = []
-    for ch in text:
-        escape = _CEDAR_ESCAPES.get(ch)
-        if escape is not None:
-            out.append(escape)
-        elif is_printable(ch):
-            out.append(ch)
-        else:
-            out.append(f"\\u{{{ord(ch):x}}}")
-    return '"' + "".join(out) + '"'
-
-
-def _toml_string(text: str) -> str:
-    """A TOML basic string holding ``text``, escaped like :func:`_cedar_string`."""
-    out = []
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif is_printable(ch):
-            out.append(ch)
-        elif ord(ch) <= 0xFFFF:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    return '"' + "".join(out) + '"'
-
-
-def _comment(mark: str, text: str) -> str:
-    """A one-line comment saying ``text``: every line end and control character escaped
-    (so the comment cannot end early and start a policy), ``*/`` broken up as well."""
-    return f"{mark} " + printable(text).replace("*/", "*\\/")
-
-
-def _plain_name(name: str) -> bool:
-    """Whether ``context.input.<name>`` can be written with a dot."""
-    return _IDENT.match(name) is not None and name not in _CEDAR_RESERVED
-
-
-def _cedar_like(text: str) -> str:
-    """The inside of a ``like`` pattern matching ``text`` literally."""
-    return _cedar_string(text)[1:-1].replace("*", "\\*")
-
-
-def _has_name(name: str) -> str:
-    return name if _plain_name(name) else _cedar_string(name)
-
-
-def _split_entity(text: str) -> tuple[str, str]:
-    """``'User::"alice"'`` as ``("User", "alice")``.
-
-    Unambiguous because the type is a Cedar name (no quote): the first ``::"`` ends it.
-
-    Raises:
-        ValueError: the type is not a Cedar name, or the text is not ``Type::"id"``.
-    """
-    kind, sep, rest = text.partition('::"')
-    if not sep or not rest.endswith('"') or not _ENTITY_TYPE.match(kind):
-        raise ValueError(f"the principal type of {printable(text)} is not a Cedar name")
-    return kind, rest[:-1]
-
-
-def _cedar_entity(text: str) -> str:
-    kind, ident = _split_entity(text)
-    return f"{kind}::{_cedar_string(ident)}"
-
-
-def _check_cedar(text: str, suggestions: Sequence[Suggestion], conditioned: Sequence[bool]) -> None:
-    """Parse ``text`` with the Cedar engine and compare each policy with the suggestion it
-    was rendered from: permit, its ``@id``, ``principal ==`` the suggestion's principal,
-    ``action ==`` its tool, any resource, a ``when`` clause exactly when it has conditions.
-
-    Raises:
-        PolicyError: anything differs (or the text does not parse).
-    """
-    from clearance.policy.cedar import CedarEngine
-
-    policies = CedarEngine(text).policies if text else ()
-    if len(policies) != len(suggestions):
-        raise PolicyError(
-            f"the suggested policies parse to {len(policies)} policies, not "
-            f"{len(suggestions)}: refusing to show them"
-        )
-    for index, (info, s, when) in enumerate(
-        zip(policies, suggestions, conditioned, strict=True), 1
-    ):
-        kind, ident = _split_entity(s.principal)
-        expected_id = f"suggested-{index}"
-        scoped = (
-            info.effect == "permit"
-            and info.kind == "static"
-            and dict(info.annotations) == {"id": expected_id}
-            and info.principal.op == "=="
-            and [(e.type, e.id) for e in info.principal.entities] == [(kind, ident)]
-            and info.action.op == "=="
-            and [(e.type, e.id) for e in info.action.entities] == [("Action", s.tool)]
-            and info.resource.op == "any"
-            and info.conditions == (1 if when else 0)
-        )
-        if not scoped:
-            raise PolicyError(
-                f"suggested policy {expected_id} does not parse to what it was made for "
-                f"(permit for {printable(s.principal)} calling {printable(s.tool)}): "
-                "refusing to show it",
-                policy_id=expected_id,
-            )
-
-
-def _check_local(block: str, rules: Sequence[str], tools: set[str]) -> None:
-    """Parse one principal's TOML block and each of its rules back and compare them with
-    the rules meant: the same list, each naming exactly one suggested tool (no glob).
-
-    Raises:
-        PolicyError: anything differs (or does not parse).
-    """
-    import tomllib
-
-    from clearance.errors import RuleError
-    from clearance.policy.local import parse_rule
-
-    try:
-        parsed = tomllib.loads(block)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"the suggested rules do not parse as TOML: {exc}") from None
-    if parsed != {"allow": list(rules)}:
-        raise PolicyError("the suggested rules do not parse back to themselves: refusing")
-    for rule in rules:
-        try:
-            tool = parse_rule("allow", rule).tool_glob
-        except RuleError as exc:
-            raise PolicyError(f"a suggested rule does not parse: {exc}") from None
-        if tool not in tools:
-            raise PolicyError(
-                f"the suggested rule {printable(rule)} does not name the tool it was made "
-                "for: refusing"
-            )
+# --- rendering helpers (quoting and checking the text: clearance.policy.policy_text) -------
 
 
 def _cedar_value(value: Any, kind: str) -> str:
@@ -507,7 +370,7 @@ def _cedar_value(value: Any, kind: str) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return str(int(value))
-    return _cedar_string(str(value))
+    return cedar_string(str(value))
 
 
 _RECORDS: dict[int, tuple[Any, Any]] = {}
@@ -839,7 +702,7 @@ def _unsuggestable(
     call: CorpusCall, tool_map: Mapping[str, Any], aliases: Mapping[str, str]
 ) -> str | None:
     """Why no rule can be suggested for ``call`` (``None``: one can)."""
-    if not _ENTITY_TYPE.match(call.principal.type):
+    if not is_entity_type(call.principal.type):
         return "the principal type is not a Cedar name"
     tool = aliases.get(call.tool, call.tool)
     if not _TOOL_NAME.match(tool):
