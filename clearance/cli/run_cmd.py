@@ -26,6 +26,7 @@ import logging
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -226,6 +227,12 @@ class _Printer:
         self.asks: dict[str, str] = {}
         self.tools: Mapping[str, Tool] = {}
         """qualified name → tool, for the deciding fields of each call."""
+        self.last_ask: str | None = None
+        """The ask id whose arguments are the last lines printed, if any: its prompt
+        follows them directly and need not show them again."""
+        self.lock = threading.RLock()
+        """Held while a block of lines is printed (an ask and its arguments), so that the
+        prompt, in its own thread, and the live log never interleave inside one."""
 
     def bind(self, registry: ToolRegistry) -> None:
         self.tools = {t.qualified_name: t for t in registry}
@@ -248,12 +255,16 @@ class _Printer:
         """``call id  label  text``, the id and the text printed through :func:`printable`."""
         if self.echo is not None:
             cid = printable(call_id)
-            self.echo(f"{cid:>{self.width}}  {styled(label)} {printable(text)}".rstrip())
+            with self.lock:
+                self.last_ask = None
+                self.echo(f"{cid:>{self.width}}  {styled(label)} {printable(text)}".rstrip())
 
     def raw(self, text: str) -> None:
         """A line already made printable."""
         if self.echo is not None:
-            self.echo(text)
+            with self.lock:
+                self.last_ask = None
+                self.echo(text)
 
     def header(self, call_id: str, data: Mapping[str, Any]) -> None:
         if call_id in self.headed:
@@ -265,6 +276,10 @@ class _Printer:
         self.line(call_id, "call", f"{name} {brief}")
 
     def __call__(self, event: JournalEvent) -> None:
+        with self.lock:
+            self._print(event)
+
+    def _print(self, event: JournalEvent) -> None:
         cid, data = event.call_id, event.data
         if cid is None:
             return
@@ -280,6 +295,7 @@ class _Printer:
             arguments = data.get("arguments")
             for text in _ask_text(arguments, self.deciding(name, arguments), indent=self.indent):
                 self.raw(text)
+            self.last_ask = str(data.get("ask_id"))
         elif event.type == "permission_decided":
             note = self.notes.get(str(data.get("ask_id")), "")
             how = data.get("how")
@@ -420,9 +436,18 @@ class _PromptAnswerer:
         self.lock = anyio.Lock()
         self.who = default_principal().id
 
-    def _read(self, text: str, default: str) -> str | None:
+    def _read(
+        self, text: str, default: str, *, before: Callable[[], None] | None = None
+    ) -> str | None:
+        """Print ``before`` (if any) and the question as one block, then read an answer."""
+        with self.printer.lock:
+            if before is not None:
+                before()
+            click.echo(f"{text} [{default}]: ", nl=False, err=self.err)
         try:
-            raw = click.prompt(text, default=default, show_default=True, err=self.err)
+            raw = click.prompt(
+                "", default=default, show_default=False, prompt_suffix="", err=self.err
+            )
         except click.Abort:  # end of input: nobody to answer
             click.echo("", err=self.err)
             return None
@@ -432,23 +457,31 @@ class _PromptAnswerer:
 
     def _show(self, ask: PermissionAsk, *, full: bool) -> None:
         deciding = self.printer.deciding(ask.qualified_name, ask.arguments)
-        for line in _ask_text(ask.arguments, deciding, indent=self.printer.indent, full=full):
-            click.echo(line, err=self.err)
+        with self.printer.lock:
+            for line in _ask_text(ask.arguments, deciding, indent=self.printer.indent, full=full):
+                click.echo(line, err=self.err)
+
+    def _introduce(self, ask: PermissionAsk, cid: str) -> None:
+        """Show the ask right before its question, unless the live log on this stream
+        has just shown it (other calls' lines may have come between, or the log may be
+        elsewhere)."""
+        if not self.err and self.printer.echo is not None and self.printer.last_ask == ask.ask_id:
+            return
+        click.echo(
+            f"{cid}  {printable(ask.qualified_name)} asks: {printable(ask.reason)}", err=self.err
+        )
+        self._show(ask, full=False)
 
     def _prompt(self, ask: PermissionAsk) -> PermissionDecision:
         cid = f"{printable(ask.call_id):>{self.printer.width}}"
-        if self.err or self.printer.echo is None:
-            # The live log (stdout) is not where this prompt is read: show the ask here.
-            click.echo(
-                f"{cid}  {printable(ask.qualified_name)} asks: {printable(ask.reason)}",
-                err=self.err,
-            )
-            self._show(ask, full=False)
+        introduce: Callable[[], None] | None = partial(self._introduce, ask, cid)
         while True:
             raw = self._read(
                 f"{cid}  allow it [o]nce, for the [s]ession, [a]lways, [d]eny, or [v]iew every argument?",
                 "d",
+                before=introduce,
             )
+            introduce = None
             if raw is None:
                 return PermissionDecision("deny", message="no answer (end of input)")
             if raw in _VIEW:

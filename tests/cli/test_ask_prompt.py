@@ -49,7 +49,7 @@ def test_the_ask_shows_the_whole_path_before_the_question(cli: Any, tmp_path: Pa
     assert shown.index("path: ") < shown.index("content: ")
     content = next(line for line in shown.splitlines() if "content: " in line)
     assert content.lstrip().startswith('content: "import os\\nos.system(')
-    assert content.rstrip().endswith('payload\')\\n"')
+    assert content.rstrip().endswith("payload')\\n\"")
     assert re.search(r"\[[\d,]+ characters elided\]", content)
     assert len(content) < 200
     # The live log on stdout says it too.
@@ -64,3 +64,78 @@ def test_v_shows_every_argument_whole_then_asks_again(cli: Any, tmp_path: Path) 
     assert json.dumps(PAYLOAD) in r.err
     assert r.err.count("allow it [o]nce") == 2
     assert (tmp_path / DEEP).read_text() == PAYLOAD
+
+
+def _on_a_terminal(cwd: Path, args: list[str], answers: list[bytes]) -> str:
+    """Run the command on a pseudo-terminal (stdin, stdout and stderr), answering each
+    question as it appears; what the terminal showed, escape sequences removed."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE")}
+    env["COLUMNS"] = "120"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clearance", *args],
+        cwd=cwd,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
+    os.close(slave)
+    shown = b""
+    pending = list(answers)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the other end closed
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+                asked = shown.count(b"allow it [o]nce")
+                if pending and asked > len(answers) - len(pending):
+                    os.write(master, pending.pop(0))
+            elif proc.poll() is not None:
+                break
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+        os.close(master)
+    assert proc.returncode == 0, shown.decode(errors="replace")
+    return re.sub(r"\x1b\[[0-9;]*m", "", shown.decode()).replace("\r\n", "\n")
+
+
+def test_each_question_follows_its_own_ask_on_a_terminal(tmp_path: Path) -> None:
+    # Two asks in one turn: both are logged before the first question. Each question must
+    # come right after the arguments of the call it asks about, not the other's.
+    paths = [DEEP.replace("tests", "first"), DEEP.replace("tests", "second")]
+    calls = [
+        {"id": f"w{n}", "name": "files__write_file", "args": {"path": p, "content": PAYLOAD}}
+        for n, p in enumerate(paths, 1)
+    ]
+    calls.append({"id": "r1", "name": "files__list_dir", "args": {"path": "."}})
+    script = {"turns": [{"tool_calls": calls}, {"text": "Done."}]}
+    (tmp_path / "script.json").write_text(json.dumps(script))
+    shown = _on_a_terminal(tmp_path, ["run", "script.json"], [b"o\n", b"d\n"])
+    lines = shown.splitlines()
+    questions = [n for n, line in enumerate(lines) if "allow it [o]nce" in line]
+    assert len(questions) == 2, shown
+    for question, path, call_id in zip(questions, paths, ("w1", "w2"), strict=True):
+        assert lines[question].lstrip().startswith(call_id)
+        before = lines[question - 2 : question]
+        assert before[0].strip() == f"path: {json.dumps(path)}", shown
+        assert before[1].strip().startswith('content: "import os') and "elided" in before[1]
+    assert (tmp_path / paths[0]).read_text() == PAYLOAD
+    assert not (tmp_path / paths[1]).exists()
