@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pty_support import on_a_terminal, strip_styles
 
 EVIL = (
     "\x1b]52;c;cGF3bmVk\x07"  # OSC 52: write the clipboard
@@ -321,3 +322,13 @@ def test_suggest_cannot_be_made_to_print_an_unscoped_policy(tmp_path: Path) -> N
     assert len(policies) == 2
     assert all(p.principal.op == "==" and p.action.op == "==" for p in policies)
     assert doc["replay"]["calls"] == doc["replay"]["allowed"] == 2
+
+
+def test_on_a_real_terminal_only_colours_are_escape_sequences(workspace: Path) -> None:
+    # On a terminal click keeps its styles; every other escape must still be spelled out.
+    shown = on_a_terminal(
+        workspace, ["run", "script.json", "--principal", PRINCIPAL], [b"o\n", b"d\n"]
+    )
+    assert "\x1b[" in shown  # styles are there: this is the terminal path
+    assert not bad_characters(strip_styles(shown)), strip_styles(shown)
+    assert "\\x1b]52;c;cGF3bmVk\\x07" in shown
