@@ -332,3 +332,28 @@ def test_on_a_real_terminal_only_colours_are_escape_sequences(workspace: Path) -
     assert "\x1b[" in shown  # styles are there: this is the terminal path
     assert not bad_characters(strip_styles(shown)), strip_styles(shown)
     assert "\\x1b]52;c;cGF3bmVk\\x07" in shown
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_journal_follow_escapes_hostile_records(workspace: Path, as_json: bool) -> None:
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE")}
+    args = ["journal", "--db", journal_of(workspace), "--follow", "--interval", "0.05"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clearance", *args, *(["--json"] if as_json else [])],
+        cwd=workspace,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        time.sleep(2)  # it never ends by itself: let it print what is there, then stop it
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    text, errors = out.decode("utf-8"), err.decode("utf-8")
+    assert_clean(proc.returncode, text, errors)
+    assert "\\x1b]52" in text or "\\u001b]52" in text
