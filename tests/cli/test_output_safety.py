@@ -357,3 +357,24 @@ def test_journal_follow_escapes_hostile_records(workspace: Path, as_json: bool) 
     text, errors = out.decode("utf-8"), err.decode("utf-8")
     assert_clean(proc.returncode, text, errors)
     assert "\\x1b]52" in text or "\\u001b]52" in text
+
+
+def test_log_records_reach_stderr_escaped(tmp_path: Path) -> None:
+    # Warnings quote what servers and models chose (a tool name, a request id); the
+    # command's log handler escapes them as everything else it prints.
+    code = (
+        "import logging, sys\n"
+        "from clearance.cli import main\n"
+        "try:\n"
+        "    main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "logging.getLogger('clearance.mcp.sources').warning('skipped %s', sys.argv[1])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, EVIL], capture_output=True, timeout=60, env=env, cwd=tmp_path
+    )
+    err = proc.stderr.decode("utf-8")
+    assert "skipped " in err
+    assert_clean(proc.returncode, proc.stdout.decode("utf-8"), err)
