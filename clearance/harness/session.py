@@ -335,7 +335,8 @@ class Session:
         self.call_ids: set[str] = set()
         self.lock = SessionLock()
         self.running: set[Any] = set()
-        """Handles of the calls running or queued now; ``cancel()`` ends each."""
+        """Handles of the calls in the pipeline now (being decided, queued or running
+        their handler); ``cancel()`` ends each before or while its handler runs."""
         self.closed = False
         self._inflight = 0
         self._idle_at = 0
@@ -472,7 +473,13 @@ class Session:
 
     async def aclose(self) -> None:
         """Close the session: deny open asks, cancel running and queued calls, drop its
-        session grants and event streams."""
+        session grants and event streams.
+
+        Calls still being decided are cancelled too, and the close waits until every
+        call of the session has ended (a journal write in progress is finished first):
+        once it returns, no handler of this session starts, and every call has its one
+        end on record (R7). A call that is already past its handler (result guardrails,
+        its ``tool_finished``) is waited for, not cancelled."""
         if self.closed:
             return
         self.closed = True

@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from clearance import (
     CallContext,
     CallToolResult,
+    ClosedError,
     Harness,
     Journal,
     JournalEvent,
@@ -282,3 +284,78 @@ async def test_r7_cancelled_before_it_could_start(sink: str, tmp_path: Path) -> 
         events = list(journal.events(call_id="c1"))
     assert [e.type for e in events].count("call_decided") == 1
     assert not [e for e in events if e.type in ("tool_started", "tool_finished")]
+
+
+@pytest.mark.parametrize(
+    ("sink", "durability"),
+    [("memory", "normal"), ("sqlite", "normal"), ("sqlite", "full"), ("jsonl", "full")],
+)
+@settings(max_examples=max(10, settings().max_examples // 2))
+@given(
+    calls=st.integers(min_value=1, max_value=40),
+    close_after=st.integers(min_value=0, max_value=20),
+    read_only=st.booleans(),
+)
+@example(calls=40, close_after=1, read_only=True)
+@example(calls=40, close_after=1, read_only=False)
+async def test_r7_close_while_calls_are_being_decided(
+    sink: str, durability: Durability, calls: int, close_after: int, read_only: bool
+) -> None:
+    """A session closed after any number of its calls' records (while the others wait for
+    their writes, with a journal that makes them wait): once ``aclose`` returns no handler
+    of the session starts, and every call still has exactly one end."""
+    closed = False
+    late: list[int] = []
+
+    async def work(arguments: dict[str, Any], ctx: CallContext) -> str:
+        if closed:
+            late.append(arguments["n"])
+        await anyio.lowlevel.checkpoint()
+        return "done"
+
+    registry = ToolRegistry()
+    registry.register("t", [Tool("work", work, input_schema=SCHEMA, read_only=read_only)])
+    with tempfile.TemporaryDirectory() as tmp:
+        journal = open_sink(sink, Path(tmp), durability)
+        async with Harness(registry, evaluator=LocalEvaluator(allow=["t.*"]), journal=journal) as h:
+            session = await h.create_session(principal=ALICE)
+            records = h.events()
+            refused: set[str] = set()  # calls that came after the close (never entered)
+
+            async def one(n: int) -> None:
+                try:
+                    await session.call_tool("t__work", {"n": n}, call_id=f"c{n}")
+                except ClosedError:
+                    refused.add(f"c{n}")
+
+            async with anyio.create_task_group() as tg:
+                for n in range(calls):
+                    tg.start_soon(one, n)
+                seen = 0
+                with anyio.fail_after(10):
+                    if close_after:
+                        async for _ in records:
+                            seen += 1
+                            if seen >= min(close_after, 3 * calls):  # 3 records a call
+                                break
+                    await session.aclose()
+                closed = True
+                await records.aclose()
+        if isinstance(journal, MemoryJournal):
+            events = journal.events()
+        else:
+            reopened = open_sink(sink, Path(tmp), durability)
+            try:
+                events = list(reopened.events())
+            finally:
+                await reopened.aclose()
+    assert late == []
+    assert events[-1].type == "session_closed"
+    by_call: dict[str, Counter[str]] = {}
+    for event in events:
+        if event.call_id is not None:
+            by_call.setdefault(event.call_id, Counter())[event.type] += 1
+    assert set(by_call) == {f"c{n}" for n in range(calls)} - refused
+    for call_id, counts in by_call.items():
+        assert counts["call_decided"] == 1, (call_id, counts)
+        assert counts["tool_started"] == counts["tool_finished"] <= 1, (call_id, counts)
