@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+import re2  # type: ignore[import-untyped]
 
 from clearance.facts.paths import PathFact
 from clearance.guardrails.paths import PathScope, PathScopeError
@@ -376,11 +377,13 @@ def _search(scope: PathScope, max_results: int, max_file_bytes: int) -> Handler:
     def search(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         query: str = arguments["query"]
         path: str = arguments.get("path", ".")
-        flags = re.IGNORECASE if arguments.get("ignore_case") else 0
-        try:
-            pattern = re.compile(query if arguments.get("regex") else re.escape(query), flags)
-        except re.error as exc:
-            return _error(f"search: `query` is not a valid regular expression: {exc}", "bad_regex")
+        pattern = _Query.compile(
+            query,
+            regex=bool(arguments.get("regex")),
+            ignore_case=bool(arguments.get("ignore_case")),
+        )
+        if isinstance(pattern, CallToolResult):
+            return pattern
         lines: list[str] = []
         files = 0
         truncated = False
@@ -389,17 +392,14 @@ def _search(scope: PathScope, max_results: int, max_file_bytes: int) -> Handler:
                 base = scope.relative(path)
                 for rel, text in _text_files(fd, base, max_file_bytes, ctx, 0):
                     files += 1
-                    for number, line in enumerate(text.splitlines(), 1):
-                        if pattern.search(line):
-                            if len(lines) >= max_results:
-                                truncated = True
-                                break
-                            shown = (
-                                line
-                                if len(line) <= _MAX_LINE_SHOWN
-                                else line[:_MAX_LINE_SHOWN] + "..."
-                            )
-                            lines.append(f"{rel}:{number}: {shown}")
+                    for number, line in pattern.matching_lines(text):
+                        if len(lines) >= max_results:
+                            truncated = True
+                            break
+                        shown = (
+                            line if len(line) <= _MAX_LINE_SHOWN else line[:_MAX_LINE_SHOWN] + "..."
+                        )
+                        lines.append(f"{rel}:{number}: {shown}")
                     if truncated:
                         break
         except OSError as exc:
@@ -418,6 +418,106 @@ def _search(scope: PathScope, max_results: int, max_file_bytes: int) -> Handler:
         )
 
     return search
+
+
+class _Query:
+    """A search query compiled by RE2, and the lines of a text it matches.
+
+    RE2 matches in time linear in the text, whatever the pattern, and releases the GIL
+    while it runs: a model's regex such as ``(a*)*b`` cannot freeze the process, as it
+    did with Python's backtracking ``re`` (which held the GIL, and with it every session,
+    for seconds). The price is RE2's syntax: no backreferences, lookaround, atomic groups
+    or possessive quantifiers; ``\\w``, ``\\d`` and ``\\b`` are ASCII. A plain
+    substring is compiled in RE2's literal mode, so ``ignore_case`` means the same in both.
+
+    A line matches when ``line.search`` finds the query in it. Calling RE2 once per line
+    costs microseconds of Python each, so a file is first searched whole, its lines
+    joined by ``\\n``, with a pattern that matches there whenever some line matches:
+    the substring itself, or the regex in multi-line mode (``^`` and ``$`` then match at
+    each line, and a match inside a line is the same match in the whole). A regex that
+    names the ends of the whole text (``\\A``, ``\\z``) or turns a flag off (which could
+    turn multi-line off) gets no whole-file pass. Only files that pass are read line by
+    line, so the result is exactly the lines that match.
+    """
+
+    __slots__ = ("_file", "_line")
+
+    def __init__(self, line: Any, file: Any) -> None:
+        self._line = line
+        self._file = file
+
+    @classmethod
+    def compile(cls, query: str, *, regex: bool, ignore_case: bool) -> _Query | CallToolResult:
+        """``query`` compiled, or the error result that says why it cannot be."""
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError:  # valid in JSON text, but no line of a file can hold one
+            return _error(
+                "search: `query` contains a lone surrogate, which is not text", "bad_query"
+            )
+        options = re2.Options()
+        options.literal = not regex
+        options.case_sensitive = not ignore_case
+        options.log_errors = False  # the model gets the error; nothing goes to stderr
+        try:
+            line = re2.compile(query, options)
+        except re2.error as exc:
+            return _regex_error(query, exc)
+        if not regex:
+            return cls(line, line)
+        if _NOT_LINE_BY_LINE.search(query):
+            return cls(line, None)
+        try:
+            return cls(line, re2.compile(f"(?m:{query})", options))
+        except re2.error:
+            return cls(line, None)
+
+    def matching_lines(self, text: str) -> Iterator[tuple[int, str]]:
+        """``(line number, line)`` of each line of ``text`` the query matches."""
+        lines = text.splitlines()
+        if self._file is not None and self._file.search("\n".join(lines)) is None:
+            return
+        for number, line in enumerate(lines, 1):
+            if self._line.search(line) is not None:
+                yield number, line
+
+
+# A regex that may match a line without matching the whole text in multi-line mode.
+_NOT_LINE_BY_LINE = re2.compile(r"\\[AzQ]|\(\?[imsU]*-")
+# What RE2 says about a Perl construct it lacks, and the name the model should read.
+_UNSUPPORTED = (
+    (re2.compile(r"invalid escape sequence: \\[1-9gk]"), "a backreference"),
+    (re2.compile(r"invalid perl operator: \(\?[=!]"), "a lookahead"),
+    (re2.compile(r"invalid perl operator: \(\?<[=!]"), "a lookbehind"),
+    (re2.compile(r"invalid perl operator: \(\?>"), "an atomic group"),
+    (re2.compile(r"bad repetition operator: [*+?}]\+"), "a possessive quantifier"),
+    (re2.compile(r"invalid escape sequence: \\Z"), "\\Z (write $ for the end of the line)"),
+)
+
+
+def _regex_error(query: str, exc: Exception) -> CallToolResult:
+    """The error result for a query RE2 refused, naming the construct when RE2 lacks it."""
+    message = exc.args[0] if exc.args else "invalid"
+    detail = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+    name = _unsupported(query, detail)
+    if name is not None:
+        return _error(
+            f"search: `query` uses {name} ({detail}), which this search does not support: "
+            "it matches with RE2, in linear time, without backreferences, lookaround, "
+            "atomic groups or possessive quantifiers",
+            "unsupported_regex",
+        )
+    return _error(f"search: `query` is not a valid regular expression: {detail}", "bad_regex")
+
+
+def _unsupported(query: str, detail: str) -> str | None:
+    """The Perl construct RE2 refused ``query`` for, if that is why (else ``None``)."""
+    if "(?P=" in query and "(?P" in detail:  # RE2 names only '(?P' for '(?P=name)'
+        return "a backreference"
+    for problem, name in _UNSUPPORTED:
+        if problem.search(detail):
+            return name
+    return None
 
 
 # --- helpers -----------------------------------------------------------------------------
