@@ -13,6 +13,8 @@ Every exception derives from one root, so ``except ClearanceError`` catches them
     ├── UnknownToolError           a tool name is not registered or not selected (.tool)
     ├── PathScopeError             a path leaves its PathScope root (.path, .reason); also a
     │                              PermissionError; defined in clearance.guardrails
+    ├── FactError                  an argument cannot be canonicalized (.reason); also a
+    │                              ValueError; the call carrying it is refused (rule R11)
     ├── ClosedError                the harness or session is closed
     ├── AskError                   a permission ask was answered wrongly (e.g. twice)
     └── JournalError               the journal cannot record or read
@@ -29,6 +31,7 @@ __all__ = [
     "ClearanceError",
     "ClosedError",
     "ConfigError",
+    "FactError",
     "JournalError",
     "PolicyError",
     "RuleError",
@@ -138,6 +141,22 @@ class UnknownToolError(ClearanceError):
     def __init__(self, tool: str, message: str | None = None) -> None:
         super().__init__(message or f"unknown tool {tool!r}")
         self.tool = tool
+
+
+class FactError(ClearanceError, ValueError):
+    """A value could not be canonicalized (see :mod:`clearance.facts`); the call that carries
+    it is refused, never run with the raw value.
+
+    Attributes:
+        reason: why, in one phrase the model and the person can act on.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.reason,)
 
 
 class ClosedError(ClearanceError):

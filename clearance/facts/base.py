@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from clearance.errors import ClearanceError
+from clearance.errors import FactError
 
 __all__ = [
     "ATTRIBUTE_TYPES",
@@ -38,21 +38,6 @@ __all__ = [
 
 ATTRIBUTE_TYPES = frozenset({"String", "Long", "Bool", "decimal", "Set<String>"})
 """The types a fact attribute may have."""
-
-
-class FactError(ClearanceError, ValueError):
-    """A value could not be canonicalized; the call that carries it is refused.
-
-    Attributes:
-        reason: why, in one phrase the model and the person can act on.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return type(self), (self.reason,)
 
 
 @dataclass(frozen=True, slots=True)

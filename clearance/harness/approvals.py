@@ -103,6 +103,12 @@ class PermissionAsk:
     """The policies, rules or guardrails that asked."""
     suggestions: tuple[GrantScope, ...] = ()
     created_at: float = field(default_factory=time.time)
+    deciding: tuple[str, ...] = ()
+    """The arguments that decide what the call does (its declared facts: paths, commands,
+    recipients, URLs, amounts), to be shown first and in full."""
+    facts: dict[str, Any] = field(default_factory=dict)
+    """The canonical facts of those arguments (none of a withheld one), e.g. what a path
+    resolves to; ``arguments`` already hold the canonical values."""
     _answer: PermissionDecision | None = field(default=None, repr=False)
     _closed: str | None = field(default=None, repr=False)
     _event: anyio.Event = field(default_factory=anyio.Event, repr=False)
@@ -151,6 +157,8 @@ class PermissionAsk:
             "reason": self.reason,
             "policies": list(self.policies),
             "suggestions": [s.to_json(public=True) for s in self.suggestions],
+            "deciding": list(self.deciding),
+            "facts": self.facts,
         }
 
 

@@ -87,8 +87,12 @@ def deciding_fields(ask_or_tool: Any) -> tuple[str, ...]:
         every other argument whose name reads like a path, command, URL, recipient or
         amount (``file_path``, ``toAccount``), in argument order.
     """
+    explicit = getattr(ask_or_tool, "deciding", None)
     facts = getattr(ask_or_tool, "facts", None)
-    declared = _top_level(facts) if isinstance(facts, Mapping) else []
+    if isinstance(explicit, tuple | list) and explicit:
+        declared = [n for n in explicit if isinstance(n, str)]  # an ask names them
+    else:
+        declared = _top_level(facts) if isinstance(facts, Mapping) else []
     arguments = getattr(ask_or_tool, "arguments", None)
     if isinstance(arguments, Mapping):
         names: Iterable[Any] = arguments.keys()

@@ -1044,6 +1044,14 @@ class Pipeline:
         tool, session, h = call.tool, call.session, self.harness
         assert tool is not None
         principal = str(session.principal)
+        # A grant's scope must constrain every field that decides what the call does.
+        deciding = tuple(f.field for f in tool.declared_facts)
+        path_fields = (
+            tuple(f.field for f in tool.declared_facts if f.kind.name == "path")
+            if deciding
+            else None
+        )
+        other_facts = tuple(f.field for f in tool.declared_facts if f.kind.name != "path")
         record: dict[str, Any] = {"reason": reason, "policies": list(policies)}
         call.record["ask"] = record
         grant = h.grants.find(principal, tool.qualified_name, arguments, session.id)
@@ -1062,7 +1070,14 @@ class Pipeline:
             arguments=self._visible(call, arguments),
             reason=reason,
             policies=policies,
-            suggestions=suggest_scopes(arguments, withheld=call.withheld),
+            deciding=deciding,
+            facts=self._visible_facts(call, call.facts or {}),
+            suggestions=suggest_scopes(
+                arguments,
+                withheld=call.withheld,
+                path_fields=path_fields,
+                other_facts=other_facts,
+            ),
         )
         record["ask_id"] = ask.ask_id
         await self._record(call, "permission_asked", {**call.identity(), **ask.to_json()})
@@ -1082,7 +1097,9 @@ class Pipeline:
         new_grant: Grant | None = None
         if decision is not None and decision.decision != "deny":
             try:
-                new_grant = grant_from_answer(ask, decision, arguments)
+                new_grant = grant_from_answer(
+                    ask, decision, arguments, path_fields=path_fields, other_facts=other_facts
+                )
                 if new_grant is not None:
                     h.grants.add(new_grant)
                     record["grant_created"] = new_grant.to_json(public=True)

@@ -67,6 +67,9 @@ async def test_the_person_asked_sees_the_canonical_path(ws: Path) -> None:
 
     def answer(ask: Any) -> str:
         asked.append(dict(ask.arguments))
+        assert ask.deciding == ("path",)
+        assert ask.facts["path"]["path"] == ".git/config"
+        assert ask.to_json()["facts"] == ask.facts
         return "allow_once"
 
     evaluator = LocalEvaluator(allow=["files.read_file"], ask=["files.write_file"])
