@@ -214,9 +214,12 @@ also takes ``+toolchain`` before its subcommand (a global option here)."""
 _SEPARATORS = "=:,@"
 _SPLIT_SEPARATORS = re.compile(r"[=:,@]")
 _SPLIT_SEGMENTS = re.compile(r"[/=:,@]")
+# Invisible or reordering characters: bidi controls, zero-width characters, line and
+# paragraph separators, fillers that render as nothing, and the tag characters that can
+# smuggle invisible ASCII text past a person reading the command.
 _BIDI_AND_INVISIBLE = re.compile(
     "[\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb]"
+    "\u3164\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f]"
 )
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 

@@ -124,12 +124,22 @@ def test_the_canonical_value_splits_back_into_the_argv() -> None:
         ("echo a\u200bb", "invisible formatting character (U+200B)"),
         ("echo a\u2028b", "invisible formatting character (U+2028)"),
         ("echo a\ufeffb", "invisible formatting character (U+FEFF)"),
+        ("echo a\U000e0041b", "invisible formatting character (U+E0041)"),
+        ("gi\u200dt status", "invisible formatting character (U+200D)"),
         ("echo a\ud800b", "lone surrogate"),
         ("echo a\udcffb", "lone surrogate"),
     ],
 )
 def test_refused_command_lines(command: str, reason: str) -> None:
     assert reason in refused(command)
+
+
+def test_visible_unicode_is_kept() -> None:
+    got = CommandFact().canonicalize("echo \u2764\ufe0f ж caf\u00e9 \u00a0")
+    # a no-break space is not a separator for shlex (nor for the program): it is a word,
+    # and the canonical value quotes it so that a person sees it
+    assert shlex.split(got.value) == ["echo", "\u2764\ufe0f", "ж", "caf\u00e9", "\u00a0"]
+    assert got.value.endswith(" '\u00a0'")
 
 
 def test_refusals_name_the_word() -> None:
