@@ -25,12 +25,12 @@ from typing import Any
 import anyio
 from hypothesis import event, given
 from hypothesis import strategies as st
+from trees import Op, paths, trees, workspace
 
 from clearance import Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance.facts import EmailFact, FactError, NumberFact, PathFact, UrlFact
 from clearance.policy import LocalEvaluator
 from clearance.toolsets import register_files
-from trees import Op, paths, trees, workspace
 
 ALICE = Principal("User", "alice")
 
@@ -150,6 +150,32 @@ def mark_files(root: str) -> dict[str, str]:
     return marks
 
 
+def files_holding(top: str, text: str) -> list[str]:
+    """The regular files under ``top`` whose content is ``text``."""
+    return [
+        os.path.join(d, n)
+        for d, _, names in os.walk(top)
+        for n in names
+        if not os.path.islink(os.path.join(d, n))
+        and Path(os.path.join(d, n)).read_text(errors="replace") == text
+    ]
+
+
+def relative(full: str, root: str) -> str:
+    return os.path.relpath(full, root)
+
+
+def remark(full: str, marks: dict[str, str]) -> None:
+    """Give a written file its mark back, so that later reads can name it."""
+    marks.pop(Path(full).read_text(errors="replace"), None)
+    Path(full).write_text(f"MARK:{full}\n")
+    marks[f"MARK:{full}\n"] = full
+
+
+def untouched(outside: str) -> bool:
+    return Path(outside, "f.txt").read_text().startswith("MARK:")
+
+
 async def touch_and_check(
     root: str, outside: str, calls: list[tuple[str, str]], denies: list[str]
 ) -> None:
@@ -171,27 +197,19 @@ async def touch_and_check(
                 touched = [marks[outcome.text]] if outcome.text in marks else []
                 assert touched or outcome.text == "", outcome.text
             if tool == "write_file":
-                touched = [
-                    os.path.join(d, n)
-                    for d, _, names in os.walk(os.path.dirname(root))
-                    for n in names
-                    if not os.path.islink(os.path.join(d, n))
-                    and Path(os.path.join(d, n)).read_text(errors="replace") == token
-                ]
+                touched = files_holding(os.path.dirname(root), token)
                 assert len(touched) <= 1
                 assert bool(touched) == (outcome.status == "ok"), outcome
             for full in touched:
                 assert inside(root, full), f"{tool} reached {full} through {path!r}"
-                rel = os.path.relpath(full, root)
+                rel = relative(full, root)
                 decision = await harness.decide(
                     principal=ALICE, tool=f"files.{tool}", arguments=arguments | {"path": rel}
                 )
                 assert decision.outcome == "allow", (path, rel, decision.reasons)
                 if tool == "write_file":
-                    marks.pop(Path(full).read_text(), None)
-                    Path(full).write_text(f"MARK:{full}\n")
-                    marks[f"MARK:{full}\n"] = full
-        assert Path(outside, "f.txt").read_text().startswith("MARK:")
+                    remark(full, marks)
+        assert untouched(outside)
 
 
 HOSTS = ["example.com", "mail.example.co.uk", "a.b.github.io", "xn--mnchen-3ya.de"]
