@@ -44,6 +44,7 @@ from clearance.harness.approvals import (
     suggest_scopes,
 )
 from clearance.harness.journal import JournalEvent
+from clearance.harness.scrub import scrub_json, scrub_text
 from clearance.harness.tools import CallContext, CallToolResult, ResultError, Tool, normalize_result
 from clearance.policy.base import AuthorityEvaluator, AuthzRequest, Verdict, evaluate
 
@@ -323,6 +324,9 @@ class Pipeline:
         self.dispatcher = harness.dispatcher
         self._argument_guards: dict[str, tuple[Any, ...]] = {}
         self._result_guards: dict[str, tuple[Any, ...]] = {}
+        self._withheld: dict[tuple[str, str], set[str]] = {}
+        """(session id, call id) -> withheld values, while a handler that was given some
+        runs (for its progress records)."""
 
     # -- the call -----------------------------------------------------------------------
 
@@ -841,6 +845,8 @@ class Pipeline:
         finished = False
         running = call.running
         assert running is not None
+        if call.secrets:
+            self._withheld[session.id, call.call_id] = call.secrets
         try:
             try:
                 cancelled = False
@@ -867,12 +873,15 @@ class Pipeline:
                         status = "error" if result.is_error else "ok"
                     except ResultError as exc:
                         status = "failed"
-                        message = f"the tool returned an invalid result: {exc}"
+                        message = _scrub(
+                            f"the tool returned an invalid result: {exc}", call.secrets
+                        )
                         self._diagnose(call, exc, stage="result")
             finally:
                 session.running.discard(running)
                 self.dispatcher.release()
                 ctx._done = True
+                self._withheld.pop((session.id, call.call_id), None)
             if cancelled:
                 status, message, result = "cancelled", "the call was cancelled", None
             ran_status = status
@@ -1136,6 +1145,8 @@ class Pipeline:
         return _pointer.redact(arguments, sorted(call.withheld)) if call.withheld else arguments
 
     async def _record(self, call: _Call, type_: Any, data: dict[str, Any]) -> JournalEvent:
+        if call.secrets:
+            data = _scrub_record(data, call.secrets)
         event = JournalEvent(type_, call.session.id, call.turn_id, call.call_id, data)
         running = call.running
         if running is None or running.task is None:
@@ -1285,6 +1296,8 @@ class Pipeline:
         }
 
     async def progress(self, ctx: CallContext, message: str, data: dict[str, Any] | None) -> None:
+        # A handler may report the withheld values it was given: they are scrubbed (R8).
+        withheld = self._withheld.get((ctx.session_id, ctx.call_id), ())
         event = JournalEvent(
             "tool_progress",
             ctx.session_id,
@@ -1294,14 +1307,14 @@ class Pipeline:
                 "tool": ctx.model_alias,
                 "qualified_name": ctx.qualified_name,
                 "model_alias": ctx.model_alias,
-                "message": str(message),
-                "data": data,
+                "message": scrub_text(str(message), withheld),
+                "data": scrub_json(data, withheld),
             },
         )
         try:
             event = await self.harness.journal.append(event)
         except Exception as exc:
-            log.warning("journal failed to record progress: %s", exc)
+            log.warning("journal failed to record progress: %s", scrub_text(str(exc), withheld))
             return
         self.harness.hub.publish(event)
 
@@ -1314,18 +1327,24 @@ class Pipeline:
         }
         callback = self.harness.diagnostics
         if callback is None:
+            # The log is a record too: the exception is shown without withheld values (R8).
             log.warning(
-                "%s failed in call %s (correlation id %s): %r",
+                "%s failed in call %s (correlation id %s): %s",
                 stage,
                 call.call_id,
                 call.correlation_id,
-                exc,
+                scrub_text(repr(exc), call.secrets),
             )
             return
         try:
             callback(call.correlation_id, exc, info)
-        except Exception:
-            log.exception("the diagnostics callback failed")
+        except Exception as failure:
+            # Not log.exception: the traceback's messages could carry withheld values.
+            log.warning(
+                "the diagnostics callback failed (correlation id %s): %s",
+                call.correlation_id,
+                scrub_text(repr(failure), call.secrets),
+            )
 
 
 async def _run_guardrail(
@@ -1463,16 +1482,28 @@ def _values_at(document: Any, pointers: Any) -> set[str]:
 
 
 def _scrub(text: str | None, secret_values: set[str]) -> str | None:
-    """Remove withheld values from a message (rule R8)."""
+    """Remove withheld values from a message (rule R8; see ``clearance.harness.scrub``)."""
     if text is None or not secret_values:
         return text
-    for value in sorted(secret_values, key=len, reverse=True):
-        if value in text:
-            text = text.replace(value, _pointer.REDACTED)
-        quoted = json.dumps(value)[1:-1]
-        if quoted != value and quoted in text:
-            text = text.replace(quoted, _pointer.REDACTED)
-    return text
+    return scrub_text(text, secret_values)
+
+
+_RECORD_NAMES = frozenset(
+    (
+        *("tool", "qualified_name", "model_alias", "principal"),
+        *("session_id", "turn_id", "call_id", "correlation_id", "ask_id", "grant"),
+        *("status", "outcome", "decision", "answer", "how", "duration_us", "timing_us"),
+    )
+)
+"""Fields of a call's records that clearance fills in (names, ids, statuses, timings):
+never scrubbed, so that a short withheld value cannot garble what joins records together."""
+
+
+def _scrub_record(data: dict[str, Any], secret_values: set[str]) -> dict[str, Any]:
+    """A call's record without withheld values anywhere in it (R8): arguments, messages,
+    results (a tool may echo what it was given), structured content."""
+    scrubbed: dict[str, Any] = scrub_json(data, secret_values, keep=_RECORD_NAMES)
+    return scrubbed
 
 
 def _result_reference(result: CallToolResult) -> dict[str, Any]:
