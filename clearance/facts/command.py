@@ -95,6 +95,7 @@ __all__ = [
     "ParsedCommand",
     "check_words",
     "parse_argv",
+    "refuse_argument_files",
     "split_command",
 ]
 
@@ -291,6 +292,26 @@ def check_words(argv: Sequence[str]) -> None:
         raise FactError(f"word {position} contains {what} (U+{ord(char):04X})")
 
 
+ARGUMENT_FILE_PROGRAMS = frozenset({"pytest", "py.test"})
+"""Programs that read more arguments from ``@file`` (argparse's ``fromfile_prefix_chars``),
+anywhere on the command line: what they run is not the argv a policy sees."""
+
+
+def refuse_argument_files(argv: Sequence[str]) -> None:
+    """Refuse an ``@file`` word for a program that would read its arguments from it.
+
+    Raises:
+        FactError: naming the word's position.
+    """
+    if argv and os.path.basename(argv[0]) in ARGUMENT_FILE_PROGRAMS:
+        for position, word in enumerate(argv[1:], 1):
+            if word.startswith("@"):
+                raise FactError(
+                    f"word {position}: {argv[0]} would read more arguments from the file "
+                    f"{word[1:]!r}, which no policy sees"
+                )
+
+
 def parse_argv(argv: Sequence[str]) -> ParsedCommand:
     """Read ``argv`` into program, subcommand, options and operands.
 
@@ -425,6 +446,7 @@ class CommandFact:
 
     def canonicalize(self, value: Any) -> Canonical:
         argv = split_command(value, max_length=self._max_length)
+        refuse_argument_files(argv)
         parsed = parse_argv(argv)
         canonical = shlex.join(argv)
         fact = {

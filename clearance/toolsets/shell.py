@@ -61,7 +61,12 @@ from typing import IO, Any
 
 from clearance.errors import ConfigError
 from clearance.facts.base import FactError
-from clearance.facts.command import CommandFact, check_words, parse_argv
+from clearance.facts.command import (
+    CommandFact,
+    check_words,
+    parse_argv,
+    refuse_argument_files,
+)
 from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegistry
 
 __all__ = ["register_shell", "shell_tools"]
@@ -325,6 +330,7 @@ def _git_directory(root: Path) -> bool:
 
 
 def _pytest(argv: Sequence[str], root: Path) -> list[str]:
+    refuse_argument_files(argv)  # pytest @file reads arguments no policy saw
     for word in argv[1:]:
         if word == "--":
             break
