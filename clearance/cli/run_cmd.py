@@ -27,7 +27,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from importlib import resources
@@ -237,14 +237,18 @@ class _Printer:
     def bind(self, registry: ToolRegistry) -> None:
         self.tools = {t.qualified_name: t for t in registry}
 
-    def deciding(self, qualified_name: str, arguments: Any) -> tuple[str, ...]:
-        """The fields that decide what a call of this tool does (see
-        :func:`deciding_fields`): the tool's, else those its arguments' names suggest."""
+    def deciding(
+        self, qualified_name: str, arguments: Any, named: Iterable[Any] = ()
+    ) -> tuple[str, ...]:
+        """The fields that decide what a call of this tool does: those the ask ``named``,
+        then the tool's (see :func:`deciding_fields`), then those its arguments' names
+        suggest."""
         tool = self.tools.get(qualified_name)
-        found = deciding_fields(tool) if tool is not None else ()
+        found = [n for n in named if isinstance(n, str)]
+        found += deciding_fields(tool) if tool is not None else ()
         if isinstance(arguments, Mapping):
-            found = (*found, *(n for n in deciding_fields(_Arguments(arguments)) if n not in found))
-        return found
+            found += deciding_fields(_Arguments(arguments))
+        return tuple(dict.fromkeys(found))
 
     @property
     def indent(self) -> int:
@@ -293,7 +297,8 @@ class _Printer:
             # field whole, then the rest.
             name = str(data.get("qualified_name") or "")
             arguments = data.get("arguments")
-            for text in _ask_text(arguments, self.deciding(name, arguments), indent=self.indent):
+            deciding = self.deciding(name, arguments, data.get("deciding") or ())
+            for text in _ask_text(arguments, deciding, indent=self.indent):
                 self.raw(text)
             self.last_ask = str(data.get("ask_id"))
         elif event.type == "permission_decided":
@@ -456,7 +461,7 @@ class _PromptAnswerer:
         return str(raw).strip().lower()
 
     def _show(self, ask: PermissionAsk, *, full: bool) -> None:
-        deciding = self.printer.deciding(ask.qualified_name, ask.arguments)
+        deciding = self.printer.deciding(ask.qualified_name, ask.arguments, ask.deciding)
         with self.printer.lock:
             for line in _ask_text(ask.arguments, deciding, indent=self.printer.indent, full=full):
                 click.echo(line, err=self.err)
