@@ -1,7 +1,8 @@
 """``clearance grants``: list and revoke the persisted ``allow_always`` grants.
 
 Grants live in the SQLite grant store named by ``[approvals] grants`` (default: the journal
-file, ``clearance.db``), or the file given with ``--db``. Session grants die with their
+file, ``clearance.db`` in the state directory, outside the workspace), or the file given
+with ``--db``. Session grants die with their
 session and are never in the file.
 
 A revoke takes effect at once everywhere (rule R12): every harness and gateway that
@@ -30,7 +31,7 @@ def _db_option(fn: click.decorators.FC) -> click.decorators.FC:
         metavar="PATH",
         default=None,
         help="The grant store (default: [approvals] grants of the configuration, else "
-        "clearance.db).",
+        "the journal file).",
     )(fn)
 
 

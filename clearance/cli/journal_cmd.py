@@ -2,8 +2,8 @@
 
 ::
 
-    clearance journal [--db clearance.db] [--session S] [--call C] [--follow] [--json]
-    clearance journal export [--db clearance.db] [--session S] --format jsonl [-o FILE]
+    clearance journal [--db FILE] [--session S] [--call C] [--follow] [--json]
+    clearance journal export [--db FILE] [--session S] --format jsonl [-o FILE]
 
 A row joins a call's ``call_decided`` record with its ``tool_finished`` (by session and
 call id). The file is read, never written: it may be a :class:`SqliteJournal` database a
@@ -42,7 +42,18 @@ from clearance.harness.journal import JournalEvent, read_journal
 
 __all__ = ["CallRow", "calls_from_events", "corpus_record", "journal"]
 
-DEFAULT_DB = "clearance.db"
+def default_db() -> str:
+    """The journal of the current directory's configuration: ``[journal] path`` of
+    ./clearance.toml, else the state directory's ``clearance.db`` for this directory (where
+    ``clearance run`` and the gateway write it). Never a ``clearance.db`` lying in the
+    workspace: an agent could have written that one."""
+    from clearance.cli.run_cmd import load_cli_config
+    from clearance.errors import ConfigError
+
+    try:
+        return str(load_cli_config(None).journal.path)
+    except ConfigError as exc:
+        fail(f"{exc} (or give the journal with --db)")
 _CALL_TYPES = ("call_decided", "tool_started", "tool_finished")
 _HEADERS = ("time", "principal", "tool", "decision", "policies", "status", "duration")
 
@@ -228,7 +239,8 @@ def _db_option(fn: Any) -> Any:
         "--db",
         metavar="PATH",
         default=None,
-        help=f"The journal: a SQLite database or a JSON-lines file (default: {DEFAULT_DB}).",
+        help="The journal: a SQLite database or a JSON-lines file (default: [journal] path "
+        "of ./clearance.toml, else this directory's journal in the state directory).",
     )(fn)
 
 
@@ -265,7 +277,7 @@ def journal(
     ctx.obj["journal_db"] = db
     if ctx.invoked_subcommand is not None:
         return
-    path = db or DEFAULT_DB
+    path = db or default_db()
     if follow:
         _follow(path, session_id, call_id, interval, as_json)
         return
@@ -334,7 +346,7 @@ def export_command(
     """Export the calls as a replay corpus: principal, tool, arguments, decision,
     expected (the decision taken) and outcome, one call per line."""
     given: str | None = ctx.obj.get("journal_db") if isinstance(ctx.obj, dict) else None
-    path = db or given or DEFAULT_DB
+    path = db or given or default_db()
     rows = calls_from_events(_read(path, session_id=session_id))
     lines = _corpus_lines(rows)
     if output == "-":

@@ -36,6 +36,7 @@ from clearance import (
     Tool,
     ToolRegistry,
 )
+from clearance.config import default_journal_path
 from clearance.harness import journal_sqlite
 from clearance.harness.journal import (
     EVENT_TYPES,
@@ -908,8 +909,12 @@ def _command() -> list[str]:
 
 
 async def test_cli_lists_one_row_per_call(tmp_path: Path) -> None:
-    await mixed_run(SqliteJournal(tmp_path / "clearance.db"))
-    done = clearance_cli("journal", cwd=tmp_path)  # clearance.db is the default
+    # the default: this directory's journal in the state directory (not ./clearance.db)
+    default = default_journal_path(tmp_path)
+    default.parent.mkdir(parents=True)
+    await mixed_run(SqliteJournal(default))
+    (tmp_path / "clearance.db").write_text("planted by an agent")  # never read by default
+    done = clearance_cli("journal", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == [
