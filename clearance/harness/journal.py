@@ -622,13 +622,16 @@ class CallDecidedData(_ToolIdentity):
     """The arguments as decided, withheld values replaced by ``[REDACTED]``; ``None`` when
     they were not a JSON object."""
     schema_: SchemaCheck | None = Field(default=None, alias="schema")
+    facts: dict[str, Any] | None = None
+    """The canonical facts of the declared arguments, by argument (none of a withheld one),
+    or ``{"error": ...}`` when one could not be canonicalized (rule R11)."""
     guardrails: list[GuardrailRecord] | None = None
     verdict: VerdictRecord | None = None
     shadow: ShadowRecord | None = None
     ask: AskRecord | None = None
     stage: str | None = None
     """Where a call that did not run ended: ``resolve``, ``call_id``, ``schema``,
-    ``guardrail``, ``evaluator``, ``ask`` or ``dispatch``."""
+    ``facts``, ``guardrail``, ``evaluator``, ``ask`` or ``dispatch``."""
     duplicate_call_id: bool | None = None
     decision: Literal["allow", "deny", "ask", "error"] | None
     """The authorization decision; ``None`` when the call ended before the evaluator."""
@@ -693,6 +696,10 @@ class PermissionAskedData(_ToolIdentity):
     reason: str
     policies: list[str]
     suggestions: list[dict[str, Any]]
+    deciding: list[str] = []
+    """The arguments that decide what the call does, shown first and in full."""
+    facts: dict[str, Any] = {}
+    """Their canonical facts (none of a withheld argument)."""
 
 
 class PermissionDecidedData(_ToolIdentity):
