@@ -44,6 +44,7 @@ _SKIP_DIRS = frozenset(
      ".pytest_cache", ".ruff_cache"}
 )  # fmt: skip
 _MAX_DEPTH = 64
+_RE2_MAX_MEM = 1 << 20
 _MAX_LINE_SHOWN = 240
 _BINARY_SNIFF = 8192
 
@@ -200,11 +201,13 @@ def files_tools(
         ),
         Tool(
             "search",
-            _search(scope, max_results, max_search_file_bytes),
+            _search(guard, max_results, max_search_file_bytes),
             description=(
                 "Search text files under a directory of the workspace (default: the root) for "
-                "`query`, a plain substring unless `regex` is true. Returns 'path:line: text' "
-                "for each matching line. Binary files, symlinks and .git are skipped."
+                "`query`, a plain substring unless `regex` is true (RE2 syntax: no "
+                "backreferences or lookaround; \\w, \\d and \\b are ASCII). Returns "
+                "'path:line: text' for each matching line. Binary files, symlinks and .git "
+                "are skipped."
             ),
             input_schema=_schema(
                 {
@@ -373,10 +376,15 @@ def _list_dir(guard: _Guard, max_entries: int) -> Handler:
     return list_dir
 
 
-def _search(scope: PathScope, max_results: int, max_file_bytes: int) -> Handler:
+def _search(guard: _Guard, max_results: int, max_file_bytes: int) -> Handler:
+    def skipped(rel: str) -> bool:
+        return bool(guard.files) and guard.absolute(rel) in guard.files
+
     def search(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         query: str = arguments["query"]
         path: str = arguments.get("path", ".")
+        if (refused := guard.refused("search", path, mutating=False)) is not None:
+            return refused
         pattern = _Query.compile(
             query,
             regex=bool(arguments.get("regex")),
@@ -388,9 +396,9 @@ def _search(scope: PathScope, max_results: int, max_file_bytes: int) -> Handler:
         files = 0
         truncated = False
         try:
-            with scope.open_dir(path) as fd:
-                base = scope.relative(path)
-                for rel, text in _text_files(fd, base, max_file_bytes, ctx, 0):
+            with guard.scope.open_dir(path, follow_symlinks=False) as fd:
+                base = "/".join(p for p in path.split("/") if p not in ("", ".")) or "."
+                for rel, text in _text_files(fd, base, max_file_bytes, ctx, 0, skipped):
                     files += 1
                     for number, line in pattern.matching_lines(text):
                         if len(lines) >= max_results:
@@ -459,6 +467,9 @@ class _Query:
         options.literal = not regex
         options.case_sensitive = not ignore_case
         options.log_errors = False  # the model gets the error; nothing goes to stderr
+        # RE2 keeps recent patterns compiled; a small budget per pattern bounds what many
+        # distinct model-chosen patterns can hold (a pattern that needs more is refused).
+        options.max_mem = _RE2_MAX_MEM
         try:
             line = re2.compile(query, options)
         except re2.error as exc:
@@ -524,10 +535,16 @@ def _unsupported(query: str, detail: str) -> str | None:
 
 
 def _text_files(
-    dir_fd: int, rel: str, max_bytes: int, ctx: CallContext, depth: int
+    dir_fd: int,
+    rel: str,
+    max_bytes: int,
+    ctx: CallContext,
+    depth: int,
+    skipped: Callable[[str], bool],
 ) -> Iterator[tuple[str, str]]:
     """``(relative path, text)`` of the text files under ``dir_fd``, sorted, never
-    following a symlink (each directory is opened with ``O_NOFOLLOW`` from its parent)."""
+    following a symlink (each directory is opened with ``O_NOFOLLOW`` from its parent),
+    leaving out the protected files (``skipped``)."""
     with os.scandir(dir_fd) as it:
         entries = sorted(it, key=lambda e: e.name)
     for entry in entries:
@@ -545,10 +562,10 @@ def _text_files(
             except OSError:
                 continue  # replaced by a symlink, or removed, since scandir
             try:
-                yield from _text_files(fd, child, max_bytes, ctx, depth + 1)
+                yield from _text_files(fd, child, max_bytes, ctx, depth + 1, skipped)
             finally:
                 os.close(fd)
-        elif stat.S_ISREG(st.st_mode) and st.st_size <= max_bytes:
+        elif stat.S_ISREG(st.st_mode) and st.st_size <= max_bytes and not skipped(child):
             text = _read_text(entry.name, dir_fd, max_bytes)
             if text is not None:
                 yield child, text

@@ -280,3 +280,48 @@ def test_mutating_tools_refuse_protected_paths(
     assert out.is_error and out.structured_content == {"error": "protected"}
     assert (tmp_path / ".git" / "HEAD").read_text() == "ref"
     assert not (tmp_path / ".gitconfig").exists() and not (tmp_path / ".git" / "config").exists()
+
+
+def test_protected_files_are_refused_to_every_tool_whatever_the_spelling(
+    workspace: Path,
+) -> None:
+    """The journal and grant store, when they sit in the workspace: no files tool reads,
+    searches, writes or moves them or their side files (issue 12, item 1)."""
+    import anyio
+
+    from clearance import Harness, Principal
+    from clearance.policy import NoopEvaluator
+
+    db = workspace / "state" / "clearance.db"
+    db.parent.mkdir()
+    db.write_text("journal main = secret\n")
+    (workspace / "state" / "clearance.db-starts").write_text('{"main": "start log"}\n')
+    (workspace / "alias").symlink_to("state")
+
+    async def main() -> list[Any]:
+        registry = ToolRegistry()
+        register_files(registry, workspace, protected_files=[db])
+        async with Harness(registry, evaluator=NoopEvaluator()) as harness:
+            session = await harness.create_session(principal=Principal("User", "u"))
+            calls = [
+                ("files.read_file", {"path": "state/clearance.db"}),
+                ("files.read_file", {"path": "alias/./clearance.db-starts"}),
+                ("files.write_file", {"path": "alias/clearance.db", "content": ""}),
+                ("files.move_file", {"source": "state/clearance.db", "destination": "x"}),
+                (
+                    "files.move_file",
+                    {"source": "README.md", "destination": "state/clearance.db-wal"},
+                ),
+            ]
+            found = [await session.call_tool(name, args) for name, args in calls]
+            found.append(
+                await session.call_tool("files.search", {"query": "main", "path": "alias"})
+            )
+            return found
+
+    *refused, search = anyio.run(main)
+    for outcome in refused:
+        assert outcome.status == "error" and "journal or grant store" in outcome.text, outcome
+    assert search.status == "ok" and "secret" not in search.text and "start log" not in search.text
+    assert db.read_text() == "journal main = secret\n"
+    assert (workspace / "README.md").exists()
