@@ -17,9 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-import json
 import logging
-import math
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +43,7 @@ from clearance.harness.approvals import (
 )
 from clearance.harness.journal import JournalEvent
 from clearance.harness.scrub import scrub_json, scrub_text
+from clearance.harness.shape import check_shape as _check_shape
 from clearance.harness.tools import CallContext, CallToolResult, ResultError, Tool, normalize_result
 from clearance.policy.base import AuthorityEvaluator, AuthzRequest, Verdict, evaluate
 
@@ -1395,45 +1394,6 @@ def _verdict_record(verdict: Verdict, failed: bool, secrets_: set[str]) -> dict[
         "message": _scrub(verdict.message, secrets_),
         "evaluator": verdict.evaluator,
     }
-
-
-def _check_shape(value: Any, max_bytes: int, max_depth: int) -> str | None:
-    """A problem with the arguments' shape, or None: a JSON object of bounded size/depth."""
-    if not isinstance(value, dict):
-        return f"arguments must be a JSON object, not {type(value).__name__}"
-    # Walk iteratively: a deeply nested value must not blow the Python stack.
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    estimate = 0
-    while stack:
-        node, depth = stack.pop()
-        if depth > max_depth:
-            return f"arguments are nested deeper than {max_depth} levels"
-        if isinstance(node, dict):
-            for key, child in node.items():
-                if not isinstance(key, str):
-                    return "object keys must be strings"
-                estimate += len(key) + 4
-                stack.append((child, depth + 1))
-        elif isinstance(node, list):
-            estimate += 2
-            stack.extend((child, depth + 1) for child in node)
-        elif isinstance(node, str):
-            estimate += len(node) + 2
-        elif isinstance(node, bool) or node is None or isinstance(node, int):
-            estimate += 8
-        elif isinstance(node, float):
-            if not math.isfinite(node):
-                return "arguments contain a non-finite number"
-            estimate += 16
-        else:
-            return f"arguments contain a {type(node).__name__}, which is not JSON"
-        if estimate > max_bytes:
-            break
-    if estimate * 6 > max_bytes:  # strings may grow up to 6x when escaped
-        size = len(json.dumps(value, ensure_ascii=False).encode())
-        if size > max_bytes:
-            return f"arguments are {size} bytes serialized; the limit is {max_bytes}"
-    return None
 
 
 def _schema_problem(
