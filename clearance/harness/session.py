@@ -416,6 +416,11 @@ class Session:
             info = self._infos[turn_id] = SessionInfo(self.id, turn_id)
         return info
 
+    @property
+    def in_flight(self) -> int:
+        """Calls of this session that entered the pipeline and have not ended yet."""
+        return self._inflight
+
     def _enter(self) -> None:
         self._inflight += 1
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import hmac
 import logging
+import math
 import os
 import re
 import secrets
@@ -183,6 +185,10 @@ class GatewayConfig:
     """The answer to an ask when the client cannot elicit."""
     elicitation: bool = True
     """Send asks to clients that support elicitation (``false``: always the fallback)."""
+    session_idle_timeout: float = 1800.0
+    """Seconds after which an idle HTTP session (and its clearance session) ends."""
+    max_sessions: int = 10_000
+    """The most HTTP sessions open at once."""
     servers: tuple[McpServerConfig, ...] = ()
 
 
@@ -217,8 +223,23 @@ def load_gateway_config(path: str | os.PathLike[str]) -> GatewayConfig:
         "tokens",
         "ask_fallback",
         "elicitation",
+        "session_idle_timeout",
+        "max_sessions",
     }
     _no_unknown(raw, known, "[gateway]", where)
+    idle = raw.get("session_idle_timeout", 1800.0)
+    if (
+        not isinstance(idle, int | float)
+        or isinstance(idle, bool)
+        or not math.isfinite(idle)
+        or idle <= 0
+    ):
+        raise ConfigError(
+            "[gateway] session_idle_timeout must be a positive number of seconds", path=where
+        )
+    max_sessions = raw.get("max_sessions", 10_000)
+    if not isinstance(max_sessions, int) or isinstance(max_sessions, bool) or max_sessions < 1:
+        raise ConfigError("[gateway] max_sessions must be a positive integer", path=where)
     transport = raw.get("transport", "stdio")
     if transport not in ("stdio", "http"):
         raise ConfigError(
@@ -266,6 +287,8 @@ def load_gateway_config(path: str | os.PathLike[str]) -> GatewayConfig:
         tokens=tuple(tokens),
         ask_fallback=cast(AskFallback, fallback),
         elicitation=elicitation,
+        session_idle_timeout=float(idle),
+        max_sessions=max_sessions,
         servers=tuple(servers),
     )
 
@@ -432,6 +455,15 @@ class Gateway:
             ``None`` (default): only when an OpenTelemetry tracer provider is installed
             when the gateway starts; without one the spans go nowhere, yet the middleware
             costs about a quarter of the gateway's own time per call.
+        session_idle_timeout: seconds after which an HTTP session that has had no request
+            and no call in flight ends (its MCP session and its clearance session), for
+            clients that go away without ending their session.
+        max_sessions: the most HTTP sessions open at once; a client that would open one
+            more is answered 503 until one ends.
+
+    A clearance session lives as long as the MCP session it serves: it ends when the
+    client ends its HTTP session (``DELETE``), when that session has been idle for
+    ``session_idle_timeout``, or when the stdio client closes its stdin.
     """
 
     def __init__(
@@ -443,9 +475,19 @@ class Gateway:
         elicitation: bool = True,
         name: str = "clearance-gateway",
         telemetry: bool | None = None,
+        session_idle_timeout: float = 1800.0,
+        max_sessions: int = 10_000,
     ) -> None:
         if ask_fallback not in ANSWERS:
             raise ValueError(f"ask_fallback must be one of {', '.join(ANSWERS)}")
+        if not (
+            isinstance(session_idle_timeout, int | float)
+            and math.isfinite(session_idle_timeout)
+            and session_idle_timeout > 0
+        ):
+            raise ValueError("session_idle_timeout must be a positive number of seconds")
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+            raise ValueError("max_sessions must be a positive integer")
         from clearance import __version__
 
         self.harness = harness
@@ -462,9 +504,14 @@ class Gateway:
             self._server.middleware = [
                 m for m in self._server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
             ]
+        self.session_idle_timeout = float(session_idle_timeout)
+        self.max_sessions = max_sessions
         self._sessions: dict[tuple[Principal, str | None], Session] = {}
         self._sessionless: set[str] = set()
         """Clearance sessions serving requests that carry no MCP session id."""
+        self._activity: dict[tuple[Principal, str | None], _Activity] = {}
+        """Requests in flight and the last one's end, per session key (for idle ends)."""
+        self._reaping = False
         self._session_lock = anyio.Lock()
         self._rounds: dict[str, _Rounds] = {}
         self._listing: list[mcp_types.Tool] | None = None
@@ -485,10 +532,15 @@ class Gateway:
                 if pipes is not None
                 else stdio_server()
             )
-            async with streams as (read_stream, write_stream):
-                await self._server.run(
-                    read_stream, write_stream, self._server.create_initialization_options()
-                )
+            try:
+                async with streams as (read_stream, write_stream):
+                    await self._server.run(
+                        read_stream, write_stream, self._server.create_initialization_options()
+                    )
+            finally:
+                # The client is gone: so is its session (and its allow_session grants).
+                with anyio.CancelScope(shield=True):
+                    await self._end_sessions(lambda key: key[1] == _STDIO)
 
     def http_app(
         self, tokens: Sequence[PrincipalToken], *, host: str = "127.0.0.1", endpoint: str = "/mcp"
@@ -500,8 +552,13 @@ class Gateway:
         """
         if not tokens:
             raise ValueError("the HTTP gateway needs at least one token")
-        app = self._server.streamable_http_app(streamable_http_path=endpoint, host=host)
-        return BearerAuth(app, tokens)
+        app = self._server.streamable_http_app(
+            streamable_http_path=endpoint,
+            host=host,
+            session_idle_timeout=self.session_idle_timeout,
+            max_sessions=self.max_sessions,
+        )
+        return BearerAuth(_SessionEnds(app, self._mcp_session_ended), tokens)
 
     async def serve_http(
         self,
@@ -571,15 +628,23 @@ class Gateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListToolsResult:
-        session = await self._session(ctx)
-        if self._listing is None:
-            self._listing = [_mcp_tool(t) for t in sorted(session.selected_tools, key=_alias)]
-        return mcp_types.ListToolsResult(tools=list(self._listing))
+        async with self._serving(ctx) as session:
+            if self._listing is None:
+                self._listing = [_mcp_tool(t) for t in sorted(session.selected_tools, key=_alias)]
+            return mcp_types.ListToolsResult(tools=list(self._listing))
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-        session = await self._session(ctx)
+        async with self._serving(ctx) as session:
+            return await self._call_in(session, ctx, params)
+
+    async def _call_in(
+        self,
+        session: Session,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp_types.CallToolRequestParams,
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         if params.request_state is not None or params.input_responses:
             return await self._resume(ctx, session, params)
         tool = session.tools.get(params.name)
@@ -640,9 +705,23 @@ class Gateway:
 
     # -- sessions and asks ----------------------------------------------------------------
 
-    async def _session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
+    @asynccontextmanager
+    async def _serving(self, ctx: ServerRequestContext[Any, Any]) -> AsyncIterator[Session]:
+        """The clearance session of this request's MCP session, marked busy (not idle)
+        while the request is served."""
         principal = _principal_of(ctx, self.principal)
         key = (principal, _session_key(ctx))
+        activity = self._activity.get(key)
+        if activity is None:
+            activity = self._activity[key] = _Activity()
+        activity.requests += 1  # before any await: an idle sweep now leaves it alone
+        try:
+            yield await self._session(key)
+        finally:
+            activity.requests -= 1
+            activity.last = anyio.current_time()
+
+    async def _session(self, key: tuple[Principal, str | None]) -> Session:
         session = self._sessions.get(key)
         if session is not None and not session.closed:
             return session
@@ -650,14 +729,53 @@ class Gateway:
             session = self._sessions.get(key)
             if session is None or session.closed:
                 session = await self.harness.create_session(
-                    principal=principal,
+                    principal=key[0],
                     agent=AgentDefinition("mcp-gateway"),
                     on_permission_ask=self._on_ask,
                 )
                 self._sessions[key] = session
                 if key[1] is None:
                     self._sessionless.add(session.id)
+                elif key[1] != _STDIO and not self._reaping:
+                    self._reaping = True
+                    self.harness.task_group.start_soon(self._end_idle_sessions)
         return session
+
+    async def _mcp_session_ended(self, principal: Principal, session_id: str) -> None:
+        """The client ended its HTTP session (a ``DELETE`` the SDK accepted)."""
+        await self._end_sessions(lambda key: key == (principal, session_id))
+
+    async def _end_idle_sessions(self) -> None:
+        """End the clearance sessions of MCP sessions idle for ``session_idle_timeout``
+        (the SDK ends the MCP session itself after the same time)."""
+        while True:
+            await anyio.sleep(min(self.session_idle_timeout / 4, 60.0))
+            await self._end_sessions(functools.partial(self._idle, now=anyio.current_time()))
+
+    def _idle(self, key: tuple[Principal, str | None], *, now: float) -> bool:
+        if key[1] is None or key[1] == _STDIO:
+            return False  # one per principal (or the one stdio client): bounded
+        activity = self._activity.get(key)
+        if activity is None:
+            return True
+        if activity.requests:
+            return False
+        # A call may outlive its request (an ask answered by a later request).
+        busy = self._sessions[key].in_flight
+        return not busy and now - activity.last >= self.session_idle_timeout
+
+    async def _end_sessions(self, which: Callable[[tuple[Principal, str | None]], bool]) -> None:
+        ended = []
+        for key in [k for k in self._sessions if which(k)]:
+            # Forgotten before any await: a request from now on gets a new session.
+            ended.append(self._sessions.pop(key))
+            self._activity.pop(key, None)
+        for session in ended:
+            self._sessionless.discard(session.id)
+            try:
+                await session.aclose()
+            except Exception as exc:  # the journal failed; the session is closed anyway
+                log.warning("closing gateway session %s failed: %r", session.id, exc)
 
     async def _on_ask(self, ask: PermissionAsk) -> PermissionDecision:
         exchange = _EXCHANGE.get()
@@ -906,13 +1024,63 @@ def _tracing_installed() -> bool:
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
+_STDIO = "stdio"
+"""The session key of the one stdio client."""
+
+
 def _session_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
     request = ctx.request
     headers = getattr(request, "headers", None)
     if headers is None:
-        return "stdio"
+        return _STDIO
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # A 2026-07-28 request has no session: the SDK checks no Mcp-Session-Id on it, so
+        # the header is whatever the client sent, and a new value per request would open
+        # a new clearance session per request.
+        return None
     value = headers.get("mcp-session-id")
     return value if isinstance(value, str) else None
+
+
+@dataclass(slots=True)
+class _Activity:
+    """Requests being served for one session key, and when the last one ended."""
+
+    requests: int = 0
+    last: float = 0.0
+
+
+class _SessionEnds:
+    """ASGI middleware: once the SDK accepted a client's ``DELETE`` of its HTTP session,
+    the gateway ends the clearance session that served it."""
+
+    def __init__(self, app: Any, ended: Callable[[Principal, str], Any]) -> None:
+        self.app = app
+        self._ended = ended
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "DELETE":
+            await self.app(scope, receive, send)
+            return
+        session_id = None
+        for key, value in scope.get("headers", ()):
+            if key.lower() == b"mcp-session-id":
+                session_id = value.decode("latin-1")
+                break
+        status: int | None = None
+
+        async def watch(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await self.app(scope, receive, watch)
+        principal = scope.get(_PRINCIPAL_SCOPE_KEY)
+        if session_id and status is not None and 200 <= status < 300:
+            if isinstance(principal, Principal):
+                with anyio.CancelScope(shield=True):
+                    await self._ended(principal, session_id)
 
 
 def _hash(arguments: Any) -> str:
@@ -1177,6 +1345,8 @@ async def open_gateway(
             principal=config.principal,
             ask_fallback=config.ask_fallback,
             elicitation=config.elicitation,
+            session_idle_timeout=config.session_idle_timeout,
+            max_sessions=config.max_sessions,
         )
 
 
