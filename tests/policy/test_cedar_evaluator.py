@@ -634,13 +634,82 @@ def test_watch_reloads_changed_files_and_keeps_the_last_good_set(
     ev.bind(REGISTRY)
     assert ev.evaluate(request("files.read_file")).reasons == ("v1",)
     _touch_later(policy, '@id("v2") permit(principal, action, resource);')
+    # A change takes effect once it reads the same at two checks (not halfway written).
+    assert ev.evaluate(request("files.read_file")).reasons == ("v1",)
     assert ev.evaluate(request("files.read_file")).reasons == ("v2",)
     caplog.set_level(logging.ERROR, logger="clearance.policy.cedar")
     policy.write_text('@id("v3") permit(principal, action, resource) when { context.nope };')
     os.utime(policy, (time.time() + 10, time.time() + 10))
     assert ev.evaluate(request("files.read_file")).reasons == ("v2",)
+    assert ev.evaluate(request("files.read_file")).reasons == ("v2",)
     assert isinstance(ev.last_error, PolicyError)
     assert "keeping the previous set" in caplog.text
+
+
+# The complete new file: reads for everyone, except the secrets folder. Written in two
+# steps, its first step (the permit alone) parses and validates: a watcher that loaded it
+# would allow reading secrets for as long as the second step takes.
+COMPLETE = (
+    '@id("reads") permit(principal, action in Action::"read_only", resource);\n'
+    '@id("no-secrets") forbid(principal, action, resource)\n'
+    "  when { context has input && context.input has path"
+    ' && context.input.path like "secrets/*" };\n'
+)
+HALF = COMPLETE.split('@id("no-secrets")')[0]
+
+
+def _write(path: Path, text: str, stamp: float) -> None:
+    with open(path, "w", encoding="utf-8") as file:  # one open file, written in steps
+        file.write(text)
+    os.utime(path, (stamp, stamp))  # a distinct mtime even on coarse clocks
+
+
+def test_watch_never_enforces_a_file_caught_halfway_through_its_writing(tmp_path: Path) -> None:
+    interval = 0.2
+    policy = tmp_path / "p.cedar"
+    policy.write_text('@id("v1") forbid(principal, action, resource);')
+    ev = CedarEvaluator.from_directory(tmp_path, watch=True, watch_interval=interval)
+    ev.bind(REGISTRY)
+    secret = request("files.read_file", {"path": "secrets/key"})
+    plain = request("files.read_file", {"path": "notes.txt"})
+    assert ev.evaluate(secret).reasons == ("v1",)
+    stamp = time.time() + 10
+
+    # Step one is on disk and a check comes: nothing is decided on it.
+    _write(policy, HALF, stamp)
+    time.sleep(interval * 1.5)
+    assert ev.evaluate(secret).reasons == ("v1",)
+    assert ev.evaluate(plain).reasons == ("v1",)
+    # Step two completes the file; the next check sees it change again: still the old set.
+    with open(policy, "a", encoding="utf-8") as file:
+        file.write(COMPLETE[len(HALF) :])
+    os.utime(policy, (stamp + 1, stamp + 1))
+    time.sleep(interval * 1.5)
+    assert ev.evaluate(secret).reasons == ("v1",)
+    # It reads the same at the next check: the complete file is in force.
+    time.sleep(interval * 1.5)
+    assert ev.evaluate(plain).reasons == ("reads",)
+    verdict = ev.evaluate(secret)
+    assert verdict.effect == "deny" and verdict.reasons == ("no-secrets",)
+    assert ev.last_error is None
+
+
+def test_watch_loads_a_change_once_it_reads_the_same_twice(tmp_path: Path) -> None:
+    """A file touched without a change is not reloaded; a broken file is retried only
+    when it changes again, and the last good set stays meanwhile."""
+    policy = tmp_path / "p.cedar"
+    policy.write_text('@id("v1") permit(principal, action, resource);')
+    ev = CedarEvaluator.from_directory(tmp_path, watch=True, watch_interval=0)
+    ev.bind(REGISTRY)
+    first = ev._state
+    os.utime(policy, (time.time() + 5, time.time() + 5))
+    for _ in range(3):
+        assert ev.evaluate(request("files.read_file")).reasons == ("v1",)
+    assert ev._state is first  # the same content: nothing was reloaded
+    _touch_later(policy, "permit(principal, action syntax error")
+    for _ in range(3):
+        assert ev.evaluate(request("files.read_file")).reasons == ("v1",)
+    assert isinstance(ev.last_error, PolicyError)
 
 
 def test_without_watch_changes_wait_for_reload(tmp_path: Path) -> None:

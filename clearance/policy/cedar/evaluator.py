@@ -22,6 +22,7 @@ Reasons name policies by their ``@id`` (Cedar's positional id when there is none
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import logging
@@ -207,6 +208,17 @@ class _Sources:
     entities: list[dict[str, Any]]
     schema: Mapping[str, Any] | None
     signature: tuple[Any, ...] = ()
+    contents: tuple[tuple[str, bytes], ...] | None = None
+    """The directory's files as read (``None``: not read from a directory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """What a policy directory held at one look: each file's bytes, and its stat
+    signature (which was the same before and after the files were read)."""
+
+    signature: tuple[Any, ...]
+    contents: tuple[tuple[str, bytes], ...]
 
 
 class CedarEvaluator:
@@ -285,6 +297,7 @@ class CedarEvaluator:
         self._watch_interval = watch_interval
         self._next_check = time.monotonic() + watch_interval
         self._lock = threading.Lock()
+        self._pending: _Snapshot | None = None
         self._registry = None
         self._state = None
         self._unbound_engine = None
@@ -313,7 +326,12 @@ class CedarEvaluator:
             entities: extra entities instead of ``entities.json``.
             watch: reload when a file in the directory changes: checked during
                 :meth:`evaluate`, at most once per ``watch_interval`` seconds, with no
-                background thread. A set that fails to load is logged and kept out; the
+                background thread. A change is loaded only once the directory reads the
+                same at two checks in a row, so a file caught halfway through its
+                writing is never enforced, even when its first part parses on its own.
+                (A writer that pauses longer than ``watch_interval`` halfway cannot be
+                told from two edits: write the new file under another name and rename
+                it into place.) A set that fails to load is logged and kept out; the
                 previous set stays in force (see :attr:`last_error`).
             watch_interval: seconds between checks for changes.
             principal_types: see :meth:`__init__`.
@@ -421,6 +439,19 @@ class CedarEvaluator:
                     load_entities(self._entities_source),
                     self._sources.schema,
                 )
+            self._swap(sources)
+        except (PolicyError, ConfigError) as exc:
+            self.last_error = exc
+            raise
+
+    def _swap(self, sources: _Sources) -> None:
+        """Load ``sources`` and put them in force (the previous set stays on error).
+
+        Raises:
+            PolicyError: the set does not parse or validate.
+            ConfigError: its entities or schema declarations are malformed.
+        """
+        try:
             if self._registry is not None:
                 state = self._load(sources, list(self._registry))
                 with self._lock:
@@ -437,39 +468,71 @@ class CedarEvaluator:
         self.last_error = None
 
     def _read_directory(self) -> _Sources:
+        return self._sources_from(self._snapshot())
+
+    def _policy_files(self) -> list[Path]:
+        directory = self._directory
+        assert directory is not None
+        return sorted(p for p in directory.rglob("*.cedar") if p.is_file())
+
+    def _snapshot(self) -> _Snapshot:
+        """Read every file the set is made of, with their signature before and after.
+
+        Raises:
+            ConfigError: the directory is missing or empty, or a file cannot be read, or
+                the files changed while they were read (a later look will do).
+        """
         directory = self._directory
         assert directory is not None
         if not directory.is_dir():
             raise ConfigError("the policy directory does not exist", path=str(directory))
-        files = sorted(p for p in directory.rglob("*.cedar") if p.is_file())
+        files = self._policy_files()
         if not files:
             raise ConfigError("the policy directory holds no *.cedar file", path=str(directory))
+        extra = [directory / _SCHEMA_FILE]
+        if self._entities_source is None:
+            extra.append(directory / _ENTITIES_FILE)
         signature = _signature(directory, files)
-        policies = []
-        for path in files:
+        contents: list[tuple[str, bytes]] = []
+        for path in [*files, *(p for p in extra if p.is_file())]:
             try:
-                policies.append((str(path), path.read_text(encoding="utf-8")))
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"cannot read the policy file: {exc}", path=str(path)) from None
-        entities_source = self._entities_source
-        if entities_source is None and (directory / _ENTITIES_FILE).is_file():
-            entities_source = directory / _ENTITIES_FILE
+                contents.append((str(path), path.read_bytes()))
+            except OSError as exc:
+                raise ConfigError(f"cannot read: {exc}", path=str(path)) from None
+        if _signature(directory, files) != signature:
+            raise ConfigError("the files changed while they were read", path=str(directory))
+        return _Snapshot(signature, tuple(contents))
+
+    def _sources_from(self, snapshot: _Snapshot) -> _Sources:
+        """The policy set a snapshot holds (nothing is read again).
+
+        Raises:
+            ConfigError: a file is not UTF-8, or ``entities.json`` / ``schema.json`` is
+                malformed.
+        """
+        directory = self._directory
+        assert directory is not None
+        texts: dict[str, str] = {}
+        for name, data in snapshot.contents:
+            try:
+                texts[name] = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"cannot read the file: {exc}", path=name) from None
+        schema_path = str(directory / _SCHEMA_FILE)
+        entities_path = str(directory / _ENTITIES_FILE)
+        policies = [(n, t) for n, t in texts.items() if n not in (schema_path, entities_path)]
+        entities_source: EntitiesSource | None = self._entities_source
+        if entities_source is None and entities_path in texts:
+            entities_source = _json_file(texts[entities_path], entities_path, "entities are")
         schema: Mapping[str, Any] | None = None
-        schema_path = directory / _SCHEMA_FILE
-        if schema_path.is_file():
-            try:
-                schema = json.loads(schema_path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"cannot read: {exc}", path=str(schema_path)) from None
-            except json.JSONDecodeError as exc:
-                raise ConfigError(
-                    f"not JSON: {exc.msg}", path=str(schema_path), line=exc.lineno
-                ) from None
+        if schema_path in texts:
+            schema = _json_file(texts[schema_path], schema_path, "")
         return _Sources(
             policies,
             load_entities(entities_source),
-            _schema_fragment(schema, str(schema_path)),
-            signature,
+            _schema_fragment(schema, schema_path),
+            snapshot.signature,
+            snapshot.contents,
         )
 
     def _load(self, sources: _Sources, tools: list[Tool]) -> _State:
@@ -624,6 +687,9 @@ class CedarEvaluator:
         return found
 
     def _check_for_changes(self) -> None:
+        """Look at the directory (at most once per ``watch_interval``) and load a change
+        once it has read the same at two looks in a row: a file caught halfway through
+        its writing is never loaded, even when its first part parses."""
         now = time.monotonic()
         if now < self._next_check or self._directory is None:
             return
@@ -631,26 +697,31 @@ class CedarEvaluator:
         if not self._lock.acquire(blocking=False):
             return  # another call is checking
         try:
-            files = sorted(p for p in self._directory.rglob("*.cedar") if p.is_file())
-            if _signature(self._directory, files) == self._sources.signature:
-                return
-        except OSError:
+            current = self._sources
+            if self._pending is None:
+                signature = _signature(self._directory, self._policy_files())
+                if signature == current.signature:
+                    return
+            snapshot = self._snapshot()
+        except (OSError, ConfigError):
+            self._pending = None  # missing, unreadable or changing: look again later
             return
         finally:
             self._lock.release()
+        pending, self._pending = self._pending, snapshot
+        if pending is None or pending.contents != snapshot.contents:
+            return  # changed since the last look (or first seen now): not settled yet
+        self._pending = None
+        if snapshot.contents == current.contents:  # touched, not changed
+            self._sources = dataclasses.replace(current, signature=snapshot.signature)
+            return
         try:
-            self.reload()
+            self._swap(self._sources_from(snapshot))
             log.info("reloaded Cedar policies from %s", self._directory)
         except (PolicyError, ConfigError) as exc:
             # Keep the previous set; remember the failure so the same files are not retried.
-            sig = self._sources.signature
-            try:
-                files = sorted(p for p in self._directory.rglob("*.cedar") if p.is_file())
-                sig = _signature(self._directory, files)
-            except OSError:
-                pass
-            self._sources = _Sources(
-                self._sources.policies, self._sources.entities, self._sources.schema, sig
+            self._sources = dataclasses.replace(
+                current, signature=snapshot.signature, contents=snapshot.contents
             )
             log.error(
                 "Cedar policies in %s failed to reload; keeping the previous set: %s",
@@ -770,6 +841,15 @@ def _schema_fragment(
     ):
         raise ConfigError("principalTypes must be a list of entity type names", path=path)
     return {k: v for k, v in body.items() if k != "actions"}
+
+
+def _json_file(text: str, path: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{what} not JSON: {exc.msg}".lstrip(), path=path, line=exc.lineno
+        ) from None
 
 
 def _signature(directory: Path, files: Sequence[Path]) -> tuple[Any, ...]:
