@@ -178,3 +178,27 @@ async def test_unasked_pytest_does_not_run_a_non_test_script(tmp_path: Path) -> 
     assert not marker.exists(), (
         f"a non-test script ran through the pytest permit ({outcome.decision}, {len(asks)} asks)"
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pytest writes its cache through a `.pytest_cache` symlink to a directory "
+    "outside the workspace (a write nobody was asked about, outside the workspace)",
+)
+async def test_unasked_pytest_does_not_write_outside_the_workspace_through_its_cache_link(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    (workspace / "tests").mkdir(parents=True)
+    (workspace / "tests" / "test_a.py").write_text("def test_a():\n    assert False\n")
+    victim = tmp_path / "config"  # any directory of the user's, outside the workspace
+    victim.mkdir()
+    (victim / "settings").write_text("keep\n")
+    (workspace / ".pytest_cache").symlink_to(victim, target_is_directory=True)
+
+    (outcome,), asks = await run_calls(workspace, [("shell__run", {"command": "pytest -q"})])
+
+    written = sorted(str(p.relative_to(victim)) for p in victim.rglob("*") if p.is_file())
+    assert written == ["settings"], (
+        f"pytest wrote outside the workspace ({outcome.decision}, {len(asks)} asks): {written}"
+    )
