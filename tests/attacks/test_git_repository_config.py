@@ -79,7 +79,7 @@ async def run_git(workspace: Path, command: str) -> Any:
 @pytest.mark.xfail(
     strict=True,
     reason="filter.<driver>.clean in the repository config runs on an unasked `git "
-    "status`: the tool's -c hardening does not cover filter drivers",
+    "status` / `git diff`: the tool's -c hardening does not cover filter drivers",
 )
 @pytest.mark.parametrize("command", ["git status", "git diff --stat"])
 async def test_repository_filter_drivers_do_not_run_on_unasked_git(
