@@ -15,6 +15,7 @@ URL fact::
     url         "https://example.com/a/b?q=1"
     scheme      "https"
     host        "example.com"       lower-case ASCII (punycode), no trailing dot, IPs normalized
+                                    (an IPv4-mapped IPv6 address is its IPv4 address)
     domain      "example.com"       the registrable domain (Public Suffix List, private
                                     suffixes included: "b.github.io"); the host for IPs
     port        443                 explicit or the scheme's default (0 when none)
@@ -108,9 +109,12 @@ def canonical_host(raw: str) -> str:
         if not raw.endswith("]"):
             raise FactError("the IPv6 address is missing its ']'")
         try:
-            return ipaddress.IPv6Address(raw[1:-1]).compressed
+            address = ipaddress.IPv6Address(raw[1:-1])
         except ValueError:
             raise FactError("the IPv6 address is not valid") from None
+        # [::ffff:127.0.0.1] is 127.0.0.1 to the socket layer: one address, one fact.
+        mapped = address.ipv4_mapped
+        return str(mapped) if mapped is not None else address.compressed
     try:
         host = unquote(raw, errors="strict") if "%" in raw else raw
     except UnicodeDecodeError:

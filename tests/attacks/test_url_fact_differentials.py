@@ -110,11 +110,6 @@ def fetch_registry() -> ToolRegistry:
 @pytest.mark.skipif(
     not _mapped_loopback_reachable(), reason="IPv4-mapped IPv6 does not reach 127.0.0.1 here"
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="http://[::ffff:127.0.0.1]/ is the fact host ::ffff:7f00:1, not 127.0.0.1: a "
-    "forbid on the IPv4 address does not match, and the client connects to 127.0.0.1",
-)
 async def test_a_forbidden_ipv4_address_is_forbidden_in_its_ipv6_mapped_spelling(
     internal_server: tuple[int, list[str]],
 ) -> None:

@@ -136,3 +136,9 @@ def test_refused_addresses(text: str) -> None:
 def test_registrable_domain() -> None:
     assert registrable_domain("mail.corp.example.co.uk") == "example.co.uk"
     assert registrable_domain("10.0.0.1") == "10.0.0.1"
+
+
+def test_an_ipv4_mapped_ipv6_address_is_its_ipv4_address() -> None:
+    assert url("http://[::ffff:127.0.0.1]:8080/")["host"] == "127.0.0.1"
+    assert url("http://[::FFFF:7f00:1]/")["host"] == "127.0.0.1"
+    assert url("http://[::1]/")["host"] == "::1"
