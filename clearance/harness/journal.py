@@ -608,7 +608,8 @@ class AskRecord(_Model):
     ask_id: str | None = None
     answer: str | None = None
     how: str | None = None
-    """``callback``, ``stream``, ``timeout``, ``closed``, ``unanswerable``, ``error``."""
+    """``callback``, ``stream``, ``timeout``, ``closed``, ``unanswerable``, ``error``,
+    ``unshowable`` (a deciding argument is withheld, so no person was asked)."""
     grant: str | None = None
     message: str | None = None
     grant_created: dict[str, Any] | None = None

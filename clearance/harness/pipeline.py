@@ -815,6 +815,14 @@ class Pipeline:
         call.record["facts"] = self._visible_facts(call, facts)
         return canonical
 
+    @staticmethod
+    def _withheld_deciding(call: _Call, deciding: tuple[str, ...]) -> list[str]:
+        """The deciding arguments a person would be shown only as ``[REDACTED]``."""
+        if not call.withheld or not deciding:
+            return []
+        hidden = {(_pointer.parse(p) or ("*",))[0] for p in call.withheld}
+        return [name for name in deciding if name in hidden or "*" in hidden]
+
     def _visible_facts(self, call: _Call, facts: Mapping[str, Any]) -> dict[str, Any]:
         """The facts records may show: none of a withheld argument (R8)."""
         if not call.withheld:
@@ -1066,6 +1074,19 @@ class Pipeline:
         if grant is not None:
             record.update(answer="grant", grant=grant.grant_id)
             return True, grant
+        blind = self._withheld_deciding(call, deciding)
+        if blind:
+            # Nobody approves what they cannot see (issue 19): a deciding argument that is
+            # withheld (sensitive, or redacted by a guardrail) cannot be shown, so the
+            # call is not put to a person at all.
+            record.update(
+                answer="deny",
+                how="unshowable",
+                message="this call needs approval, but what decides it ("
+                + ", ".join(f"/{name}" for name in blind)
+                + ") is withheld and cannot be shown to a person; denied",
+            )
+            return False, None
         ask = PermissionAsk(
             ask_id="ask_" + secrets.token_hex(6),
             session_id=session.id,

@@ -28,11 +28,6 @@ pytestmark = pytest.mark.anyio
 ALICE = Principal("User", "alice")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a sensitive deciding field is shown as [REDACTED] in the ask, with no facts: "
-    "the person approves a recipient they cannot see",
-)
 async def test_a_person_is_not_asked_to_approve_a_recipient_they_cannot_see() -> None:
     sent: list[dict[str, Any]] = []
 
