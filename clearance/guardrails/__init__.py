@@ -1,17 +1,35 @@
 """Guardrails: checks that look inside a call's arguments or result.
 
 The contract (:class:`GuardrailOutcome`, :class:`ArgumentGuardrail`,
-:class:`ResultGuardrail`) is in :mod:`clearance.guardrails.base`. Built-ins:
+:class:`ResultGuardrail`) is in :mod:`clearance.guardrails.base`; docs/guardrails.md
+tells the whole story.
 
-- :class:`PathScope`: paths stay inside a root (rule R9); also opens files safely.
-- :class:`SecretScanner`: credentials in results (``.for_arguments()`` for arguments).
-- :class:`PiiRedactor`: e-mail, phone, card numbers, IBANs (``.for_arguments()`` too).
-- :class:`UrlAllowlist`: URLs go only to allowed schemes, hosts and ports.
-- :class:`SizeLimit`: serialized size bounds (``.for_results()`` for results).
-- :class:`Pattern`: regex allow/deny lists on fields (``.for_results()`` too).
+Naming rule. A guardrail's stage is part of its class, because the pipeline tells the
+stages apart by class (``ArgumentGuardrail`` or ``ResultGuardrail``). A built-in that
+works in both stages is two classes with the same options, named ``Argument<Name>`` and
+``Result<Name>``; ``<Name>.for_arguments(...)`` and ``<Name>.for_results(...)`` build the
+same two from either one. Both variants are named ``<Name>`` in records unless given a
+``name``. A built-in of one stage only has one bare name. The bare names the two-stage
+built-ins had first stay as aliases of the stage each was written for: ``SecretScanner``
+and ``PiiRedactor`` are the result stage, ``SizeLimit`` and ``Pattern`` the argument
+stage.
+
+Built-ins:
+
+- :class:`PathScope` (arguments): paths stay inside a root (rule R9); also opens files
+  safely.
+- :class:`UrlAllowlist` (arguments): URLs go only to allowed schemes, hosts and ports.
+- :class:`ArgumentSecretScanner` / :class:`ResultSecretScanner` (alias
+  ``SecretScanner``: results): credentials.
+- :class:`ArgumentPiiRedactor` / :class:`ResultPiiRedactor` (alias ``PiiRedactor``:
+  results): e-mail, phone, card numbers, IBANs.
+- :class:`ArgumentSizeLimit` / :class:`ResultSizeLimit` (alias ``SizeLimit``: arguments):
+  serialized size bounds.
+- :class:`ArgumentPattern` / :class:`ResultPattern` (alias ``Pattern``: arguments): regex
+  allow/deny lists on fields.
 """
 
-from clearance.guardrails._scan import Finding
+from clearance.guardrails._detectors import Finding
 from clearance.guardrails.base import (
     ArgumentGuardrail,
     Guardrail,
@@ -19,12 +37,20 @@ from clearance.guardrails.base import (
     GuardrailOutcome,
     ResultGuardrail,
 )
-from clearance.guardrails.limits import Pattern, ResultPattern, ResultSizeLimit, SizeLimit
+from clearance.guardrails.limits import (
+    ArgumentPattern,
+    ArgumentSizeLimit,
+    Pattern,
+    ResultPattern,
+    ResultSizeLimit,
+    SizeLimit,
+)
 from clearance.guardrails.paths import PathScope, PathScopeError
-from clearance.guardrails.pii import PII_KINDS, ArgumentPiiRedactor, PiiRedactor
+from clearance.guardrails.pii import PII_KINDS, ArgumentPiiRedactor, PiiRedactor, ResultPiiRedactor
 from clearance.guardrails.secret_scanner import (
     SECRET_KINDS,
     ArgumentSecretScanner,
+    ResultSecretScanner,
     SecretScanner,
 )
 from clearance.guardrails.urls import UrlAllowlist
@@ -33,8 +59,10 @@ __all__ = [
     "PII_KINDS",
     "SECRET_KINDS",
     "ArgumentGuardrail",
+    "ArgumentPattern",
     "ArgumentPiiRedactor",
     "ArgumentSecretScanner",
+    "ArgumentSizeLimit",
     "Finding",
     "Guardrail",
     "GuardrailContext",
@@ -45,6 +73,8 @@ __all__ = [
     "PiiRedactor",
     "ResultGuardrail",
     "ResultPattern",
+    "ResultPiiRedactor",
+    "ResultSecretScanner",
     "ResultSizeLimit",
     "SecretScanner",
     "SizeLimit",

@@ -26,7 +26,7 @@ from fnmatch import fnmatchcase
 from typing import Any, ClassVar, Literal
 
 from clearance import _pointer
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 __all__ = [
     "ArgumentGuardrail",
@@ -108,6 +108,10 @@ class Guardrail:
     """
 
     stage: ClassVar[Literal["arguments", "result"]]
+    family: ClassVar[str | None] = None
+    """The name the stage variants of one built-in share (``"SecretScanner"`` for both
+    ``ArgumentSecretScanner`` and ``ResultSecretScanner``): their default :attr:`name`.
+    Read from the class itself only, so a subclass is named after itself."""
 
     def __init__(
         self,
@@ -127,8 +131,9 @@ class Guardrail:
         for pointer in self.fields or ():
             _pointer.parse(pointer)
         self.advisory = advisory
-        default = getattr(check, "__name__", None) if check else type(self).__name__
-        self.name = name or default or type(self).__name__
+        cls = type(self)
+        default = getattr(check, "__name__", None) if check else vars(cls).get("family")
+        self.name = name or default or cls.__name__
         if timeout is not None and timeout <= 0:
             raise ValueError("timeout must be positive")
         self.timeout = timeout
@@ -172,24 +177,6 @@ class Guardrail:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} tools={list(self.tools)}>"
-
-
-def _refusal_action(action: Literal["block", "ask"]) -> Literal["block", "ask"]:
-    """``action`` if it is ``"block"`` or ``"ask"`` (the options of ``Pattern`` and
-    ``UrlAllowlist``); ValueError otherwise."""
-    if action not in ("block", "ask"):
-        raise ValueError(f"action must be 'block' or 'ask', not {action!r}")
-    return action
-
-
-def _first_refusal(messages: Iterable[str], action: Literal["block", "ask"]) -> GuardrailOutcome:
-    """Block, or ask when ``action`` is ``"ask"``, with the first of ``messages`` (only
-    that one is produced); allow when there is none."""
-    for message in messages:
-        if action == "ask":
-            return GuardrailOutcome.ask(message)
-        return GuardrailOutcome.block(message)
-    return GuardrailOutcome.allow()
 
 
 class ArgumentGuardrail(Guardrail):

@@ -1,7 +1,8 @@
-"""``SizeLimit`` and ``Pattern``: simple bounds on argument (or result) values.
+"""Size limits and regex patterns: simple bounds on argument or result values.
 
-Both are argument guardrails; ``SizeLimit.for_results(...)`` and ``Pattern.for_results(...)``
-build the same checks as result guardrails.
+Each check comes in both stages (the package's naming rule): :class:`ArgumentSizeLimit` /
+:class:`ResultSizeLimit` and :class:`ArgumentPattern` / :class:`ResultPattern`, with the
+same options. ``SizeLimit`` and ``Pattern`` are the documented aliases of the argument stage.
 """
 
 from __future__ import annotations
@@ -9,20 +10,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 from clearance import _pointer
+from clearance.guardrails._refusal import RefusalAction, first_refusal, refusal_action
 from clearance.guardrails.base import (
     ArgumentGuardrail,
     Guardrail,
     GuardrailContext,
     GuardrailOutcome,
     ResultGuardrail,
-    _first_refusal,
-    _refusal_action,
 )
 
-__all__ = ["Pattern", "ResultPattern", "ResultSizeLimit", "SizeLimit"]
+__all__ = [
+    "ArgumentPattern",
+    "ArgumentSizeLimit",
+    "Pattern",
+    "ResultPattern",
+    "ResultSizeLimit",
+    "SizeLimit",
+    "json_size",
+]
 
 
 def json_size(value: Any) -> int:
@@ -61,9 +69,9 @@ class _SizeLimiting(Guardrail):
         return GuardrailOutcome.allow()
 
     @classmethod
-    def for_arguments(cls, max_bytes: int, **options: Any) -> SizeLimit:
+    def for_arguments(cls, max_bytes: int, **options: Any) -> ArgumentSizeLimit:
         """The limit as an argument guardrail (same options)."""
-        return SizeLimit(max_bytes, **options)
+        return ArgumentSizeLimit(max_bytes, **options)
 
     @classmethod
     def for_results(cls, max_bytes: int, **options: Any) -> ResultSizeLimit:
@@ -71,16 +79,16 @@ class _SizeLimiting(Guardrail):
         return ResultSizeLimit(max_bytes, **options)
 
 
-class SizeLimit(_SizeLimiting, ArgumentGuardrail):
+class ArgumentSizeLimit(_SizeLimiting, ArgumentGuardrail):
     """Block a call whose arguments (or selected fields) are too large.
 
     Size is the compact UTF-8 JSON serialization of each selected value, or of the whole
-    arguments when ``fields`` is ``None``. For results use ``SizeLimit.for_results(...)``.
+    arguments when ``fields`` is ``None``. For results use :class:`ResultSizeLimit`.
 
     Example::
 
-        SizeLimit(64_000, tools="files.write_file", fields=["/content"])
-        SizeLimit.for_results(200_000)   # what a tool may hand back to the model
+        ArgumentSizeLimit(64_000, tools="files.write_file", fields=["/content"])
+        ResultSizeLimit(200_000)   # what a tool may hand back to the model
 
     Args:
         max_bytes: the largest allowed size in bytes.
@@ -89,14 +97,27 @@ class SizeLimit(_SizeLimiting, ArgumentGuardrail):
         advisory: record the outcome but never enforce it.
         name: the name used in records.
         timeout: seconds the check may take.
+
+    ``SizeLimit`` is the same class (the name it had first).
     """
+
+    family = "SizeLimit"
 
 
 class ResultSizeLimit(_SizeLimiting, ResultGuardrail):
-    """:class:`SizeLimit` as a result guardrail; build it with ``SizeLimit.for_results``.
+    """The size limit as a result guardrail: withhold a result that is too large.
 
-    Example: ``SizeLimit.for_results(100_000, fields=["/content"])``.
+    The options are :class:`ArgumentSizeLimit`'s; ``SizeLimit.for_results(...)`` builds
+    one too.
+
+    Example: ``ResultSizeLimit(100_000, fields=["/content"])``.
     """
+
+    family = "SizeLimit"
+
+
+SizeLimit = ArgumentSizeLimit
+"""The argument stage's first name, kept: ``SizeLimit(...)`` reads arguments."""
 
 
 Regex = str | re.Pattern[str]
@@ -108,7 +129,7 @@ class _PatternMatching(Guardrail):
         *,
         deny: Iterable[Regex] = (),
         allow: Iterable[Regex] | None = None,
-        action: Literal["block", "ask"] = "block",
+        action: RefusalAction = "block",
         tools: str | Iterable[str] = "*",
         fields: Iterable[str] | None = None,
         advisory: bool = False,
@@ -122,7 +143,7 @@ class _PatternMatching(Guardrail):
         self.allow = None if allow is None else tuple(re.compile(p) for p in allow)
         if not self.deny and self.allow is None:
             raise ValueError("Pattern needs deny or allow patterns")
-        action = _refusal_action(action)
+        action = refusal_action(action)
         if action == "ask" and self.stage == "result":
             raise ValueError("a result guardrail cannot ask; use action='block'")
         self.action = action
@@ -135,7 +156,7 @@ class _PatternMatching(Guardrail):
             for pointer, text in _leaves(selected, base)
             if (problem := self.problem(text)) is not None
         )
-        return _first_refusal(messages, self.action)
+        return first_refusal(messages, self.action)
 
     def problem(self, text: str) -> str | None:
         """Why ``text`` is refused (naming the pattern, not the text), or None."""
@@ -147,9 +168,9 @@ class _PatternMatching(Guardrail):
         return None
 
     @classmethod
-    def for_arguments(cls, **options: Any) -> Pattern:
+    def for_arguments(cls, **options: Any) -> ArgumentPattern:
         """The check as an argument guardrail (same options)."""
-        return Pattern(**options)
+        return ArgumentPattern(**options)
 
     @classmethod
     def for_results(cls, **options: Any) -> ResultPattern:
@@ -171,7 +192,7 @@ def _leaves(node: Any, here: str) -> Iterator[tuple[str, str]]:
         yield here, json.dumps(node)
 
 
-class Pattern(_PatternMatching, ArgumentGuardrail):
+class ArgumentPattern(_PatternMatching, ArgumentGuardrail):
     """Regex allow/deny lists over argument values.
 
     Each string in the selected fields (numbers and booleans as their JSON text) must match
@@ -181,7 +202,7 @@ class Pattern(_PatternMatching, ArgumentGuardrail):
 
     Example::
 
-        Pattern(tools="shell.run", fields=["/command"],
+        ArgumentPattern(tools="shell.run", fields=["/command"],
                 allow=[r"git (status|diff|log)( .*)?", r"pytest( .*)?"],
                 deny=[r"[;&|`$<>]"])
 
@@ -197,11 +218,25 @@ class Pattern(_PatternMatching, ArgumentGuardrail):
         advisory: record the outcome but never enforce it.
         name: the name used in records.
         timeout: seconds the check may take.
+
+    ``Pattern`` is the same class (the name it had first).
     """
+
+    family = "Pattern"
 
 
 class ResultPattern(_PatternMatching, ResultGuardrail):
-    """:class:`Pattern` as a result guardrail; build it with ``Pattern.for_results``.
+    """The pattern check as a result guardrail: withhold a result with a refused value.
 
-    Example: ``Pattern.for_results(deny=[r"(?i)internal use only"])``.
+    The options are :class:`ArgumentPattern`'s, except that ``action`` must be
+    ``"block"`` (a result cannot be asked about); ``Pattern.for_results(...)`` builds
+    one too.
+
+    Example: ``ResultPattern(deny=[r"(?i)internal use only"])``.
     """
+
+    family = "Pattern"
+
+
+Pattern = ArgumentPattern
+"""The argument stage's first name, kept: ``Pattern(...)`` reads arguments."""

@@ -1,7 +1,8 @@
-"""``PiiRedactor``: find personal data (e-mail, phone, card numbers, IBANs) and redact it.
+"""PII redaction: find personal data (e-mail, phone, card numbers, IBANs) and redact it.
 
-Like ``SecretScanner``, one engine works in both stages: ``PiiRedactor`` is a result
-guardrail, ``PiiRedactor.for_arguments(...)`` an argument guardrail.
+Like the secret scanner, one engine works in both stages: :class:`ResultPiiRedactor`
+reads results, :class:`ArgumentPiiRedactor` arguments. ``PiiRedactor`` is the documented
+alias of the result stage.
 """
 
 from __future__ import annotations
@@ -11,10 +12,18 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clearance.guardrails._scan import Detector, ScanAction, TextScanGuardrail
+from clearance.guardrails._detectors import Detector
+from clearance.guardrails._text_scan import ScanAction, TextScanGuardrail
 from clearance.guardrails.base import ArgumentGuardrail, ResultGuardrail
 
-__all__ = ["PII_KINDS", "ArgumentPiiRedactor", "PiiRedactor", "iban_valid", "luhn_valid"]
+__all__ = [
+    "PII_KINDS",
+    "ArgumentPiiRedactor",
+    "PiiRedactor",
+    "ResultPiiRedactor",
+    "iban_valid",
+    "luhn_valid",
+]
 
 # Lengths by country (ISO 13616 registry); an IBAN of another length fails even if its
 # checksum happens to work out.
@@ -202,7 +211,7 @@ PII_KINDS: tuple[str, ...] = tuple(d.kind for d in _detectors())
 
 
 class _PiiScanning(TextScanGuardrail):
-    """Options and detectors shared by both stages; see :class:`PiiRedactor`."""
+    """Options and detectors shared by both stages; see :class:`ResultPiiRedactor`."""
 
     _label = "personal data"
     _kinds_label = "PII"
@@ -243,12 +252,12 @@ class _PiiScanning(TextScanGuardrail):
         return ArgumentPiiRedactor(**options)
 
     @classmethod
-    def for_results(cls, **options: Any) -> PiiRedactor:
+    def for_results(cls, **options: Any) -> ResultPiiRedactor:
         """The same redactor as a result guardrail (same keyword options)."""
-        return PiiRedactor(**options)
+        return ResultPiiRedactor(**options)
 
 
-class PiiRedactor(_PiiScanning, ResultGuardrail):
+class ResultPiiRedactor(_PiiScanning, ResultGuardrail):
     """Redact personal data in what a tool returned.
 
     Finds e-mail addresses, phone numbers (international ``+CC ...`` and national formats
@@ -267,9 +276,9 @@ class PiiRedactor(_PiiScanning, ResultGuardrail):
 
     Example::
 
-        harness = Harness(registry, result_guardrails=[PiiRedactor(kinds={"email", "iban"})])
+        harness = Harness(registry, result_guardrails=[ResultPiiRedactor(kinds={"email", "iban"})])
 
-        PiiRedactor().redact_text("mail bob@example.com")  # 'mail [REDACTED:email]'
+        ResultPiiRedactor().redact_text("mail bob@example.com")  # 'mail [REDACTED:email]'
 
     Args:
         tools: glob(s) over qualified tool names this guardrail applies to.
@@ -281,12 +290,16 @@ class PiiRedactor(_PiiScanning, ResultGuardrail):
         advisory: record the outcome but never enforce it.
         name: the name used in records.
         timeout: seconds the check may take.
+
+    ``PiiRedactor`` is the same class (the name it had first).
     """
+
+    family = "PiiRedactor"
 
 
 class ArgumentPiiRedactor(_PiiScanning, ArgumentGuardrail):
-    """:class:`PiiRedactor` as an argument guardrail; build it with
-    ``PiiRedactor.for_arguments(...)``.
+    """The PII redactor as an argument guardrail (``PiiRedactor.for_arguments(...)``
+    builds one too); the options are :class:`ResultPiiRedactor`'s.
 
     Its default action is ``"withhold"``: the fields holding personal data are kept out of
     the journal and asks (``GuardrailOutcome.redact(pointers)``, whole fields), but the
@@ -296,5 +309,11 @@ class ArgumentPiiRedactor(_PiiScanning, ArgumentGuardrail):
 
     Example::
 
-        PiiRedactor.for_arguments(tools="mail.send", fields=["/to", "/body"])
+        ArgumentPiiRedactor(tools="mail.send", fields=["/to", "/body"])
     """
+
+    family = "PiiRedactor"
+
+
+PiiRedactor = ResultPiiRedactor
+"""The result stage's first name, kept: ``PiiRedactor()`` reads results."""

@@ -1,10 +1,10 @@
-"""``SecretScanner``: find credentials in tool results (or arguments) and block or redact them.
+"""Secret scanning: find credentials in a tool's result or arguments; block or redact them.
 
-One scanning engine, two stages. ``SecretScanner`` is a result guardrail (what a tool
-returned, before the model and the journal see it); ``SecretScanner.for_arguments(...)``
-builds an :class:`ArgumentSecretScanner`, an argument guardrail with the same options
-(what the model is about to send out). Both are the same code; only the stage differs,
-because the pipeline tells the two stages apart by class.
+One scanning engine, two stages (the package's naming rule): :class:`ResultSecretScanner`
+reads what a tool returned, before the model and the journal see it;
+:class:`ArgumentSecretScanner` reads what the model is about to send out. Both take the same
+options and run the same code; only the stage differs, because the pipeline tells the two
+stages apart by class. ``SecretScanner`` is the documented alias of the result stage.
 """
 
 from __future__ import annotations
@@ -13,15 +13,11 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from clearance.guardrails._scan import (
-    Detector,
-    ScanAction,
-    TextScanGuardrail,
-    entropy,
-)
+from clearance.guardrails._detectors import Detector, entropy
+from clearance.guardrails._text_scan import ScanAction, TextScanGuardrail
 from clearance.guardrails.base import ArgumentGuardrail, ResultGuardrail
 
-__all__ = ["SECRET_KINDS", "ArgumentSecretScanner", "SecretScanner"]
+__all__ = ["SECRET_KINDS", "ArgumentSecretScanner", "ResultSecretScanner", "SecretScanner"]
 
 _PLACEHOLDER = re.compile(r"^(?:\$\{?\w+\}?|<[^>]*>|%\(\w+\)s|\{\{.*\}\}|\*+|x+|X+)$")
 
@@ -190,7 +186,7 @@ SECRET_KINDS: tuple[str, ...] = tuple(d.kind for d in _detectors(3.0, 8))
 
 
 class _SecretScanning(TextScanGuardrail):
-    """The options and detectors shared by both stages; see :class:`SecretScanner`."""
+    """The options and detectors shared by both stages; see :class:`ResultSecretScanner`."""
 
     _label = "possible secrets"
     _kinds_label = "secret"
@@ -229,12 +225,12 @@ class _SecretScanning(TextScanGuardrail):
         return ArgumentSecretScanner(**options)
 
     @classmethod
-    def for_results(cls, **options: Any) -> SecretScanner:
+    def for_results(cls, **options: Any) -> ResultSecretScanner:
         """The same scanner as a result guardrail (same keyword options)."""
-        return SecretScanner(**options)
+        return ResultSecretScanner(**options)
 
 
-class SecretScanner(_SecretScanning, ResultGuardrail):
+class ResultSecretScanner(_SecretScanning, ResultGuardrail):
     """Find credentials in what a tool returned; block the result or redact them.
 
     Finds AWS access key ids and secret keys, GitHub tokens (``ghp_``, ``gho_``,
@@ -262,8 +258,9 @@ class SecretScanner(_SecretScanning, ResultGuardrail):
 
     Example::
 
-        harness = Harness(registry, result_guardrails=[SecretScanner(action="redact")],
-                          argument_guardrails=[SecretScanner.for_arguments(tools="http.*")])
+        harness = Harness(registry,
+                          result_guardrails=[ResultSecretScanner(action="redact")],
+                          argument_guardrails=[ArgumentSecretScanner(tools="http.*")])
 
         SecretScanner(action="redact").redact_text("id=AKIAIOSFODNN7EXAMPLE")
         # 'id=[REDACTED:aws_access_key_id]'
@@ -283,16 +280,26 @@ class SecretScanner(_SecretScanning, ResultGuardrail):
         advisory: record the outcome but never enforce it.
         name: the name used in records.
         timeout: seconds the check may take.
+
+    ``SecretScanner`` is the same class (the name it had first).
     """
+
+    family = "SecretScanner"
 
 
 class ArgumentSecretScanner(_SecretScanning, ArgumentGuardrail):
-    """:class:`SecretScanner` as an argument guardrail: stop secrets leaving in arguments.
+    """The secret scanner as an argument guardrail: stop secrets leaving in arguments.
 
-    Build it with ``SecretScanner.for_arguments(...)``; the options are the same. With
-    ``action="redact"`` the tool receives the redacted text.
+    The options are :class:`ResultSecretScanner`'s; ``SecretScanner.for_arguments(...)``
+    builds one too. With ``action="redact"`` the tool receives the redacted text.
 
     Example::
 
-        SecretScanner.for_arguments(tools=["http.*", "mail.*"], fields=["/body"])
+        ArgumentSecretScanner(tools=["http.*", "mail.*"], fields=["/body"])
     """
+
+    family = "SecretScanner"
+
+
+SecretScanner = ResultSecretScanner
+"""The result stage's first name, kept: ``SecretScanner()`` reads results."""

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from clearance import _pointer
-from clearance.guardrails.base import (
-    ArgumentGuardrail,
-    GuardrailContext,
-    GuardrailOutcome,
-    _first_refusal,
-    _refusal_action,
-)
+from clearance.guardrails._refusal import RefusalAction, first_refusal, refusal_action
+from clearance.guardrails.base import ArgumentGuardrail, GuardrailContext, GuardrailOutcome
 
 __all__ = ["UrlAllowlist"]
 
@@ -110,7 +105,7 @@ class UrlAllowlist(ArgumentGuardrail):
         ports: Iterable[int] = (),
         allow_userinfo: bool = False,
         require_url: bool = False,
-        action: Literal["block", "ask"] = "block",
+        action: RefusalAction = "block",
         tools: str | Iterable[str] = "*",
         fields: Iterable[str] | None = None,
         advisory: bool = False,
@@ -120,7 +115,7 @@ class UrlAllowlist(ArgumentGuardrail):
         super().__init__(tools=tools, fields=fields, advisory=advisory, name=name, timeout=timeout)
         if isinstance(schemes, str) or isinstance(hosts, str):
             raise ValueError("schemes and hosts take a list of strings, not one string")
-        action = _refusal_action(action)
+        action = refusal_action(action)
         self.schemes = frozenset(s.lower().rstrip(":/") for s in schemes)
         self.ports = frozenset(int(p) for p in ports)
         self.allow_userinfo = allow_userinfo
@@ -153,7 +148,7 @@ class UrlAllowlist(ArgumentGuardrail):
             for pointer, text in _pointer.iter_strings(selected, base)
             if (problem := self.problem(text)) is not None
         )
-        return _first_refusal(messages, self.action)
+        return first_refusal(messages, self.action)
 
     def problem(self, text: str) -> str | None:
         """Why some URL in ``text`` is not allowed, or None if every URL is."""

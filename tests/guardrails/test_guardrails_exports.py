@@ -8,14 +8,14 @@ from clearance.guardrails import base
 
 BUILT_INS = [
     guardrails.PathScope,
-    guardrails.SecretScanner,
-    guardrails.ArgumentSecretScanner,
-    guardrails.PiiRedactor,
-    guardrails.ArgumentPiiRedactor,
     guardrails.UrlAllowlist,
-    guardrails.SizeLimit,
+    guardrails.ArgumentSecretScanner,
+    guardrails.ResultSecretScanner,
+    guardrails.ArgumentPiiRedactor,
+    guardrails.ResultPiiRedactor,
+    guardrails.ArgumentSizeLimit,
     guardrails.ResultSizeLimit,
-    guardrails.Pattern,
+    guardrails.ArgumentPattern,
     guardrails.ResultPattern,
 ]
 
