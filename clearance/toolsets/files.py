@@ -68,34 +68,62 @@ SQLITE_SIDE_FILES: tuple[str, ...] = ("", "-wal", "-shm", "-journal", "-starts",
 
 
 class _Guard:
-    """What the handlers refuse beyond the root: protected segments for writes and moves,
-    and protected files (with their SQLite side files) for every tool."""
+    """What the handlers refuse beyond the root: protected segments for writes and moves;
+    protected files (with their SQLite side files) for every tool; read-only paths (files
+    or directories) for writes and moves. A write or move of a directory above a protected
+    or read-only path is refused too: it would carry them away."""
 
-    __slots__ = ("files", "scope", "segments")
+    __slots__ = ("files", "read_only", "scope", "segments")
 
     def __init__(
-        self, scope: PathScope, segments: Sequence[str], files: Sequence[str | os.PathLike[str]]
+        self,
+        scope: PathScope,
+        segments: Sequence[str],
+        files: Sequence[str | os.PathLike[str]],
+        read_only: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         self.scope = scope
         self.segments = frozenset(s.lower() for s in segments)
         self.files = frozenset(
             os.path.realpath(os.fspath(f)) + suffix for f in files for suffix in SQLITE_SIDE_FILES
         )
+        self.read_only = frozenset(os.path.realpath(os.fspath(p)) for p in read_only)
 
     def refused(self, tool: str, path: str, *, mutating: bool) -> CallToolResult | None:
         """An error result when ``path`` (canonical: no symlink, no '..' on it) is
         protected; None when the tool may go on."""
         if mutating and (segment := _protected(path, self.segments)) is not None:
             return _error(f"{tool}: {segment!r} is protected and cannot be changed", "protected")
-        if self.files and self.absolute(path) in self.files:
+        if not self.files and not self.read_only:
+            return None
+        target = self.absolute(path)
+        if target in self.files:
             return _error(
                 f"{tool}: {path!r} is clearance's own journal or grant store", "protected"
             )
+        if mutating:
+            if any(_within(target, p) for p in self.read_only):
+                return _error(
+                    f"{tool}: {path!r} is clearance's configuration or policies; "
+                    "it cannot be changed from here",
+                    "protected",
+                )
+            if any(_within(p, target) for p in (*self.files, *self.read_only)):
+                return _error(
+                    f"{tool}: {path!r} holds clearance's own journal, grants or "
+                    "configuration; it cannot be changed from here",
+                    "protected",
+                )
         return None
 
     def absolute(self, path: str) -> str:
         root = str(self.scope.root)
         return root if path in ("", ".") else os.path.normpath(os.path.join(root, path))
+
+
+def _within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or below it (both absolute and normalized)."""
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def files_tools(
@@ -107,6 +135,7 @@ def files_tools(
     max_search_file_bytes: int = 2_000_000,
     protected: Sequence[str] = PROTECTED,
     protected_files: Sequence[str | os.PathLike[str]] = (),
+    read_only_paths: Sequence[str | os.PathLike[str]] = (),
 ) -> list[Tool]:
     """The workspace file tools, confined to ``root``.
 
@@ -126,12 +155,16 @@ def files_tools(
         protected_files: files no tool reads, writes, moves or searches, with their
             SQLite side files (``-wal``, ``-shm``, ``-journal``, ``-starts``, ``.lock``):
             the journal and grant store, when they live inside the workspace.
+        read_only_paths: files and directories the tools may read but never write or
+            move: clearance's configuration file and policy directories, when they
+            live inside the workspace (an agent that rewrites them decides its next run).
+            A directory above any of these (or above a protected file) is not moved.
 
     Raises:
         ConfigError: ``root`` is not an existing directory.
     """
     scope = PathScope(root)
-    guard = _Guard(scope, protected, protected_files)
+    guard = _Guard(scope, protected, protected_files, read_only_paths)
     path_fact = PathFact(scope.root)
     entry_fact = PathFact(scope.root, follow_final=False)
     return [

@@ -325,3 +325,33 @@ def test_protected_files_are_refused_to_every_tool_whatever_the_spelling(
     assert search.status == "ok" and "secret" not in search.text and "start log" not in search.text
     assert db.read_text() == "journal main = secret\n"
     assert (workspace / "README.md").exists()
+
+
+def test_directories_above_protected_or_read_only_paths_are_not_moved(workspace: Path) -> None:
+    """A move of a directory above the journal would carry it away, and a rewrite of the
+    configuration would decide the next run (red-team findings)."""
+    state = workspace / "home" / ".local" / "state"
+    state.mkdir(parents=True)
+    db = state / "clearance.db"
+    db.write_text("journal\n")
+    toml = workspace / "clearance.toml"
+    toml.write_text('[evaluator]\nkind = "cedar"\n')
+    policies = workspace / "policies"
+    policies.mkdir()
+    (policies / "p.cedar").write_text("permit (principal, action, resource);\n")
+    by_name = tools(workspace, protected_files=[db], read_only_paths=[toml, policies])
+
+    def run(name: str, **arguments: Any) -> CallToolResult:
+        result = by_name[name].handler(arguments, ctx(name))
+        assert isinstance(result, CallToolResult)
+        return result
+
+    for source in ("home", "home/.local", "home/.local/state", "policies"):
+        moved = run("move_file", source=source, destination="elsewhere")
+        assert moved.is_error and moved.structured_content == {"error": "protected"}, source
+    for path in ("clearance.toml", "policies/p.cedar", "policies/new.cedar"):
+        written = run("write_file", path=path, content="x")
+        assert written.is_error and written.structured_content == {"error": "protected"}, path
+    assert run("read_file", path="clearance.toml").text.startswith("[evaluator]")
+    assert not run("write_file", path="home/notes.txt", content="fine").is_error
+    assert db.read_text() == "journal\n" and toml.read_text().startswith("[evaluator]")
