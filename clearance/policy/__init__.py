@@ -7,10 +7,13 @@ from clearance.policy.base import (
     AuthorityEvaluator,
     AuthzRequest,
     Effect,
+    Evaluator,
     Principal,
     SessionInfo,
     ToolInfo,
     Verdict,
+    as_evaluator,
+    evaluate,
 )
 from clearance.policy.local import LocalEvaluator
 from clearance.policy.noop import NoopEvaluator
@@ -25,12 +28,15 @@ __all__ = [
     "CedarEngine",
     "CedarEvaluator",
     "Effect",
+    "Evaluator",
     "LocalEvaluator",
     "NoopEvaluator",
     "Principal",
     "SessionInfo",
     "ToolInfo",
     "Verdict",
+    "as_evaluator",
+    "evaluate",
 ]
 
 

@@ -1,128 +1,77 @@
-"""What an authority evaluator sees and what it answers.
+"""What an authority evaluator sees, what it answers, and what callers may ask of it.
 
 An evaluator receives an :class:`AuthzRequest` (who calls which tool with which final,
 validated arguments, in which session) and returns a :class:`Verdict`: ``allow``, ``deny``
 or ``ask``, with the ids of the rules or policies that decided and any evaluation errors.
 A decision is a value, never an exception; an evaluator that raises is treated by the
 pipeline as a failed evaluation and the call is denied (rule R1).
+
+The evaluator contract
+----------------------
+Required, and all that :class:`AuthorityEvaluator` (a Protocol) asks:
+``evaluate(request) -> Verdict``, sync or async.
+
+Optional parts, declared with their defaults by the base class :class:`Evaluator`:
+
+=========================  ===============================  ===================================
+name                       type                             default (meaning)
+=========================  ===============================  ===================================
+``name``                   ``str``                          the class name (``Verdict.evaluator``
+                                                            and records name it so)
+``allows_everything``      ``bool``                         ``False`` (True only for
+                                                            ``NoopEvaluator``: a harness warns)
+``bind(catalog)``          ``None``                         does nothing; called once when the
+                                                            harness freezes its registry, to
+                                                            check rules against the tools
+``bound``                  ``bool``                         ``True`` (False: ``bind`` is still
+                                                            needed before ``evaluate`` decides)
+``bound_tools``            ``tuple[ToolLike, ...] | None``  ``None`` (the evaluator keeps no
+                                                            tools)
+``policy_ids()``           ``tuple[str, ...] | None``       ``None`` (cannot say); else every
+                                                            id ``Verdict.reasons`` can hold
+=========================  ===============================  ===================================
+
+The built-in evaluators (``NoopEvaluator``, ``LocalEvaluator``, ``CedarEvaluator``,
+``AllOf``) subclass :class:`Evaluator`. An application's evaluator may too, or may be any
+object with ``evaluate``: callers that need an optional part call :func:`as_evaluator`
+once, which returns an :class:`Evaluator` unchanged and wraps any other evaluator in one
+that reads the optional parts above, by these names, off the object when it defines them
+(and uses the defaults otherwise). That wrapper is the only place that looks at an
+evaluator's attributes; no caller probes with ``getattr``.
+
+:func:`evaluate` is the one helper that settles an evaluator's answer (awaits it if it is
+awaitable, checks that it is a :class:`Verdict`); :func:`check_verdict` is its check, for
+a caller that has no event loop (the decision-test runner).
 """
 
 from __future__ import annotations
 
 import inspect
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from clearance.harness.tools import ToolRegistry
+from clearance.types import Principal, SessionInfo, ToolCatalog, ToolInfo, ToolLike
 
 __all__ = [
     "AllOf",
     "AuthorityEvaluator",
     "AuthzRequest",
     "Effect",
+    "Evaluator",
     "Principal",
     "SessionInfo",
     "ToolInfo",
     "Verdict",
+    "as_evaluator",
+    "bind",
+    "check_verdict",
+    "combine",
     "evaluate",
 ]
 
 Effect = Literal["allow", "deny", "ask"]
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who a session acts for: a Cedar-style entity ``Type::"id"``.
-
-    ``Principal("User", "alice", attrs={"team": "infra"}, parents=[("Team", "infra")])``
-    """
-
-    type: str
-    """Entity type, e.g. ``"User"`` or ``"Agent"``."""
-    id: str
-    """Entity id, e.g. ``"alice"``."""
-    attrs: Mapping[str, Any] = field(default_factory=dict)
-    """Attributes policies may read (``principal.team``)."""
-    parents: Sequence[tuple[str, str]] = ()
-    """Parent entities as ``(type, id)`` pairs, for Cedar ``in`` checks."""
-
-    def __str__(self) -> str:
-        return f'{self.type}::"{self.id}"'
-
-    def __hash__(self) -> int:
-        return hash((self.type, self.id))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Principal):
-            return NotImplemented
-        return (self.type, self.id) == (other.type, other.id)
-
-    @classmethod
-    def from_json(cls, value: Any) -> Principal:
-        """A principal from ``'User::"alice"'`` text or ``{"type", "id", "attrs",
-        "parents"}`` (parents as ``[["Team", "infra"]]`` pairs or ``'Team::"infra"'`` text).
-
-        Raises:
-            ValueError: the value has neither form.
-        """
-        if isinstance(value, str):
-            return cls.parse(value)
-        if isinstance(value, Mapping):
-            kind, ident = value.get("type"), value.get("id")
-            if not isinstance(kind, str) or not isinstance(ident, str):
-                raise ValueError("'principal' needs a string 'type' and 'id'")
-            attrs = value.get("attrs", {})
-            if not isinstance(attrs, Mapping):
-                raise ValueError("'principal.attrs' must be an object")
-            parents = value.get("parents", [])
-            pairs: list[tuple[str, str]] = []
-            for parent in parents if isinstance(parents, list) else [None]:
-                if (
-                    isinstance(parent, list)
-                    and len(parent) == 2
-                    and all(isinstance(p, str) for p in parent)
-                ):
-                    pairs.append((parent[0], parent[1]))
-                elif isinstance(parent, str):
-                    p = cls.parse(parent)
-                    pairs.append((p.type, p.id))
-                else:
-                    raise ValueError(
-                        '\'principal.parents\' must be a list like [["Team", "infra"]]'
-                    )
-            return cls(kind, ident, dict(attrs), tuple(pairs))
-        raise ValueError('\'principal\' must be like "User::\\"alice\\"" or {"type", "id"}')
-
-    @classmethod
-    def parse(cls, text: str) -> Principal:
-        """Parse ``'User::"alice"'`` (or ``User::alice``) into a principal."""
-        kind, sep, ident = text.partition("::")
-        if not sep or not kind or not ident:
-            raise ValueError(f'principal must look like User::"alice", got {text!r}')
-        return cls(kind, ident.strip('"'))
-
-
-@dataclass(frozen=True, slots=True)
-class ToolInfo:
-    """The tool being called, as evaluators see it."""
-
-    qualified_name: str
-    namespace: str
-    name: str
-    read_only: bool
-    annotations: Mapping[str, Any] = field(default_factory=dict)
-    source: str = "callback"
-    """``"callback"`` for Python handlers, ``"mcp"`` for tools from an MCP server."""
-    server: str | None = None
-    """The MCP server's registration name, for MCP tools."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    id: str
-    turn_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,32 +135,142 @@ class Verdict:
 
 @runtime_checkable
 class AuthorityEvaluator(Protocol):
-    """Decides whether a tool call may run.
+    """Decides whether a tool call may run: the required part of the evaluator contract.
 
-    ``evaluate`` may be sync or async. An evaluator may also define ``bind(registry)``,
-    called once when the harness freezes its registry (before the first session), to check
-    its rules against the registered tools; an error there stops the session from being
-    created rather than letting a rule be silently dead.
+    ``evaluate`` may be sync or async. The optional parts (``name``, ``bind`` ...) are
+    declared by :class:`Evaluator`; see the module docstring.
     """
 
     def evaluate(self, request: AuthzRequest) -> Verdict | Awaitable[Verdict]: ...
 
 
-def bind(evaluator: AuthorityEvaluator, registry: ToolRegistry) -> None:
-    """Call ``evaluator.bind(registry)`` when the evaluator defines it."""
-    hook = getattr(evaluator, "bind", None)
-    if hook is not None:
-        hook(registry)
+class Evaluator(ABC):
+    """Base class of evaluators: ``evaluate`` to write, the optional parts with defaults.
+
+    Subclasses override what they have (a class attribute is enough for ``name`` and
+    ``allows_everything``). See the module docstring for what each part means.
+    """
+
+    allows_everything: bool = False
+    """True only for an evaluator that allows every call (a harness warns when it starts)."""
+
+    @property
+    def name(self) -> str:
+        """What ``Verdict.evaluator`` and the journal call this evaluator."""
+        return type(self).__name__
+
+    @property
+    def bound(self) -> bool:
+        """False while :meth:`bind` is still needed before :meth:`evaluate` can decide."""
+        return True
+
+    @property
+    def bound_tools(self) -> tuple[ToolLike, ...] | None:
+        """The tools of the last :meth:`bind`; ``None`` when the evaluator keeps none."""
+        return None
+
+    def bind(self, catalog: ToolCatalog) -> None:
+        """Check the rules against the registered tools (called once, when the harness
+        freezes its registry). An error here stops the session from being created rather
+        than letting a rule be silently dead. The default does nothing."""
+        return None
+
+    def policy_ids(self) -> tuple[str, ...] | None:
+        """Every rule or policy id this evaluator can give as a reason (as in
+        ``Verdict.reasons``); ``None`` when it cannot say (the default)."""
+        return None
+
+    @abstractmethod
+    def evaluate(self, request: AuthzRequest) -> Verdict | Awaitable[Verdict]:
+        """Decide one call: sync, or async (return an awaitable)."""
+
+
+class _Adapted(Evaluator):
+    """An evaluator that does not subclass :class:`Evaluator`, seen through the contract:
+    each optional part is the object's own when it defines one by that name, else the
+    default."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: AuthorityEvaluator) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.inner, "name", type(self.inner).__name__))
+
+    @property
+    def allows_everything(self) -> bool:  # type: ignore[override]
+        return bool(getattr(self.inner, "allows_everything", False))
+
+    @property
+    def bound(self) -> bool:
+        return bool(getattr(self.inner, "bound", True))
+
+    @property
+    def bound_tools(self) -> tuple[ToolLike, ...] | None:
+        tools = getattr(self.inner, "bound_tools", None)
+        return None if tools is None else tuple(tools)
+
+    def bind(self, catalog: ToolCatalog) -> None:
+        hook = getattr(self.inner, "bind", None)
+        if hook is not None:
+            hook(catalog)
+
+    def policy_ids(self) -> tuple[str, ...] | None:
+        hook = getattr(self.inner, "policy_ids", None)
+        if hook is None:
+            return None
+        value = hook() if callable(hook) else hook
+        return None if value is None else tuple(str(v) for v in value)
+
+    def evaluate(self, request: AuthzRequest) -> Verdict | Awaitable[Verdict]:
+        return self.inner.evaluate(request)
+
+
+def as_evaluator(evaluator: AuthorityEvaluator) -> Evaluator:
+    """``evaluator`` as an :class:`Evaluator`: itself when it is one, else wrapped so that
+    its optional parts (or their defaults) can be read without probing.
+
+    Raises:
+        TypeError: ``evaluator`` has no callable ``evaluate``.
+    """
+    if isinstance(evaluator, Evaluator):
+        return evaluator
+    if not callable(getattr(evaluator, "evaluate", None)):
+        raise TypeError(
+            f"{type(evaluator).__name__} is not an authority evaluator: it has no evaluate()"
+        )
+    return _Adapted(evaluator)
+
+
+def bind(evaluator: AuthorityEvaluator, catalog: ToolCatalog) -> None:
+    """Bind ``evaluator`` to the registered tools (a no-op for evaluators that need none)."""
+    as_evaluator(evaluator).bind(catalog)
+
+
+def check_verdict(evaluator: AuthorityEvaluator, value: object) -> Verdict:
+    """``value`` when it is a :class:`Verdict`.
+
+    Raises:
+        TypeError: ``evaluator`` answered something else (the caller denies, rule R1).
+    """
+    if not isinstance(value, Verdict) or value.effect not in ("allow", "deny", "ask"):
+        raise TypeError(f"{type(evaluator).__name__}.evaluate returned {value!r}, not a Verdict")
+    return value
 
 
 async def evaluate(evaluator: AuthorityEvaluator, request: AuthzRequest) -> Verdict:
-    """Run a sync or async evaluator and check that it answered a ``Verdict``."""
-    verdict: Any = evaluator.evaluate(request)
-    if inspect.isawaitable(verdict):
-        verdict = await verdict
-    if not isinstance(verdict, Verdict) or verdict.effect not in ("allow", "deny", "ask"):
-        raise TypeError(f"{type(evaluator).__name__}.evaluate returned {verdict!r}, not a Verdict")
-    return verdict
+    """Run a sync or async evaluator and check that it answered a ``Verdict``: the one
+    helper that settles an evaluator's answer.
+
+    Raises:
+        TypeError: the evaluator answered something other than a ``Verdict``.
+    """
+    value: Any = evaluator.evaluate(request)
+    if inspect.isawaitable(value):
+        value = await value
+    return check_verdict(evaluator, value)
 
 
 def combine(verdicts: Sequence[Verdict], *, evaluator: str = "") -> Verdict:
@@ -235,7 +294,7 @@ def combine(verdicts: Sequence[Verdict], *, evaluator: str = "") -> Verdict:
     )
 
 
-class AllOf:
+class AllOf(Evaluator):
     """Combine evaluators: deny if any denies, ask if any asks, else allow (rule R3).
 
     Every evaluator is consulted (so each one's errors and reasons are recorded); an
@@ -247,19 +306,30 @@ class AllOf:
         if not evaluators:
             raise ValueError("AllOf needs at least one evaluator")
         self.evaluators = evaluators
+        self._contracts = tuple(as_evaluator(e) for e in evaluators)
 
     @property
     def name(self) -> str:
-        return "all_of(" + ", ".join(_name(e) for e in self.evaluators) + ")"
+        return "all_of(" + ", ".join(e.name for e in self._contracts) + ")"
 
-    def bind(self, registry: ToolRegistry) -> None:
-        for e in self.evaluators:
-            bind(e, registry)
+    @property
+    def bound(self) -> bool:
+        return all(e.bound for e in self._contracts)
+
+    def bind(self, catalog: ToolCatalog) -> None:
+        for e in self._contracts:
+            e.bind(catalog)
+
+    def policy_ids(self) -> tuple[str, ...] | None:
+        """The union of every member's ids; ``None`` when one member cannot say."""
+        out: dict[str, None] = {}
+        for e in self._contracts:
+            ids = e.policy_ids()
+            if ids is None:
+                return None
+            out.update(dict.fromkeys(ids))
+        return tuple(out)
 
     async def evaluate(self, request: AuthzRequest) -> Verdict:
         verdicts = [await evaluate(e, request) for e in self.evaluators]
         return combine(verdicts)
-
-
-def _name(evaluator: object) -> str:
-    return str(getattr(evaluator, "name", type(evaluator).__name__))

@@ -45,14 +45,12 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from clearance.errors import RuleError
-from clearance.policy.base import AuthzRequest, Verdict
+from clearance.policy.base import AllOf, AuthzRequest, Evaluator, Verdict
 from clearance.policy.globs import Glob
-
-if TYPE_CHECKING:
-    from clearance.harness.tools import ToolRegistry
+from clearance.types import ToolCatalog
 
 __all__ = ["LocalEvaluator", "Rule"]
 
@@ -310,7 +308,7 @@ def _split_args(
     return pairs
 
 
-class LocalEvaluator:
+class LocalEvaluator(Evaluator):
     """Allow / ask / deny rules over tool names and argument globs (see the module doc).
 
     Args:
@@ -389,14 +387,16 @@ class LocalEvaluator:
 
     def narrowed(self, allow: Iterable[str]) -> LocalEvaluator:
         """A copy that also requires one of ``allow`` (session capabilities only narrow)."""
-        from clearance.policy.base import AllOf
-
         return AllOf(self, LocalEvaluator(allow=allow))  # type: ignore[return-value]
 
-    def bind(self, registry: ToolRegistry) -> None:
+    def policy_ids(self) -> tuple[str, ...]:
+        """Every rule's id (``allow:files.*``), once each, in rule order."""
+        return tuple(dict.fromkeys(rule.id for rule in self.rules))
+
+    def bind(self, catalog: ToolCatalog) -> None:
         """Check every rule against the registered tools: a rule that names no registered
         tool, or an argument that none of its tools has, can never match and is an error."""
-        tools = list(registry)
+        tools = list(catalog)
         for rule in self.rules:
             hits = [t for t in tools if rule.matches_tool(t.qualified_name)]
             if not hits:

@@ -35,10 +35,12 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
+
+import anyio
 
 from clearance.errors import ConfigError
 from clearance.facts.base import FactError
@@ -47,13 +49,11 @@ from clearance.policy.base import (
     AuthorityEvaluator,
     AuthzRequest,
     Effect,
-    Principal,
-    SessionInfo,
     Verdict,
+    as_evaluator,
+    check_verdict,
 )
-
-if TYPE_CHECKING:
-    from clearance.harness.tools import Tool, ToolRegistry
+from clearance.types import Principal, SessionInfo, ToolCatalog, ToolLike
 
 __all__ = [
     "CaseResult",
@@ -265,7 +265,7 @@ def _principal(value: Any) -> Principal:
 def run_decision_tests(
     directory: str | os.PathLike[str],
     evaluator: AuthorityEvaluator | None = None,
-    registry: ToolRegistry | None = None,
+    registry: ToolCatalog | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> TestReport:
@@ -289,6 +289,7 @@ def run_decision_tests(
     if not cases:
         raise ConfigError(f"no decision tests ({TEST_GLOB}) found", path=str(directory))
     if evaluator is None:
+        # Imported here, not at the top: cedarpy loads only when the default is wanted.
         from clearance.policy.cedar import CedarEvaluator
 
         evaluator = CedarEvaluator.from_directory(directory)
@@ -301,27 +302,25 @@ def run_decision_tests(
     return TestReport(tuple(results))
 
 
-def _tools(evaluator: AuthorityEvaluator, registry: ToolRegistry | None) -> Mapping[str, Tool]:
+def _tools(evaluator: AuthorityEvaluator, registry: ToolCatalog | None) -> Mapping[str, ToolLike]:
+    contract = as_evaluator(evaluator)
     if registry is not None:
-        if getattr(evaluator, "bound", True) is False:
-            hook = getattr(evaluator, "bind", None)
-            if hook is not None:
-                hook(registry)
+        if not contract.bound:
+            contract.bind(registry)
         return {t.qualified_name: t for t in registry}
-    bound_tools = getattr(evaluator, "bound_tools", None)
-    if bound_tools is None or getattr(evaluator, "bound", True) is False:
+    bound_tools = contract.bound_tools
+    if bound_tools is None or not contract.bound:
         raise ConfigError("decision tests need the tools they call: pass registry=")
-    tools: Sequence[Tool] = bound_tools
-    return {t.qualified_name: t for t in tools}
+    return {t.qualified_name: t for t in bound_tools}
 
 
 def _run(
-    case: DecisionTest, evaluator: AuthorityEvaluator, tools: Mapping[str, Tool]
+    case: DecisionTest, evaluator: AuthorityEvaluator, tools: Mapping[str, ToolLike]
 ) -> CaseResult:
     tool = tools.get(case.tool)
     if tool is None:
         return CaseResult(case, False, "error", problem=f"no registered tool {case.tool!r}")
-    validator = getattr(tool, "validator", None)
+    validator = tool.validator
     arguments = dict(case.arguments)
     if validator is not None:
         try:
@@ -336,7 +335,7 @@ def _run(
                 f"reject the call before any evaluator): {errors[0]}",
             )
     facts: dict[str, Any] = {}
-    declared = getattr(tool, "declared_facts", ())
+    declared = tool.declared_facts
     if declared:
         try:
             arguments, facts = apply_facts(declared, arguments)
@@ -346,9 +345,7 @@ def _run(
                 "blocked",
                 f"the pipeline would refuse the call before any evaluator: {exc}",
             )
-    request = AuthzRequest(
-        case.principal, tool.info, arguments, case.session, case.context, facts
-    )
+    request = AuthzRequest(case.principal, tool.info, arguments, case.session, case.context, facts)
     try:
         verdict = _evaluate(evaluator, request)
     except Exception as exc:  # the pipeline would deny; the report says why
@@ -375,9 +372,7 @@ def _run(
     )
 
 
-def _refused(
-    case: DecisionTest, actual: Literal["invalid", "blocked"], message: str
-) -> CaseResult:
+def _refused(case: DecisionTest, actual: Literal["invalid", "blocked"], message: str) -> CaseResult:
     """The pipeline refuses the call before any evaluator: passed iff expected."""
     if case.expect == actual:
         return CaseResult(case, True, actual, message=message)
@@ -385,16 +380,14 @@ def _refused(
 
 
 def _evaluate(evaluator: AuthorityEvaluator, request: AuthzRequest) -> Verdict:
+    """The verdict, outside an event loop: an async evaluator's answer is awaited in one
+    started for it; :func:`~clearance.policy.base.check_verdict` checks either answer."""
     result: Any = evaluator.evaluate(request)
     if inspect.isawaitable(result):
-        import anyio
-
         awaitable = result
 
         async def wait() -> Any:
             return await awaitable
 
         result = anyio.run(wait)
-    if not isinstance(result, Verdict):
-        raise TypeError(f"evaluate returned {result!r}, not a Verdict")
-    return result
+    return check_verdict(evaluator, result)

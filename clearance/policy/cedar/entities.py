@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clearance.errors import ConfigError
 from clearance.policy.cedar.schema import (
@@ -29,10 +29,7 @@ from clearance.policy.cedar.schema import (
     RecordType,
     SetType,
 )
-
-if TYPE_CHECKING:
-    from clearance.harness.tools import Tool
-    from clearance.policy.base import Principal
+from clearance.types import Principal, ToolLike
 
 __all__ = [
     "EntitiesSource",
@@ -288,7 +285,7 @@ def type_from_json(
 # --- entities -------------------------------------------------------------------------------
 
 
-def tool_entities(tools: Iterable[Tool], namespace: str = "") -> list[dict[str, Any]]:
+def tool_entities(tools: Iterable[ToolLike], namespace: str = "") -> list[dict[str, Any]]:
     """The ``Tool`` entity of every tool and one ``Namespace`` entity per tool namespace."""
     tool_type = f"{namespace}::{TOOL_TYPE}" if namespace else TOOL_TYPE
     ns_type = f"{namespace}::{NAMESPACE_TYPE}" if namespace else NAMESPACE_TYPE

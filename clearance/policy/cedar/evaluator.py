@@ -34,13 +34,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cedarpy
 from cedarpy import pst
 
 from clearance.errors import ConfigError, PolicyError
-from clearance.policy.base import AuthzRequest, Principal, Verdict
+from clearance.policy.base import AuthzRequest, Evaluator, Principal, Verdict
 from clearance.policy.cedar.engine import CedarEngine, CedarResponse, PolicyInfo, PolicyProblem
 from clearance.policy.cedar.entities import (
     EntitiesSource,
@@ -67,9 +67,7 @@ from clearance.policy.cedar.schema import (
     build_schema,
     namespace_group,
 )
-
-if TYPE_CHECKING:
-    from clearance.harness.tools import Tool, ToolRegistry
+from clearance.types import ToolCatalog, ToolLike
 
 __all__ = ["CedarEvaluator"]
 
@@ -221,7 +219,7 @@ class _Snapshot:
     contents: tuple[tuple[str, bytes], ...]
 
 
-class CedarEvaluator:
+class CedarEvaluator(Evaluator):
     """Authorize tool calls with Cedar policies (see the module docstring for the mapping).
 
     Example::
@@ -236,7 +234,7 @@ class CedarEvaluator:
     """
 
     name = "cedar"
-    _registry: list[Tool] | None
+    _registry: list[ToolLike] | None
     _state: _State | None
     _unbound_engine: CedarEngine | None
     _directory: Path | None
@@ -356,9 +354,14 @@ class CedarEvaluator:
         return self._state is not None
 
     @property
-    def bound_tools(self) -> tuple[Tool, ...]:
+    def bound_tools(self) -> tuple[ToolLike, ...]:
         """The tools of the registry the evaluator is bound to (empty before :meth:`bind`)."""
         return tuple(self._registry or ())
+
+    def policy_ids(self) -> tuple[str, ...]:
+        """Each policy's ``@id`` (else Cedar's id), as in ``Verdict.reasons``; templates
+        are left out (they decide nothing until linked)."""
+        return tuple(dict.fromkeys(i.label for i in self.engine.policies if i.kind != "template"))
 
     @property
     def ungoverned(self) -> tuple[str, ...]:
@@ -387,7 +390,7 @@ class CedarEvaluator:
             raise ConfigError("the schema is generated from the registry: call bind() first")
         return state.model.json
 
-    def bind(self, registry: ToolRegistry | Iterable[Tool]) -> None:
+    def bind(self, catalog: ToolCatalog | Iterable[ToolLike]) -> None:
         """Generate the schema from ``registry``, validate every policy and build entities.
 
         Called once by the harness when it freezes the registry. Tools no permit can
@@ -398,7 +401,7 @@ class CedarEvaluator:
                 namespace or action that is not registered; ``problems`` lists them all.
             ConfigError: the entities or entity type declarations do not fit the schema.
         """
-        tools = list(registry)
+        tools = list(catalog)
         state = self._load(self._sources, tools)
         with self._lock:
             self._registry = tools
@@ -535,7 +538,7 @@ class CedarEvaluator:
             snapshot.contents,
         )
 
-    def _load(self, sources: _Sources, tools: list[Tool]) -> _State:
+    def _load(self, sources: _Sources, tools: list[ToolLike]) -> _State:
         fragment = sources.schema or {}
         entity_types = fragment.get("entityTypes")
         principal_types = self._principal_types or fragment.get("principalTypes")
@@ -990,7 +993,7 @@ class _Group:
         elif cover is not None:
             (self.tools if cover[0] == "tool" else self.namespaces).add(cover[1])
 
-    def covers(self, tool: Tool) -> bool:
+    def covers(self, tool: ToolLike) -> bool:
         return (
             self.covers_all
             or tool.qualified_name in self.tools
@@ -1020,7 +1023,7 @@ def _resource_cover(info: PolicyInfo, model: SchemaModel) -> str | tuple[str, st
 
 def _plans(
     model: SchemaModel,
-    tools: list[Tool],
+    tools: list[ToolLike],
     infos: Sequence[PolicyInfo],
     tree: Mapping[str, pst.Template],
 ) -> tuple[dict[str, _ToolPlan], tuple[str, ...]]:
@@ -1100,7 +1103,7 @@ def _naming_problems(
     engine: CedarEngine,
     uids: Mapping[str, frozenset[pst.EntityUid]],
     model: SchemaModel,
-    tools: list[Tool],
+    tools: list[ToolLike],
 ) -> list[dict[str, object]]:
     """Policies naming a tool, namespace or action that is not registered."""
     known = {

@@ -29,12 +29,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clearance import _pointer
-
-if TYPE_CHECKING:
-    from clearance.harness.tools import Tool, ToolRegistry
+from clearance.types import ToolCatalog, ToolLike
 
 __all__ = [
     "DEFAULT_ENTITY_TYPES",
@@ -303,7 +301,7 @@ SESSION_TYPE = RecordType({"id": Attribute(STRING, True), "turn": Attribute(STRI
 class ToolSchema:
     """What the schema says about one tool (used by the evaluator to build requests)."""
 
-    tool: Tool
+    tool: ToolLike
     input: RecordType
     skipped: tuple[tuple[str, str], ...]
     input_type_name: str
@@ -326,7 +324,7 @@ def fact_attribute_type(name: str) -> CedarType:
     return _FACT_TYPES[name]
 
 
-def facts_type(tool: Tool) -> RecordType | None:
+def facts_type(tool: ToolLike) -> RecordType | None:
     """The record ``context.facts`` has for ``tool``: one attribute per declared fact (a
     record of the kind's attributes), required when the argument is required."""
     declared = getattr(tool, "declared_facts", ())
@@ -371,7 +369,7 @@ class SchemaModel:
 
 
 def build_schema(
-    registry: Iterable[Tool],
+    registry: Iterable[ToolLike],
     *,
     entity_types: Mapping[str, Mapping[str, Any]] | None = None,
     principal_types: Sequence[str] | None = None,
@@ -478,7 +476,7 @@ def build_schema(
 
 
 def generate_schema(
-    registry: ToolRegistry | Iterable[Tool],
+    registry: ToolCatalog | Iterable[ToolLike],
     *,
     entity_types: Mapping[str, Mapping[str, Any]] | None = None,
     principal_types: Sequence[str] | None = None,
@@ -509,7 +507,9 @@ def generate_schema(
     ).json
 
 
-def untyped_arguments(registry: ToolRegistry | Iterable[Tool]) -> dict[str, list[tuple[str, str]]]:
+def untyped_arguments(
+    registry: ToolCatalog | Iterable[ToolLike],
+) -> dict[str, list[tuple[str, str]]]:
     """Tool arguments left out of the schema: qualified name → ``(JSON pointer, why)``."""
     model = build_schema(registry)
     return {name: list(ts.skipped) for name, ts in model.tools.items() if ts.skipped}
@@ -525,7 +525,7 @@ def _type_name(alias: str, used: set[str], *, suffix: str = "Input") -> str:
     return name
 
 
-def _annotations_type(tools: Sequence[Tool]) -> RecordType:
+def _annotations_type(tools: Sequence[ToolLike]) -> RecordType:
     """One record type for every tool's annotations: each key optional, typed by value."""
     found: dict[str, CedarType | None] = {}
     for tool in tools:
