@@ -17,7 +17,9 @@ Every exception derives from one root, so ``except ClearanceError`` catches them
     │                              ValueError; the call carrying it is refused (rule R11)
     ├── ClosedError                the harness or session is closed
     ├── AskError                   a permission ask was answered wrongly (e.g. twice)
-    └── JournalError               the journal cannot record or read
+    ├── JournalError               the journal cannot record or read
+    └── MissingExtraError          a feature needs an optional extra that is not installed
+                                   (.extra); also an ImportError
 
 Decisions are never exceptions: evaluators return a ``Verdict`` and guardrails a
 ``GuardrailOutcome``. A tool call that is denied, blocked or fails ends with a result the
@@ -33,6 +35,7 @@ __all__ = [
     "ConfigError",
     "FactError",
     "JournalError",
+    "MissingExtraError",
     "PolicyError",
     "RuleError",
     "ScriptError",
@@ -169,3 +172,26 @@ class AskError(ClearanceError):
 
 class JournalError(ClearanceError):
     """The journal could not record or read an event."""
+
+
+class MissingExtraError(ClearanceError, ImportError):
+    """A feature needs an optional extra of the package that is not installed.
+
+    The message is one line ending in the command that installs it.
+
+    Attributes:
+        extra: the extra's name (``"mcp"``: ``pip install 'clearance[mcp]'``).
+        feature: what needs it, as the message names it.
+    """
+
+    def __init__(self, extra: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the optional '{extra}' dependencies, which are not installed: "
+            f"pip install 'clearance[{extra}]'",
+            name=extra,
+        )
+        self.extra = extra
+        self.feature = feature
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.extra, self.feature)
