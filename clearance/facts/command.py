@@ -531,6 +531,8 @@ def _beyond_the_words(argv: Sequence[str], root: str) -> bool:
     from a file (the fact cannot know them), or follows a symlink below a named directory
     that leads out of the root (or whether that could not be checked in time)."""
     name = posixpath.basename(argv[0])
+    if name in ARGUMENT_FILE_PROGRAMS:
+        return _pytest_reaches_out(argv, root)
     follow = _FOLLOW_LINKS_BELOW.get(name)
     from_file = _NAMES_FROM_A_FILE.get(name)
     if follow is None and from_file is None:
@@ -558,7 +560,29 @@ def _beyond_the_words(argv: Sequence[str], root: str) -> bool:
     return _links_lead_out(root, operands)
 
 
-def _links_lead_out(root: str, operands: Sequence[str]) -> bool:
+_PYTEST_SKIPPED = frozenset({".git", "node_modules", ".venv", "venv", ".tox", "__pycache__"})
+"""Directories the walk for pytest leaves out (pytest's own ``norecursedirs`` defaults)."""
+
+
+def _pytest_reaches_out(argv: Sequence[str], root: str) -> bool:
+    """pytest follows every symlink it meets while collecting (test files, directories,
+    ``conftest.py``), below its path operands or the whole workspace: whether one leads
+    out of the root. Node ids (``tests/test_a.py::test_b``) name their file; the values of
+    ``-k``/``-m`` that happen to name no directory are skipped by the walk."""
+    operands: list[str] = []
+    options_end = False
+    for word in argv[1:]:
+        if options_end or not word.startswith("-"):
+            operands.append(word.split("::", 1)[0])
+        elif word == "--":
+            options_end = True
+    # conftest.py files are collected from the root down to each operand: walk the root.
+    return _links_lead_out(root, [".", *operands], skip=_PYTEST_SKIPPED)
+
+
+def _links_lead_out(
+    root: str, operands: Sequence[str], *, skip: frozenset[str] = frozenset()
+) -> bool:
     """Whether a symlink below one of the ``operands`` that are directories in the root
     resolves outside it (or into a loop), following links to directories inside it as the
     program would; True when there are too many entries to look at."""
@@ -586,6 +610,8 @@ def _links_lead_out(root: str, operands: Sequence[str]) -> bool:
         if entries > _MAX_WALK:
             return True
         for child in children:
+            if child.name in skip:
+                continue
             inner = child.name if relative == "." else f"{relative}/{child.name}"
             if child.is_symlink():
                 try:

@@ -298,6 +298,7 @@ def _git(
     elif sub not in ("init", "clone"):
         # A core.worktree in the repository config could move the work tree anywhere.
         git_env["GIT_WORK_TREE"] = str(root)
+        _refuse_repository_programs(argv[0], root, git_env)
     head = [argv[0], *_GIT_SAFE]
     if parsed.subcommand_index is None:
         return [*head, *argv[1:]], git_env
@@ -307,6 +308,47 @@ def _git(
         # builtins never look aliases up, anything else fails with "empty alias".
         head += ["-c", f"alias.{sub}="]
     return [*head, *argv[1:at], *_GIT_DIFF_OPTIONS.get(sub, ()), *argv[at:]], git_env
+
+
+_REPOSITORY_PROGRAMS = re.compile(
+    r"^(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:textconv|command)"
+    r"|merge\..+\.driver|pager\.[^.]+|core\.alternaterefscommand"
+    r"|uploadpack\.packobjectshook)$"
+)
+"""Repository config keys that name a program git runs and that ``-c`` cannot switch off
+for every command: filter drivers run on ``git status``/``diff`` for files that
+``.gitattributes`` assigns to them, textconv on ``status -v``, merge drivers on merges."""
+
+
+def _refuse_repository_programs(git: str, root: Path, env: Mapping[str, str]) -> None:
+    """Refuse to run git in a repository whose config names programs it would run.
+
+    Reading the config runs nothing (``git config --list --includes``).
+
+    Raises:
+        FactError: naming the first such key.
+    """
+    try:
+        listed = subprocess.run(
+            [git, "config", "--list", "--includes", "-z"],
+            cwd=root,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FactError(f"git: the repository config cannot be read ({exc})") from None
+    if listed.returncode != 0:
+        return  # not a repository git can read: the command itself will say so
+    for entry in listed.stdout.split(b"\0"):
+        key = entry.split(b"\n", 1)[0].decode("utf-8", "replace").lower()
+        if _REPOSITORY_PROGRAMS.match(key):
+            raise FactError(
+                f"git: the repository config names a program git would run ({key}); "
+                "git is not run in this repository"
+            )
 
 
 def _git_directory(root: Path) -> bool:
@@ -346,6 +388,9 @@ def _pytest(argv: Sequence[str], root: Path) -> list[str]:
         f"--confcutdir={root}",
         "-c",
         os.fspath(config) if config is not None else os.devnull,
+        # no cache directory: a .pytest_cache symlink would have it write outside
+        "-p",
+        "no:cacheprovider",
         *argv[1:],
     ]
 

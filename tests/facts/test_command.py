@@ -532,3 +532,20 @@ def test_pytest_argument_files_are_refused(command: str) -> None:
     # pytest (argparse) reads more arguments from @file, anywhere: --junitxml=... unseen.
     with pytest.raises(FactError, match="read more arguments"):
         CommandFact().canonicalize(command)
+
+
+def test_pytest_reaches_out_through_any_link_it_would_collect(tmp_path: Path) -> None:
+    """pytest follows symlinks while collecting (test files, directories, conftest.py):
+    one leading out of the workspace makes even `pytest -q` reach out (red team)."""
+    root = tmp_path / "ws"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_a.py").write_text("def test_a(): pass\n")
+    (tmp_path / "shared").mkdir()
+    kind = CommandFact(root)
+    assert kind.canonicalize("pytest -q").fact["outside_root"] is False
+    (root / "tests" / "shared").symlink_to("../../shared")
+    for command in ("pytest -q", "pytest tests", "pytest -k a", "pytest tests/test_a.py::test_a"):
+        assert kind.canonicalize(command).fact["outside_root"] is True, command
+    (root / "tests" / "shared").unlink()
+    (root / "conftest.py").symlink_to(tmp_path / "shared" / "conftest.py")
+    assert kind.canonicalize("pytest tests/test_a.py").fact["outside_root"] is True

@@ -309,11 +309,13 @@ def test_planted_diff_drivers_textconv_and_aliases_run_nothing(tmp_path: Path) -
     git(work, "add", "-A")
     git(work, "commit", "-qm", "attributes")
     (work / "a.txt").write_text("two\n")
-    for command in ["git diff", "git log -p", "git show", "git blame a.txt", "git diff HEAD"]:
+    # A repository whose config names diff drivers is refused outright: -c cannot switch
+    # them off for every command (git status -v runs textconv; red-team finding).
+    for command in ["git diff", "git log -p", "git show", "git blame a.txt", "git status -v"]:
         result = run(work, command)
-        assert not result.is_error, (command, result.text)
+        assert result.structured_content == {"error": "refused"}, (command, result.text)
+        assert "diff.evil" in result.text
         assert not marker.exists(), command
-    assert "+two" in run(work, "git diff").structured_content["stdout"]
     for command in ["git x", "git st", "git sx", "git diff --help", "git help diff"]:
         run(work, command)
         assert not marker.exists(), command
@@ -513,3 +515,34 @@ def test_pytest_options_that_choose_the_configuration_are_refused(
     result = run(work, command, env=pytest_env(tmp_path), timeout=60)
     assert result.structured_content == {"error": "refused"}, result.text
     assert not marker.exists()
+
+
+@needs_git
+def test_a_repository_whose_config_names_a_filter_driver_is_refused(tmp_path: Path) -> None:
+    """filter.<driver>.clean runs on an unasked `git status` for any file .gitattributes
+    assigns to it; no -c can switch every driver off, so git is not run (red team)."""
+    work = repo(tmp_path / "work", {"a.txt": "one\n"})
+    script, marker = program(tmp_path, "filter")
+    (work / ".gitattributes").write_text("* filter=evil\n")
+    with (work / ".git" / "config").open("a") as config:
+        config.write(f'[filter "evil"]\n\tclean = {script}\n\tsmudge = {script}\n')
+    (work / "a.txt").write_text("two\n")
+    for command in ["git status", "git diff --stat", "git status --porcelain"]:
+        result = run(work, command)
+        assert result.structured_content == {"error": "refused"}, (command, result.text)
+        assert "filter.evil.clean" in result.text
+    assert not marker.exists()
+
+
+@needs_git
+def test_pytest_runs_without_a_cache_directory(tmp_path: Path) -> None:
+    """A .pytest_cache symlink leading out would have pytest write there (red team)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "test_a.py").write_text("def test_a():\n    assert True\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (work / ".pytest_cache").symlink_to(outside)
+    result = run(work, "pytest -q")
+    assert "1 passed" in result.structured_content["stdout"], result.text
+    assert not any(outside.iterdir())
