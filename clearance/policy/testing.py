@@ -27,7 +27,7 @@ arguments and ``context.facts``. A case whose arguments the pipeline would rejec
 rather than testing a call that can never reach the evaluator.
 
 ``run_decision_tests(directory, registry=registry)`` runs every case and returns a
-:class:`TestReport`; ``clearance policy test DIR`` prints it.
+:class:`DecisionReport`; ``clearance policy test DIR`` prints it.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +58,8 @@ from clearance.types import Principal, SessionInfo, ToolCatalog, ToolLike
 
 __all__ = [
     "CaseResult",
+    "DecisionReport",
     "DecisionTest",
-    "TestReport",
     "load_decision_tests",
     "run_decision_tests",
 ]
@@ -71,8 +72,6 @@ Expectation = Literal["allow", "deny", "ask", "invalid", "blocked"]
 @dataclass(frozen=True, slots=True)
 class DecisionTest:
     """One case from a ``*.tests.json`` file."""
-
-    __test__ = False  # not a pytest class
 
     name: str
     principal: Principal
@@ -125,10 +124,12 @@ class CaseResult:
 
 
 @dataclass(frozen=True, slots=True)
-class TestReport:
-    """Every case's result, in file and case order."""
+class DecisionReport:
+    """Every case's result, in file and case order.
 
-    __test__ = False  # not a pytest class
+    (Formerly ``TestReport``; that name still imports, with a DeprecationWarning.
+    A class named ``Test*`` is what pytest collects from a test module that imports it.)
+    """
 
     results: tuple[CaseResult, ...]
 
@@ -268,7 +269,7 @@ def run_decision_tests(
     registry: ToolCatalog | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
-) -> TestReport:
+) -> DecisionReport:
     """Run every decision test under ``directory``.
 
     Args:
@@ -299,7 +300,7 @@ def run_decision_tests(
         results.append(_run(case, evaluator, tools))
         if progress is not None:
             progress(done, len(cases))
-    return TestReport(tuple(results))
+    return DecisionReport(tuple(results))
 
 
 def _tools(evaluator: AuthorityEvaluator, registry: ToolCatalog | None) -> Mapping[str, ToolLike]:
@@ -391,3 +392,17 @@ def _evaluate(evaluator: AuthorityEvaluator, request: AuthzRequest) -> Verdict:
 
         result = anyio.run(wait)
     return check_verdict(evaluator, result)
+
+
+def __getattr__(name: str) -> object:
+    # The old name of DecisionReport, kept importable for code written against 0.1. Not a
+    # plain alias: a module-level ``TestReport`` would be collected by pytest from any test
+    # module that imports it (the reason for the rename).
+    if name == "TestReport":
+        warnings.warn(
+            "clearance.policy.testing.TestReport is now DecisionReport",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return DecisionReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ from clearance.types import Principal, ToolLike
 
 __all__ = [
     "EntitiesSource",
-    "EntityRef",
+    "EntityType",
     "ExtensionType",
     "ValueMismatch",
     "decimal_text",
@@ -75,8 +75,12 @@ class ValueMismatch(Exception):
         self.reason = reason
 
 
-class EntityRef(CedarType):
-    """An entity-typed attribute (principal attributes may reference entities)."""
+class EntityType(CedarType):
+    """An entity-typed attribute (principal attributes may reference entities).
+
+    Named for what it is, a type beside :class:`ExtensionType` and the schema's
+    ``SetType`` / ``RecordType``; an entity *value* is
+    :class:`clearance.policy.cedar.EntityRef`."""
 
     __slots__ = ("name",)
 
@@ -144,7 +148,7 @@ def to_cedar(typ: CedarType, value: Any, path: str, need: Need = None) -> Any:
         if not isinstance(value, list | tuple):
             raise ValueMismatch(path, f"expected an array, got {_kind(value)}")
         return [to_cedar(typ.element, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(typ, EntityRef):
+    if isinstance(typ, EntityType):
         return {"__entity": _uid(value, path, typ.name)}
     if isinstance(typ, ExtensionType):
         if not isinstance(value, str):
@@ -266,7 +270,7 @@ def type_from_json(
         if kind in ("String", "Long", "Boolean") or ref in ("String", "Long", "Bool", "Boolean"):
             return {"String": STRING, "Long": LONG}.get(ref, BOOL)
         qualified = ref if "::" in ref or not namespace else f"{namespace}::{ref}"
-        return EntityRef(qualified)
+        return EntityType(qualified)
     if kind == "String":
         return STRING
     if kind == "Long":
