@@ -1,4 +1,4 @@
-"""Replay throughput: calls per second through ``clearance.policy.replay``.
+"""Replay throughput: calls per second through ``clearance.tuning.replay``.
 
 Run: python benchmarks/bench_replay.py [--calls N] [--jobs 1 2]
 
@@ -23,7 +23,7 @@ from typing import Any
 from clearance import Harness, MemoryJournal, Tool, ToolRegistry
 from clearance.policy import LocalEvaluator
 from clearance.policy.cedar import CedarEvaluator
-from clearance.policy.replay import replay
+from clearance.tuning import replay
 
 PATH = {"type": "string"}
 

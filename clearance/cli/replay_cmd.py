@@ -31,13 +31,18 @@ import click
 from clearance._text import json_text, printable
 from clearance.cli.main import EXIT_FAILED, cli, fail, fail_too_deep, print_json, print_table
 from clearance.errors import ClearanceError
-from clearance.policy.replay import (
+from clearance.harness.journal import read_journal
+from clearance.tuning import (
     STAGES,
     CorpusError,
     Flip,
     HarnessSpec,
     ReplayReport,
+    allowed_calls,
+    calls_from_events,
+    corpus_record,
     replay,
+    suggest,
 )
 
 __all__ = ["read_calls_source", "replay_command", "suggest_command"]
@@ -329,9 +334,6 @@ def read_calls_source(path: str) -> tuple[list[str], str]:
 
 
 def _journal_lines(path: str) -> list[str]:
-    from clearance.cli.journal_cmd import calls_from_events, corpus_record
-    from clearance.harness.journal import read_journal
-
     rows = calls_from_events(read_journal(path, types=("call_decided", "tool_finished")))
     return [json.dumps(corpus_record(row), ensure_ascii=False) for row in rows]
 
@@ -374,8 +376,6 @@ def suggest_command(
     replayed on those calls to show that they allow what was allowed (exit 1 if not).
     Review them before use: they describe what happened, not what should.
     """
-    from clearance.policy.suggest import allowed_calls, suggest
-
     for value, what in ((config_path, "file"), (tools_path, "file"), (source, "file")):
         _exists(value, what)
     try:

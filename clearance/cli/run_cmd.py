@@ -648,7 +648,7 @@ _JOURNAL_HEADERS = ("time", "principal", "tool", "decision", "policies", "status
 
 def _print_journal(events: Sequence[JournalEvent]) -> None:
     """The journal as ``clearance journal`` shows it: one row per call."""
-    from clearance.cli.journal_cmd import calls_from_events
+    from clearance.tuning import calls_from_events
 
     print_table(_JOURNAL_HEADERS, [row.cells() for row in calls_from_events(events)])
 

@@ -21,11 +21,13 @@ back through TOML and the rule parser. Either refuses with a :class:`PolicyError
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clearance._text import is_printable, printable
-from clearance.errors import PolicyError
+from clearance.errors import PolicyError, RuleError
+from clearance.policy.local import parse_rule
 
 __all__ = [
     "IntendedPolicy",
@@ -157,6 +159,7 @@ def check_cedar(text: str, intended: Sequence[IntendedPolicy]) -> None:
             policy differs in effect, annotations, principal, action, resource or
             conditions from the one intended.
     """
+    # cedarpy loads only when Cedar is used (as in clearance.policy).
     from clearance.policy.cedar import CedarEngine
 
     policies = CedarEngine(text).policies if text else ()
@@ -194,11 +197,6 @@ def check_local(block: str, rules: Sequence[str], tools: set[str]) -> None:
     Raises:
         PolicyError: anything differs, or does not parse.
     """
-    import tomllib
-
-    from clearance.errors import RuleError
-    from clearance.policy.local import parse_rule
-
     try:
         parsed = tomllib.loads(block)
     except tomllib.TOMLDecodeError as exc:

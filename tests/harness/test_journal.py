@@ -849,7 +849,7 @@ def test_the_sinks_are_exported_from_clearance() -> None:
 
 
 def test_rows_join_decisions_with_ends() -> None:
-    from clearance.cli.journal_cmd import calls_from_events, corpus_record
+    from clearance.tuning import calls_from_events, corpus_record
 
     def decided(call_id: str, outcome: str, decision: str | None = "allow") -> JournalEvent:
         return event(

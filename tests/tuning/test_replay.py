@@ -11,7 +11,7 @@ from support import Recorder, coding_registry, harness
 
 from clearance.policy import LocalEvaluator
 from clearance.policy.cedar import CedarEvaluator
-from clearance.policy.replay import (
+from clearance.tuning import (
     CorpusError,
     HarnessSpec,
     parse_corpus_line,
@@ -300,7 +300,7 @@ def test_agentdojo_packs_score_as_published(
 ) -> None:
     """The packs load against their suite's tools and keep the figures in RESULTS.md."""
     from clearance import ToolRegistry
-    from clearance.policy.replay import register_tool_declarations
+    from clearance.tuning import register_tool_declarations
 
     corpus = AGENTDOJO / "data" / f"{suite}.corpus.jsonl"
     tools = json.loads((AGENTDOJO / "data" / f"{suite}.tools.json").read_text())

@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 
 from clearance import Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance._text import printable
-from clearance.policy.replay import CorpusCall, parse_corpus_line
-from clearance.policy.suggest import (
+from clearance.tuning import (
+    CorpusCall,
     Pattern,
     SuggestionSet,
     allowed_calls,
     is_allowed_record,
+    parse_corpus_line,
     suggest,
 )
 

@@ -1,0 +1,75 @@
+"""Tuning policies on recorded calls: replay, flips, and suggested policies.
+
+This layer sits above :mod:`clearance.config` (it builds harnesses from a configuration)
+and below :mod:`clearance.cli`. ``docs/replay.md`` is the guide.
+
+- :func:`replay` / :func:`replay_async`: decide every call of a corpus with
+  :meth:`~clearance.Harness.decide` and measure the outcome in a :class:`ReplayReport`;
+  with a baseline, every call whose decision flips is a :class:`Flip`.
+- :class:`HarnessSpec`: the harness the command line replays with (a configuration, other
+  policies, declared tools), picklable for ``jobs > 1``; :func:`load_tool_declarations` and
+  :func:`register_tool_declarations` declare tools that are never run.
+- The corpus format: :class:`CorpusCall`, :func:`parse_corpus_line`, :func:`read_corpus`,
+  :class:`CorpusError`; :func:`calls_from_events` and :func:`corpus_record` turn a journal
+  into corpus lines (``clearance journal export``).
+- :func:`suggest`: allow rules generalized from allowed calls (:func:`allowed_calls`), as a
+  :class:`SuggestionSet` rendered to Cedar or local rules and checked by parsing them back.
+
+Where things are: ``_corpus`` (the format), ``_journal_calls`` (journal → rows → corpus
+lines), ``_declarations`` and ``_harness_spec`` (what decides), ``_decide``, ``_runner`` and
+``_parallel`` (running a replay, ``jobs``), ``_tally``, ``_flips``, ``_policy_ids`` and
+``_report`` (what is counted and reported), ``_patterns``, ``_policy_forms``,
+``_policy_text``, ``_suggestions`` and ``_suggest`` (suggestions).
+"""
+
+from clearance.tuning._corpus import (
+    CorpusCall,
+    CorpusError,
+    Expected,
+    Label,
+    parse_corpus_line,
+    read_corpus,
+)
+from clearance.tuning._declarations import load_tool_declarations, register_tool_declarations
+from clearance.tuning._flips import Flip
+from clearance.tuning._harness_spec import HarnessFactory, HarnessSpec
+from clearance.tuning._journal_calls import CallFolder, CallRow, calls_from_events, corpus_record
+from clearance.tuning._patterns import Pattern, PatternKind
+from clearance.tuning._policy_ids import policy_ids
+from clearance.tuning._report import ReplayReport
+from clearance.tuning._runner import replay, replay_async
+from clearance.tuning._suggest import allowed_calls, is_allowed_record, suggest
+from clearance.tuning._suggestions import PrincipalRules, Suggestion, SuggestionSet
+from clearance.tuning._tally import OUTCOMES, STAGES
+
+__all__ = [
+    "OUTCOMES",
+    "STAGES",
+    "CallFolder",
+    "CallRow",
+    "CorpusCall",
+    "CorpusError",
+    "Expected",
+    "Flip",
+    "HarnessFactory",
+    "HarnessSpec",
+    "Label",
+    "Pattern",
+    "PatternKind",
+    "PrincipalRules",
+    "ReplayReport",
+    "Suggestion",
+    "SuggestionSet",
+    "allowed_calls",
+    "calls_from_events",
+    "corpus_record",
+    "is_allowed_record",
+    "load_tool_declarations",
+    "parse_corpus_line",
+    "policy_ids",
+    "read_corpus",
+    "register_tool_declarations",
+    "replay",
+    "replay_async",
+    "suggest",
+]

@@ -1,0 +1,204 @@
+"""The replay corpus: one tool call per JSON line, parsed and checked.
+
+A line (``docs/replay.md`` has the full format)::
+
+    {"principal": "User::\\"alice\\"", "tool": "files.read_file", "arguments": {"path": "a"},
+     "expected": "allow", "label": "benign", "group": "task-3", "id": "c1"}
+
+A line that is not a call is a :class:`CorpusError` naming its line number (and file):
+nothing about it is guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TextIO
+
+from clearance.errors import ClearanceError
+from clearance.types import Principal
+
+__all__ = [
+    "CorpusCall",
+    "CorpusError",
+    "Expected",
+    "Label",
+    "numbered_lines",
+    "parse_corpus_line",
+    "read_corpus",
+]
+
+Expected = Literal["allow", "ask", "deny"]
+Label = Literal["benign", "attack"]
+
+_EXPECTED = {"allow": "allow", "ask": "ask", "deny": "deny", "error": "deny"}
+_LABELS = ("benign", "attack")
+_PRINCIPAL_CACHE = 4096
+
+
+class CorpusError(ClearanceError):
+    """A corpus line is not a valid call.
+
+    Attributes:
+        line: the 1-based line number.
+        path: the corpus file, when it came from one.
+        reason: what is wrong with the line.
+    """
+
+    def __init__(self, reason: str, *, line: int, path: str | None = None) -> None:
+        where = f"{path}:{line}" if path else f"line {line}"
+        super().__init__(f"{where}: {reason}")
+        self.reason = reason
+        self.line = line
+        self.path = path
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusCall:
+    """One corpus line, parsed."""
+
+    line: int
+    """The 1-based line number in the corpus."""
+    principal: Principal
+    tool: str
+    """The qualified tool name (a model alias works too)."""
+    arguments: dict[str, Any] | None
+    """``None`` when the source withheld them (a journal export of a sensitive call):
+    such a call is counted as withheld and not decided."""
+    expected: Expected | None = None
+    label: Label | None = None
+    group: str | None = None
+    id: str | None = None
+    context: Mapping[str, Any] | None = None
+    """Extra application context passed to the evaluator."""
+
+    @property
+    def name(self) -> str:
+        """The call's ``id``, else ``line N``."""
+        return self.id if self.id is not None else f"line {self.line}"
+
+
+# A corpus names few principals many times: parsing each once keeps replay fast.
+_principals: dict[str, Principal] = {}
+
+
+def _parse_principal(value: Any) -> Principal:
+    if isinstance(value, str):
+        found = _principals.get(value)
+        if found is None:
+            found = Principal.parse(value)
+            if len(_principals) >= _PRINCIPAL_CACHE:
+                _principals.clear()
+            _principals[value] = found
+        return found
+    return Principal.from_json(value)
+
+
+def parse_corpus_line(text: str, line: int, *, path: str | None = None) -> CorpusCall | None:
+    """Parse one corpus line; ``None`` for a blank line.
+
+    Keys other than ``principal``, ``tool``, ``arguments``, ``expected``, ``label``,
+    ``group``, ``id`` and ``context`` are ignored (a journal export carries more).
+
+    Raises:
+        CorpusError: the line is not JSON or a field is missing or of the wrong kind.
+    """
+    if not text or text.isspace():
+        return None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CorpusError(
+            f"not JSON: {exc.msg} (column {exc.colno})", line=line, path=path
+        ) from None
+    except RecursionError:
+        raise CorpusError("not JSON: nested too deeply", line=line, path=path) from None
+    if not isinstance(raw, dict):
+        raise CorpusError(
+            f"a corpus line must be a JSON object, not {type(raw).__name__}", line=line, path=path
+        )
+
+    def bad(message: str) -> CorpusError:
+        return CorpusError(message, line=line, path=path)
+
+    if "principal" not in raw:
+        raise bad('missing \'principal\' (like "User::\\"alice\\"")')
+    try:
+        principal = _parse_principal(raw["principal"])
+    except ValueError as exc:
+        raise bad(str(exc)) from None
+    tool = raw.get("tool")
+    if not isinstance(tool, str) or not tool:
+        raise bad("'tool' must be a non-empty string (the qualified name, like files.read_file)")
+    if "arguments" not in raw:
+        raise bad("missing 'arguments' (a JSON object; null when withheld)")
+    arguments = raw["arguments"]
+    if arguments is not None and not isinstance(arguments, dict):
+        raise bad(f"'arguments' must be a JSON object or null, not {type(arguments).__name__}")
+    expected: Any = raw.get("expected")
+    if expected is not None:
+        if expected not in _EXPECTED:
+            raise bad(f"'expected' must be allow, deny or ask, not {expected!r}")
+        expected = _EXPECTED[expected]
+    label = raw.get("label")
+    if label is not None and label not in _LABELS:
+        raise bad(f"'label' must be benign or attack, not {label!r}")
+    group = raw.get("group")
+    if group is not None:
+        if isinstance(group, bool) or not isinstance(group, str | int):
+            raise bad("'group' must be a string")
+        group = str(group)
+    ident = raw.get("id")
+    if ident is not None:
+        if isinstance(ident, bool) or not isinstance(ident, str | int):
+            raise bad("'id' must be a string")
+        ident = str(ident)
+    context = raw.get("context")
+    if context is not None and not isinstance(context, dict):
+        raise bad("'context' must be a JSON object")
+    return CorpusCall(line, principal, tool, arguments, expected, label, group, ident, context)
+
+
+def numbered_lines(
+    source: str | os.PathLike[str] | Iterable[str] | TextIO,
+) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` for each line of a file (a path) or of an iterable of lines,
+    numbered from 1."""
+    if isinstance(source, str | os.PathLike):
+        with open(source, encoding="utf-8") as handle:
+            yield from enumerate(handle, 1)
+    else:
+        yield from enumerate(source, 1)
+
+
+def read_corpus(
+    source: str | os.PathLike[str] | Iterable[str],
+    *,
+    skip_bad: bool = False,
+    on_bad: Callable[[CorpusError], None] | None = None,
+) -> Iterator[CorpusCall]:
+    """The calls of a corpus file (or of an iterable of lines), lazily.
+
+    Args:
+        source: a path, or lines.
+        skip_bad: skip lines that do not parse (reporting each to ``on_bad``) instead of
+            raising.
+        on_bad: called with the error of each skipped line.
+
+    Raises:
+        CorpusError: a line does not parse and ``skip_bad`` is false.
+    """
+    path = str(source) if isinstance(source, str | os.PathLike) else None
+    for number, text in numbered_lines(source):
+        try:
+            call = parse_corpus_line(text, number, path=path)
+        except CorpusError as exc:
+            if not skip_bad:
+                raise
+            if on_bad is not None:
+                on_bad(exc)
+            continue
+        if call is not None:
+            yield call

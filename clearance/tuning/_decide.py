@@ -1,0 +1,73 @@
+"""Deciding corpus lines: each call through :meth:`Harness.decide`, counted in a tally."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from clearance.harness.session import Harness
+from clearance.tuning._corpus import CorpusError, parse_corpus_line
+from clearance.tuning._flips import Flip
+from clearance.tuning._tally import Tally
+
+__all__ = ["decide_lines"]
+
+
+async def decide_lines(
+    numbered: Iterable[tuple[int, str]],
+    harness: Harness,
+    baseline: Harness | None,
+    tally: Tally,
+    *,
+    skip_bad: bool,
+    path: str | None,
+    on_flip: Callable[[Flip], None] | None,
+) -> None:
+    """Parse and decide each ``(line number, text)``, counting into ``tally``.
+
+    Each call runs every stage before dispatch (tool, schema, argument guardrails,
+    evaluator) and nothing after: no handler, no ask, no journal. A call whose arguments
+    the source withheld is counted as withheld, not decided.
+
+    Args:
+        numbered: the lines, with their 1-based numbers.
+        harness: decides each call.
+        baseline: decides each call too, when given; a different outcome is a flip.
+        tally: what is counted.
+        skip_bad: count and skip lines that do not parse instead of raising.
+        path: the corpus file, named in errors.
+        on_flip: called with each flip.
+
+    Raises:
+        CorpusError: a line does not parse and ``skip_bad`` is false.
+    """
+    decide = harness.decide
+    base_decide = baseline.decide if baseline is not None else None
+    for number, text in numbered:
+        try:
+            call = parse_corpus_line(text, number, path=path)
+        except CorpusError as exc:
+            tally.lines += 1
+            if not skip_bad:
+                raise
+            tally.add_bad(exc)
+            continue
+        if call is None:
+            continue
+        tally.lines += 1
+        if call.arguments is None:
+            tally.withheld += 1
+            continue
+        decision = await decide(
+            principal=call.principal, tool=call.tool, arguments=call.arguments, context=call.context
+        )
+        before = None
+        if base_decide is not None:
+            before = await base_decide(
+                principal=call.principal,
+                tool=call.tool,
+                arguments=call.arguments,
+                context=call.context,
+            )
+        flip = tally.add(call, decision, before)
+        if flip is not None and on_flip is not None:
+            on_flip(flip)

@@ -1,0 +1,244 @@
+"""Suggestions: the rules :func:`~clearance.tuning.suggest` proposes, and their rendering.
+
+:meth:`SuggestionSet.to_cedar` and :meth:`SuggestionSet.to_local` render them for review;
+:meth:`SuggestionSet.evaluator` builds an evaluator from them so that the source calls can
+be replayed to show that the suggestions allow what was allowed.
+
+What the calls carried (argument values and names, tool names, principals, call ids) may
+have been chosen by a model. Nothing of it reaches the text unescaped, and the text is
+parsed back before it is returned (:mod:`clearance.tuning._policy_text`):
+:meth:`SuggestionSet.to_cedar` through the Cedar engine, each policy compared with the
+principal, action and resource it was made for; :meth:`SuggestionSet.to_local_toml` through
+TOML and the local rule parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from clearance.harness.tools import Tool, ToolRegistry
+from clearance.policy.base import AuthzRequest, Verdict
+from clearance.policy.local import LocalEvaluator
+from clearance.tuning._patterns import Pattern
+from clearance.tuning._policy_forms import cedar_kind, cedar_value, local_globs, local_quote
+from clearance.tuning._policy_text import (
+    IntendedPolicy,
+    cedar_attribute,
+    cedar_entity,
+    cedar_like,
+    cedar_string,
+    check_cedar,
+    check_local,
+    comment,
+    has_name,
+    split_entity,
+    toml_string,
+)
+
+__all__ = ["PrincipalRules", "Suggestion", "SuggestionSet"]
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """One suggested rule: ``principal`` may call ``tool`` when every constraint holds."""
+
+    principal: str
+    tool: str
+    constraints: tuple[tuple[str, Pattern], ...]
+    """(argument, pattern) pairs; arguments not listed are free."""
+    calls: tuple[str, ...]
+    """The calls it was derived from (their ids, else ``line N``)."""
+    notes: tuple[str, ...] = ()
+    """Why some arguments are left free."""
+
+    def allows(self, principal: str, tool: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether this rule covers the call (the scope the rendered policies enforce)."""
+        if principal != self.principal or tool != self.tool:
+            return False
+        return all(p.matches(arguments.get(name)) for name, p in self.constraints)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "principal": self.principal,
+            "tool": self.tool,
+            "constraints": {name: p.to_json() for name, p in self.constraints},
+            "calls": list(self.calls),
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SuggestionSet:
+    """The suggestions for a set of allowed calls."""
+
+    suggestions: tuple[Suggestion, ...]
+    source_calls: int
+    """Allowed calls the suggestions were derived from."""
+    tools: Mapping[str, Tool] = field(default_factory=dict, repr=False)
+    skipped: tuple[tuple[int, str, str], ...] = ()
+    """Calls left out, as ``(line, name, why)``: a principal type that is not a Cedar
+    name, a tool name that is not one (a glob), or a tool the registry does not have."""
+
+    def allows(self, principal: str, tool: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether any suggestion covers the call."""
+        return any(s.allows(principal, tool, arguments) for s in self.suggestions)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source_calls": self.source_calls,
+            "suggestions": [s.to_json() for s in self.suggestions],
+            "skipped": [{"line": n, "call": name, "why": why} for n, name, why in self.skipped],
+        }
+
+    # -- Cedar -------------------------------------------------------------------------------
+
+    def to_cedar(self) -> str:
+        """Cedar policies, one ``permit`` per suggestion, each with an ``@id`` and a
+        comment listing the calls it covers.
+
+        Raises:
+            PolicyError: the text does not parse back to one policy per suggestion, each
+                scoped to the principal and action it was made for (a bug: what the
+                calls carried is always escaped).
+        """
+        out: list[str] = []
+        conditioned: list[bool] = []
+        for index, s in enumerate(self.suggestions, 1):
+            principal = cedar_entity(s.principal)
+            conditions = [
+                c for name, p in s.constraints if (c := self._cedar_condition(s.tool, name, p))
+            ]
+            conditioned.append(bool(conditions))
+            covers = ", ".join(s.calls[:5]) + (
+                f" and {len(s.calls) - 5} more" if len(s.calls) > 5 else ""
+            )
+            out.append(comment("//", f"{len(s.calls)} call(s): {covers}"))
+            out.extend(comment("//", f"note: {note}") for note in s.notes)
+            out.append(f'@id("suggested-{index}")')
+            head = f"permit (principal == {principal}, action == Action::{cedar_string(s.tool)}, resource)"
+            if conditions:
+                out.append(head)
+                out.append("when {\n  " + " &&\n  ".join(conditions) + "\n};")
+            else:
+                out.append(head + ";")
+            out.append("")
+        text = "\n".join(out)
+        check_cedar(
+            text,
+            [
+                IntendedPolicy(f"suggested-{n}", split_entity(s.principal), s.tool, when)
+                for n, (s, when) in enumerate(zip(self.suggestions, conditioned, strict=True), 1)
+            ],
+        )
+        return text
+
+    def _cedar_condition(self, tool: str, name: str, pattern: Pattern) -> str | None:
+        kind, required = cedar_kind(self.tools.get(tool), name)
+        if kind in ("untyped", "other"):
+            return None  # suggest(format="cedar") leaves such arguments free
+        ref = f"context.input{cedar_attribute(name)}"
+        guard = "" if required else f"context.input has {has_name(name)} && "
+        if pattern.kind == "absent":
+            return None if required else f"!(context.input has {has_name(name)})"
+        if pattern.kind == "exact":
+            return guard + f"{ref} == {cedar_value(pattern.value, kind)}"
+        if pattern.kind == "prefix":
+            prefix = cedar_like(pattern.value + "/") + "*"
+            return guard + f'({ref} like "{prefix}" && !({ref} like "*..*"))'
+        if pattern.kind == "host":
+            base = cedar_string(pattern.value)
+            return guard + f'({ref} == {base} || {ref} like "{cedar_like(pattern.value + "/")}*")'
+        if pattern.kind == "range":
+            lo, hi = (cedar_value(v, kind) for v in pattern.value)
+            if kind == "decimal":
+                return guard + f"{ref}.greaterThanOrEqual({lo}) && {ref}.lessThanOrEqual({hi})"
+            return guard + f"{ref} >= {lo} && {ref} <= {hi}"
+        if pattern.kind == "subset":
+            element = kind[4:] if kind.startswith("set:") else "string"
+            items = ", ".join(cedar_value(v, element) for v in pattern.value)
+            return guard + f"[{items}].containsAll({ref})"
+        return None  # pragma: no cover
+
+    # -- local rules -------------------------------------------------------------------------
+
+    def to_local(self) -> dict[str, list[str]]:
+        """Local allow rules per principal (the local evaluator has no principal, so each
+        principal gets its own rules file). Build the set with ``format="local"`` so that
+        every constraint can be written as a glob."""
+        rules: dict[str, list[str]] = {}
+        for s in self.suggestions:
+            alternatives: list[list[str]] = [[]]
+            for name, p in s.constraints:
+                globs = local_globs(p)
+                if globs is None:
+                    continue
+                alternatives = [
+                    [*a, f"{name}={local_quote(g)}"] for a in alternatives for g in globs
+                ]
+            target = rules.setdefault(s.principal, [])
+            for parts in alternatives:
+                rule = f"{s.tool}({', '.join(parts)})" if parts else s.tool
+                if rule not in target:
+                    target.append(rule)
+        return rules
+
+    def to_local_toml(self) -> str:
+        """:meth:`to_local` as TOML: one ``allow`` list per principal, under a comment
+        naming the principal (save each as its own rules file).
+
+        Raises:
+            PolicyError: a principal's block does not parse back to exactly its rules, or a
+                rule does not parse to the exact tool it was made for (a bug: what the
+                calls carried is always escaped).
+        """
+        out: list[str] = []
+        for principal, rules in self.to_local().items():
+            block = "\n".join(
+                [
+                    comment("#", principal),
+                    "allow = [",
+                    *(f"  {toml_string(r)}," for r in rules),
+                    "]",
+                ]
+            )
+            check_local(block, rules, {s.tool for s in self.suggestions})
+            out.extend([block, ""])
+        return "\n".join(out)
+
+    def evaluator(self, format: Literal["cedar", "local"]) -> Any:
+        """An evaluator enforcing the suggestions as rendered in ``format`` (bind it to
+        the registry before use; a harness does)."""
+        if format == "cedar":
+            # cedarpy loads only when Cedar is used (as in clearance.policy).
+            from clearance.policy.cedar import CedarEvaluator
+
+            return CedarEvaluator(self.to_cedar() or "")
+        return PrincipalRules(
+            {p: LocalEvaluator(allow=rules) for p, rules in self.to_local().items()}
+        )
+
+
+class PrincipalRules:
+    """Local rules per principal (``'User::"alice"'`` → evaluator); other principals are
+    denied."""
+
+    name = "local-per-principal"
+
+    def __init__(self, evaluators: Mapping[str, Any]) -> None:
+        self.evaluators = dict(evaluators)
+
+    def bind(self, registry: ToolRegistry) -> None:
+        for evaluator in self.evaluators.values():
+            evaluator.bind(registry)
+
+    def policy_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.id for e in self.evaluators.values() for r in e.rules))
+
+    def evaluate(self, request: AuthzRequest) -> Verdict:
+        evaluator = self.evaluators.get(str(request.principal))
+        if evaluator is None:
+            return Verdict("deny", message=f"no rules for {request.principal}", evaluator=self.name)
+        verdict: Verdict = evaluator.evaluate(request)
+        return verdict
