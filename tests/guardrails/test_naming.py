@@ -74,6 +74,7 @@ def test_every_exported_built_in_is_named_by_the_rule() -> None:
             assert issubclass(cls, ONE_STAGE[name])
             assert f"Argument{name}" not in built_ins and f"Result{name}" not in built_ins
             continue
+        base: type[Guardrail]
         if name.startswith("Argument"):
             family, base, other = name[len("Argument") :], ArgumentGuardrail, "Result"
         else:

@@ -1,0 +1,20 @@
+"""Every example in docs/guardrails.md runs and its assertions hold."""
+
+import tempfile
+
+import pytest
+from doc_examples import python_blocks, run_block
+
+BLOCKS = python_blocks("guardrails.md")
+
+
+def test_the_page_has_examples() -> None:
+    assert len(BLOCKS) >= 8  # the context, one per built-in, and a guardrail of your own
+
+
+@pytest.mark.parametrize(("line", "code"), BLOCKS, ids=[f"line {n}" for n, _ in BLOCKS])
+def test_example_runs(line: int, code: str, tmp_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The examples make their workspaces with tempfile: keep them under this test's tmp_path.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    run_block("guardrails.md", line, code)
