@@ -17,8 +17,8 @@ and below :mod:`clearance.cli`. ``docs/replay.md`` is the guide.
 
 Where things are: ``_corpus`` (the format), ``_journal_calls`` (journal → rows → corpus
 lines), ``_declarations`` and ``_harness_spec`` (what decides), ``_decide``, ``_runner`` and
-``_parallel`` (running a replay, ``jobs``), ``_tally``, ``_flips``, ``_policy_ids`` and
-``_report`` (what is counted and reported), ``_patterns``, ``_policy_forms``,
+``_parallel`` (running a replay, ``jobs``), ``_tally``, ``_flips`` and ``_report`` (what
+is counted and reported), ``_patterns``, ``_policy_forms``,
 ``_policy_text``, ``_suggestions`` and ``_suggest`` (suggestions).
 """
 
@@ -35,8 +35,7 @@ from clearance.tuning._flips import Flip
 from clearance.tuning._harness_spec import HarnessFactory, HarnessSpec
 from clearance.tuning._journal_calls import CallFolder, CallRow, calls_from_events, corpus_record
 from clearance.tuning._patterns import Pattern, PatternKind
-from clearance.tuning._policy_ids import policy_ids
-from clearance.tuning._report import ReplayReport
+from clearance.tuning._report import ReplayReport, policy_ids
 from clearance.tuning._runner import replay, replay_async
 from clearance.tuning._suggest import allowed_calls, is_allowed_record, suggest
 from clearance.tuning._suggestions import PrincipalRules, Suggestion, SuggestionSet

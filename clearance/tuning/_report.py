@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from clearance.policy.base import AuthorityEvaluator, as_evaluator
 from clearance.tuning._flips import Flip
 from clearance.tuning._tally import OUTCOMES, STAGES, Tally
 
-__all__ = ["ReplayReport", "build_report"]
+__all__ = ["ReplayReport", "build_report", "policy_ids"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,3 +227,10 @@ def build_report(
         elapsed=elapsed,
         jobs=jobs,
     )
+
+
+def policy_ids(evaluator: AuthorityEvaluator) -> tuple[str, ...] | None:
+    """The ids of every policy or rule an evaluator holds, as they appear in
+    ``Verdict.reasons`` (``None`` when it cannot say): what a report's ``never_hit`` is
+    computed from. The evaluator's :meth:`~clearance.policy.Evaluator.policy_ids`."""
+    return as_evaluator(evaluator).policy_ids()

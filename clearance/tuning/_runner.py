@@ -21,8 +21,7 @@ from clearance.tuning._decide import decide_lines
 from clearance.tuning._flips import Flip
 from clearance.tuning._harness_spec import HarnessFactory, as_harness
 from clearance.tuning._parallel import replay_parallel
-from clearance.tuning._policy_ids import policy_ids
-from clearance.tuning._report import ReplayReport, build_report
+from clearance.tuning._report import ReplayReport, build_report, policy_ids
 from clearance.tuning._tally import Tally
 
 __all__ = ["replay", "replay_async"]

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clearance.harness.tools import Tool, ToolRegistry
-from clearance.policy.base import AuthzRequest, Verdict
+from clearance.harness.tools import Tool
+from clearance.policy.base import AuthzRequest, Evaluator, Verdict
 from clearance.policy.local import LocalEvaluator
 from clearance.tuning._patterns import Pattern
 from clearance.tuning._policy_forms import cedar_kind, cedar_value, local_globs, local_quote
@@ -36,6 +36,7 @@ from clearance.tuning._policy_text import (
     split_entity,
     toml_string,
 )
+from clearance.types import ToolCatalog
 
 __all__ = ["PrincipalRules", "Suggestion", "SuggestionSet"]
 
@@ -220,21 +221,21 @@ class SuggestionSet:
         )
 
 
-class PrincipalRules:
+class PrincipalRules(Evaluator):
     """Local rules per principal (``'User::"alice"'`` → evaluator); other principals are
     denied."""
 
     name = "local-per-principal"
 
-    def __init__(self, evaluators: Mapping[str, Any]) -> None:
+    def __init__(self, evaluators: Mapping[str, LocalEvaluator]) -> None:
         self.evaluators = dict(evaluators)
 
-    def bind(self, registry: ToolRegistry) -> None:
+    def bind(self, catalog: ToolCatalog) -> None:
         for evaluator in self.evaluators.values():
-            evaluator.bind(registry)
+            evaluator.bind(catalog)
 
     def policy_ids(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(r.id for e in self.evaluators.values() for r in e.rules))
+        return tuple(dict.fromkeys(i for e in self.evaluators.values() for i in e.policy_ids()))
 
     def evaluate(self, request: AuthzRequest) -> Verdict:
         evaluator = self.evaluators.get(str(request.principal))
