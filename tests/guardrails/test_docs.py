@@ -1,6 +1,7 @@
 """Every example in docs/guardrails.md runs and its assertions hold."""
 
 import tempfile
+from pathlib import Path
 
 import pytest
 from doc_examples import python_blocks, run_block
@@ -13,7 +14,9 @@ def test_the_page_has_examples() -> None:
 
 
 @pytest.mark.parametrize(("line", "code"), BLOCKS, ids=[f"line {n}" for n, _ in BLOCKS])
-def test_example_runs(line: int, code: str, tmp_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_example_runs(
+    line: int, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The examples make their workspaces with tempfile: keep them under this test's tmp_path.
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.chdir(tmp_path)
