@@ -9,7 +9,7 @@ Every exception derives from one root, so ``except ClearanceError`` catches them
     │   └── PolicyError            a Cedar policy does not parse or validate (.policy_id, .line)
     ├── ScriptError                a ScriptedProvider script is malformed (.turn, .call_id)
     ├── CorpusError                a replay corpus line is not a call (.path, .line);
-    │                              defined in clearance.policy.replay
+    │                              defined in clearance.tuning
     ├── UnknownToolError           a tool name is not registered or not selected (.tool)
     ├── PathScopeError             a path leaves its PathScope root (.path, .reason); also a
     │                              PermissionError; defined in clearance.guardrails
