@@ -440,20 +440,20 @@ def test_no_cedarpy_types_in_answers() -> None:
 
 
 def test_the_direct_cedar_call_agrees_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    from clearance.policy.cedar import engine as engine_module
+    from clearance.policy.cedar._call import cedar_call
 
     policies = 'permit(principal, action == Action::"a", resource) when { context.x == 1 };'
     request = ({"type": "User", "id": "u"}, {"type": "Action", "id": "a"}, {"type": "T", "id": "t"})
     engine = CedarEngine(policies)
     assert engine.is_authorized(*request, context={"x": 1}).decision == "allow"
-    assert engine_module._fast is True  # the first decision checked the direct path
+    assert cedar_call.direct is True  # the first decision checked the direct path
     assert engine.is_authorized(*request, context={"x": 2}).decision == "deny"
 
     def broken(*args: object) -> object:
         raise TypeError("changed signature")
 
-    monkeypatch.setattr(engine_module, "_INTERNAL", broken)
-    monkeypatch.setattr(engine_module, "_fast", None)
+    monkeypatch.setattr(cedar_call, "internal", broken)
+    monkeypatch.setattr(cedar_call, "direct", None)
     assert engine.is_authorized(*request, context={"x": 1}).decision == "allow"
-    assert engine_module._fast is False
+    assert cedar_call.direct is False
     assert engine.is_authorized(*request, context={"x": 2}).decision == "deny"

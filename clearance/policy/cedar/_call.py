@@ -1,0 +1,73 @@
+"""The one call into Cedar for a decision, direct when that is shown to agree.
+
+``cedarpy.is_authorized`` wraps the Rust call in a batch of one, copies the request and
+builds result objects, about a third of a decision's cost. :class:`CedarCall` calls the Rust
+entry point under it directly instead, the same way the wrapper calls it, once a first
+decision has shown that both paths answer alike; otherwise (another cedarpy, a different
+answer, an internal API that changed shape) every decision goes through the public
+function. The R10 property (``tests/properties/test_r10_same_decision_at_any_scale.py``)
+compares the engine with the public function on every run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import cedarpy
+
+__all__ = ["CedarCall", "cedar_call"]
+
+Answer = tuple[bool, list[str], list[str]]
+"""``(allowed, determining policy ids, error messages)``."""
+
+
+class CedarCall:
+    """Decides requests with Cedar, through ``internal`` when it agrees with the public call.
+
+    Args:
+        internal: cedarpy's batch entry point (``cedarpy._internal.is_authorized_batch``),
+            or ``None`` to always use ``cedarpy.is_authorized``.
+    """
+
+    def __init__(self, internal: Callable[..., Any] | None) -> None:
+        self.internal = internal
+        self.direct: bool | None = None
+        """Whether the direct path agrees with ``cedarpy.is_authorized``: ``None`` until the
+        first decision checked it, ``False`` once it disagreed or failed (never retried)."""
+
+    def authorize(
+        self, request: dict[str, Any], policies: Any, entities: Any, schema: Any
+    ) -> Answer:
+        """One Cedar decision on handles: ``(allowed, reasons, errors)``."""
+        if self.direct is not False and self.internal is not None:
+            try:
+                fast = self._direct(request, policies, entities, schema)
+            except Exception:  # an internal API that changed shape: stop using it
+                self.direct = False
+            else:
+                if self.direct is None:
+                    public = cedarpy.is_authorized(request, policies, entities, schema)
+                    slow = (public.allowed, public.diagnostics.reasons, public.diagnostics.errors)
+                    self.direct = fast == slow
+                    return slow
+                return fast
+        result = cedarpy.is_authorized(request, policies, entities, schema)
+        return result.allowed, result.diagnostics.reasons, result.diagnostics.errors
+
+    def _direct(self, request: dict[str, Any], policies: Any, entities: Any, schema: Any) -> Answer:
+        assert self.internal is not None
+        context = request.get("context")
+        call = {**request, "context": json.dumps(context)} if context is not None else request
+        raw = json.loads(self.internal([call], policies, entities._inner, schema, False)[0])
+        diagnostics = raw.get("diagnostics") or {}
+        return (
+            raw["decision"] == "Allow",
+            diagnostics.get("reason", []),
+            diagnostics.get("errors", []),
+        )
+
+
+cedar_call = CedarCall(getattr(getattr(cedarpy, "_internal", None), "is_authorized_batch", None))
+"""The process's call into Cedar, shared by every engine (the check runs once)."""
