@@ -204,9 +204,10 @@ class PathScope(ArgumentGuardrail):
         if not parts:
             raise IsADirectoryError(errno.EISDIR, "the workspace root is a directory", path)
         create = make_parents and bool(flags & os.O_CREAT)
-        with self._explained(path, follow_symlinks), self._walk(
-            path, parts[:-1], create=create
-        ) as dir_fd:
+        with (
+            self._explained(path, follow_symlinks),
+            self._walk(path, parts[:-1], create=create) as dir_fd,
+        ):
             fd = self._open_final(path, parts[-1], flags, dir_fd)
         try:
             return open(fd, mode, buffering, encoding, errors, newline)
