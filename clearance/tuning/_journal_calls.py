@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from clearance import _pointer
+from clearance._pointer import REDACTED, iter_strings
 from clearance.harness.journal import JournalEvent
 
 __all__ = ["CallFolder", "CallRow", "calls_from_events", "corpus_record"]
@@ -183,7 +183,7 @@ def corpus_record(row: CallRow) -> dict[str, Any]:
 
 
 def _has_withheld(value: Any) -> bool:
-    return any(text == _pointer.REDACTED for _, text in _pointer.iter_strings(value))
+    return any(text == REDACTED for _, text in iter_strings(value))
 
 
 def _duration(us: int | None) -> str:
