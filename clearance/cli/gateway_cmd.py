@@ -1,24 +1,56 @@
-"""``clearance gateway``: serve the configured MCP servers' tools through clearance."""
+"""``clearance gateway``: serve the configured MCP servers' tools through clearance.
+
+Start-up from a ``clearance.toml`` lives here: :func:`open_gateway` builds the harness from
+the file's main configuration, starts the ``[[mcp_servers]]`` and wraps the harness in a
+:class:`~clearance.mcp.Gateway`; :func:`run_gateway` serves it over stdio or HTTP
+(generating the HTTP token when none is configured).
+
+The gateway needs the optional ``mcp`` extra. The command is always listed; without the
+extra, ``clearance gateway`` (with or without ``--help``) prints how to install it and
+exits 2. :mod:`clearance.mcp` is imported only when the command runs, so that every other
+command works without it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import signal
 import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
 
 from clearance._text import printable
 from clearance.cli.main import EXIT_USAGE, cli, fail, fail_too_deep
-from clearance.errors import ClearanceError
+from clearance.config import build_harness, build_registry, load_config, load_gateway_config
+from clearance.errors import ClearanceError, ConfigError, MissingExtraError
+from clearance.harness.session import Harness
+from clearance.harness.tools import ToolRegistry
 
-__all__ = ["gateway"]
+if TYPE_CHECKING:
+    from clearance.mcp import Gateway, GatewayConfig, McpServerConfig
+
+__all__ = ["gateway", "open_gateway", "run_gateway"]
 
 
-@cli.command("gateway")
+class _NeedsMcp(click.Command):
+    """A command that says how to install the ``mcp`` extra, before parsing anything
+    (``--help`` included), when it is missing."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            import clearance.mcp  # noqa: F401
+        except MissingExtraError as exc:
+            fail(str(exc), EXIT_USAGE)
+        return super().parse_args(ctx, args)
+
+
+@cli.command("gateway", cls=_NeedsMcp)
 @click.option(
     "--config",
     "config_path",
@@ -55,8 +87,6 @@ def gateway(
     Over HTTP the gateway prints its URL on stderr once it listens; clients send
     `Authorization: Bearer <token>` with the token from --token-file.
     """
-    from clearance.mcp.gateway import load_gateway_config, run_gateway
-
     try:
         config = load_gateway_config(config_path)
     except ClearanceError as exc:
@@ -113,3 +143,104 @@ def _first(group: BaseExceptionGroup[Any]) -> BaseException:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
     return leaf
+
+
+# --- start-up from a config file ---------------------------------------------------------------
+
+
+def _harness_from_file(path: Path) -> Harness:
+    """The harness the main configuration in ``path`` describes (``clearance.config``)."""
+    config = load_config(path)
+    return build_harness(config, registry=build_registry(config))
+
+
+@asynccontextmanager
+async def open_gateway(
+    config: GatewayConfig, *, harness_factory: Callable[[ToolRegistry], Harness] | None = None
+) -> AsyncIterator[Gateway]:
+    """A started harness with the configured servers registered, and its gateway.
+
+    The harness is built from the same file's main configuration (``[evaluator]``,
+    ``[[guardrails]]``, ``[journal]``, ``[approvals]``, ``[limits]``, ``[tools]``; see
+    :mod:`clearance.config`), or by ``harness_factory(registry)`` when given.
+
+    Raises:
+        MissingExtraError: the ``mcp`` extra is not installed.
+        ConfigError: the configuration is unusable.
+    """
+    from clearance.mcp import Gateway  # the optional extra (see the module docstring)
+
+    if harness_factory is not None:
+        harness = harness_factory(ToolRegistry())
+    elif config.path is not None:
+        harness = _harness_from_file(config.path)
+    else:
+        raise ConfigError("a GatewayConfig without a file needs a harness_factory")
+    async with harness:
+        await _start_all(harness, config.servers)
+        yield Gateway(
+            harness,
+            principal=config.principal,
+            ask_fallback=config.ask_fallback,
+            elicitation=config.elicitation,
+            session_idle_timeout=config.session_idle_timeout,
+            max_sessions=config.max_sessions,
+        )
+
+
+async def _start_all(harness: Harness, servers: Sequence[McpServerConfig]) -> None:
+    """Start every server at once (each takes a process start and a handshake)."""
+    failures: list[BaseException] = []
+
+    async def start(server: McpServerConfig) -> None:
+        try:
+            await server.start(harness)
+        except Exception as exc:
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for server in servers:
+            tg.start_soon(start, server)
+    if failures:
+        raise failures[0]
+
+
+async def run_gateway(
+    config: GatewayConfig,
+    *,
+    harness_factory: Callable[[ToolRegistry], Harness] | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run the gateway described by ``config`` until stdin closes (stdio) or cancelled.
+
+    Over HTTP without configured tokens, a random token is generated and written to
+    ``config.token_file`` (default ``~/.clearance/gateway.token``, mode 0600) before the
+    socket listens.
+
+    Raises:
+        MissingExtraError: the ``mcp`` extra is not installed.
+        ConfigError: the configuration is unusable (no evaluator, a server that does not
+            start, a token file that cannot be written).
+    """
+    from clearance.mcp.gateway import DEFAULT_TOKEN_FILE, PrincipalToken, write_token_file
+
+    async with open_gateway(config, harness_factory=harness_factory) as gateway:
+        if config.transport == "stdio":
+            if ready is not None:
+                ready("stdio")
+            await gateway.serve_stdio()
+            return
+        # The token is made only once everything else is known to work.
+        tokens = list(config.tokens)
+        if not tokens:
+            token_file = config.token_file or DEFAULT_TOKEN_FILE
+            token = secrets.token_urlsafe(32)
+            try:
+                write_token_file(token_file, token)
+            except OSError as exc:
+                raise ConfigError(f"cannot write the token file {token_file}: {exc}") from None
+            tokens = [PrincipalToken(config.principal, token)]
+            print(f"clearance gateway: token written to {token_file}", file=sys.stderr)
+        await gateway.serve_http(
+            tokens, host=config.host, port=config.port, endpoint=config.endpoint, ready=ready
+        )

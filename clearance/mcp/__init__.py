@@ -1,23 +1,27 @@
-"""MCP tool sources and the MCP gateway.
+"""MCP tool sources and the MCP gateway (the optional ``mcp`` extra).
 
 - :func:`start_stdio_server` / :func:`connect_server` (also reachable as
   ``Harness.start_mcp_server`` / ``Harness.connect_mcp_server``) register an MCP server's
   tools in a harness and forward calls to it.
 - :class:`Gateway` serves a harness's tools as an MCP server (stdio or Streamable HTTP),
-  every call going through the pipeline; :func:`load_gateway_config` and
-  :func:`run_gateway` run it from a ``clearance.toml``.
+  every call going through the pipeline; ``clearance gateway`` runs it from a
+  ``clearance.toml`` (:func:`clearance.config.load_gateway_config` reads its
+  :class:`GatewayConfig`).
 
 Only this package imports the ``mcp`` SDK; nothing of it appears in these signatures.
+Without the SDK installed, importing this package raises
+:class:`~clearance.errors.MissingExtraError`, whose message says how to install it
+(``pip install 'clearance[mcp]'``); the rest of clearance works without it.
 """
 
-from clearance.mcp.gateway import (
-    Gateway,
-    GatewayConfig,
-    McpServerConfig,
-    PrincipalToken,
-    load_gateway_config,
-    run_gateway,
-)
+from clearance.errors import MissingExtraError
+
+try:
+    import mcp  # noqa: F401  (the optional extra: checked before anything uses it)
+except ImportError as exc:
+    raise MissingExtraError("mcp", "MCP support") from exc
+
+from clearance.mcp.gateway import Gateway, GatewayConfig, McpServerConfig, PrincipalToken
 from clearance.mcp.sources import connect_server, start_stdio_server
 
 __all__ = [
@@ -26,7 +30,5 @@ __all__ = [
     "McpServerConfig",
     "PrincipalToken",
     "connect_server",
-    "load_gateway_config",
-    "run_gateway",
     "start_stdio_server",
 ]

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from clearance import ConfigError, Harness, Principal, ToolRegistry
-from clearance.mcp import load_gateway_config
+from clearance.config import load_gateway_config
 from clearance.policy.local import LocalEvaluator
 
 Upstream = Any  # tests/mcp/conftest.py: the `upstream` fixture
@@ -407,6 +407,8 @@ def test_telemetry_middleware_only_when_it_can_go_somewhere() -> None:
         return [type(m).__name__ for m in gateway._server.middleware]
 
     assert "OpenTelemetryMiddleware" in names(Gateway(harness, principal=alice, telemetry=True))
-    assert "OpenTelemetryMiddleware" not in names(Gateway(harness, principal=alice, telemetry=False))
+    assert "OpenTelemetryMiddleware" not in names(
+        Gateway(harness, principal=alice, telemetry=False)
+    )
     # No tracer provider is installed in the tests: spans would go nowhere.
     assert "OpenTelemetryMiddleware" not in names(Gateway(harness, principal=alice))

@@ -27,8 +27,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from clearance import CallContext, ConfigError, Harness, Principal, Tool, ToolRegistry
+from clearance.config import load_gateway_config
 from clearance.harness.journal import SqliteJournal
-from clearance.mcp import load_gateway_config
 from clearance.mcp.gateway import Gateway, PrincipalToken
 from clearance.policy import LocalEvaluator
 
@@ -127,7 +127,7 @@ async def test_an_ended_mcp_session_ends_its_clearance_session(
             await use_once(url, token)
         # Nothing is left of either session: not in the harness, not in the gateway.
         assert session_ids(harness) == before
-        assert gateway._sessions == {}
+        assert gateway.sessions == {}
     closed = [
         e for e in SqliteJournal(tmp_path / "journal.db").events() if e.type == "session_closed"
     ]
@@ -144,16 +144,16 @@ async def test_abandoned_sessions_end_after_the_idle_timeout(
     async with serving(tmp_path, session_idle_timeout=5.0) as (harness, gateway, url, token):
         with anyio.fail_after(60):
             await use_once(url, token, terminate=False)  # warm-up: caches, schemas
-            while gateway._sessions:  # noqa: ASYNC110 (the gateway's sweep, on its own clock)
+            while gateway.sessions:  # noqa: ASYNC110 (the gateway's sweep, on its own clock)
                 await anyio.sleep(0.05)
             tracemalloc.start()
             try:
                 baseline = traced()
                 for _ in range(clients):
                     await use_once(url, token, terminate=False)
-                assert len(gateway._sessions) == clients
+                assert len(gateway.sessions) == clients
                 held = (traced() - baseline) / clients
-                while gateway._sessions or harness.sessions:  # noqa: ASYNC110 (as above)
+                while gateway.sessions or harness.sessions:  # noqa: ASYNC110 (as above)
                     await anyio.sleep(0.05)
                 await anyio.sleep(1.5)  # the SDK ends its sides of the sessions too
                 left = (traced() - baseline) / clients
@@ -178,10 +178,10 @@ async def test_a_busy_session_is_not_idle(tmp_path: Path, quiet_sdk: Any) -> Non
                 ) as c:
                     slow = await c.call_tool("t__echo", {"text": "slow", "sleep": 1.2})
                     assert not slow.is_error
-                    (session,) = gateway._sessions.values()
+                    (session,) = gateway.sessions.values()
                     again = await c.call_tool("t__echo", {"text": "again"})
                     assert not again.is_error
-                    assert list(gateway._sessions.values()) == [session]
+                    assert list(gateway.sessions.values()) == [session]
 
 
 async def test_a_sessionless_client_cannot_open_sessions_with_a_header(
@@ -194,7 +194,7 @@ async def test_a_sessionless_client_cannot_open_sessions_with_a_header(
             for _ in range(10):
                 header = {"Mcp-Session-Id": secrets.token_hex(16)}
                 await use_once(url, token, mode="auto", headers=header)
-        assert len(gateway._sessions) == 1
+        assert len(gateway.sessions) == 1
         assert len(harness.sessions) == 1
 
 

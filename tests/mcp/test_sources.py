@@ -15,7 +15,7 @@ import mcp_types
 import pytest
 
 from clearance import ConfigError, Harness, Principal, ToolRegistrationError, ToolRegistry
-from clearance.mcp.sources import _prepare
+from clearance.mcp.sources import prepare_tools
 from clearance.policy.local import LocalEvaluator
 from clearance.policy.noop import NoopEvaluator
 
@@ -297,10 +297,10 @@ async def test_tools_whose_names_collide_are_both_refused(
         for name in ("GIT_STATUS", "echo", "git_status", "Git.Status", "git_log")
     ]
     with caplog.at_level(logging.WARNING, logger="clearance.mcp"):
-        tools = _prepare(upstream, listed, None, ["git_status"], trust_annotations=False)
+        tools = prepare_tools(upstream, listed, None, ["git_status"], trust_annotations=False)
     assert [t.name for t in tools] == ["echo", "git_log"]
     assert "'GIT_STATUS', 'git_status', 'Git.Status'" in caplog.text
     # asked for by name, the refused tool is an error, never silently missing or swapped
     for pattern in ("GIT_STATUS", "git_status", "up.git_status"):
         with pytest.raises(ConfigError, match="matches no usable tool"):
-            _prepare(upstream, listed, [pattern], None, trust_annotations=False)
+            prepare_tools(upstream, listed, [pattern], None, trust_annotations=False)

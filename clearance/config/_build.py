@@ -1,0 +1,132 @@
+"""Building a harness, or one part of it, from a :class:`~clearance.config.Config`.
+
+Each part is built from the configuration alone and may be replaced by the caller
+(:func:`build_harness` takes a registry, evaluator, journal or grant store of its own).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+from clearance.config._guardrails import build_guardrails
+from clearance.config._model import Config
+from clearance.errors import ConfigError
+from clearance.harness.approvals import GrantStore, SqliteGrantStore
+from clearance.harness.journal import Journal, SqliteJournal
+from clearance.harness.session import Harness
+from clearance.harness.tools import ToolRegistry
+from clearance.policy.base import AuthorityEvaluator
+from clearance.policy.local import LocalEvaluator
+from clearance.policy.noop import NoopEvaluator
+from clearance.toolsets.files import register_files
+from clearance.toolsets.shell import register_shell
+
+__all__ = ["build_evaluator", "build_harness", "build_registry", "open_journal"]
+
+
+def open_journal(path: Path) -> Journal:
+    """The SQLite journal at ``path`` (created when missing).
+
+    Raises:
+        JournalError: the file is not a SQLite database or is open in another writer.
+    """
+    try:
+        # The state directory is private: the journal holds every call's arguments.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the journal's directory: {exc.strerror}") from None
+    return SqliteJournal(path)
+
+
+def build_registry(config: Config) -> ToolRegistry:
+    """A registry holding the bundled toolsets that ``[tools]`` enables."""
+    registry = ToolRegistry()
+    if config.tools.files is not None:
+        # The journal and grant store are refused to the files tools wherever they are.
+        register_files(
+            registry,
+            config.tools.files.root,
+            protected_files=(config.journal.path, config.grants_path),
+        )
+    if config.tools.shell is not None:
+        shell = config.tools.shell
+        options: dict[str, Any] = {"allowed_programs": shell.allowed_programs}
+        if shell.timeout is not None:
+            options["timeout"] = shell.timeout
+        register_shell(registry, shell.root, **options)
+    return registry
+
+
+def build_evaluator(config: Config) -> AuthorityEvaluator:
+    """The configured authority evaluator (Cedar policies are parsed here; they are
+    validated against the tools when the harness binds it to its registry).
+
+    Raises:
+        ConfigError: the rules or policies do not load (``PolicyError`` / ``RuleError``).
+    """
+    ev = config.evaluator
+    if ev.kind == "noop":
+        return NoopEvaluator()
+    if ev.kind == "local":
+        if ev.rules is not None:
+            return LocalEvaluator.from_file(ev.rules)
+        return LocalEvaluator(allow=ev.allow, ask=ev.ask, deny=ev.deny)
+    # Imported when needed: the Cedar engine is the slowest import of the package, and
+    # the commands that read a configuration without deciding (journal, grants) skip it.
+    from clearance.policy.cedar import CedarEvaluator
+
+    assert ev.policies is not None
+    options: dict[str, Any] = {}
+    if ev.entities is not None:
+        options["entities"] = ev.entities
+    return cast("AuthorityEvaluator", CedarEvaluator.from_directory(ev.policies, **options))
+
+
+def build_harness(
+    config: Config,
+    *,
+    registry: ToolRegistry | None = None,
+    evaluator: AuthorityEvaluator | None = None,
+    journal: Journal | None = None,
+    grant_store: GrantStore | None = None,
+    **options: Any,
+) -> Harness:
+    """A harness as the configuration describes it (enter it with ``async with``).
+
+    Args:
+        config: the loaded configuration.
+        registry: the tools (default: :func:`build_registry`); more tools may be registered
+            on it before the first session.
+        evaluator: overrides ``[evaluator]``.
+        journal: overrides ``[journal]`` (default: a ``SqliteJournal`` at its path).
+        grant_store: overrides the grant store (default: a ``SqliteGrantStore`` at
+            ``[approvals] grants``).
+        **options: further keyword options for :class:`~clearance.Harness`.
+
+    Raises:
+        ConfigError: a part of the configuration cannot be built.
+    """
+    if registry is None:
+        registry = build_registry(config)
+    if evaluator is None:
+        evaluator = build_evaluator(config)
+    argument_guardrails, result_guardrails = build_guardrails(config)
+    if journal is None:
+        journal = open_journal(config.journal.path)
+    if grant_store is None:
+        grant_store = SqliteGrantStore(config.grants_path)
+    limits = config.limits
+    return Harness(
+        registry,
+        evaluator=evaluator,
+        argument_guardrails=argument_guardrails,
+        result_guardrails=result_guardrails,
+        journal=journal,
+        grant_store=grant_store,
+        max_concurrency=limits.max_concurrency,
+        max_queue=limits.max_queue,
+        max_argument_bytes=limits.max_argument_bytes,
+        ask_timeout=config.approvals.ask_timeout,
+        **options,
+    )

@@ -1,0 +1,259 @@
+"""Reading ``clearance.toml`` into a :class:`~clearance.config.Config`.
+
+:func:`load_config` checks every table of the main configuration (``[evaluator]``,
+``[[guardrails]]``, ``[journal]``, ``[approvals]``, ``[limits]``, ``[tools]``) through a
+:class:`~clearance.config._toml.TomlReader`, so that each error names its key and line.
+``[gateway]`` and ``[[mcp_servers]]`` are allowed here and read by
+:func:`~clearance.config.load_gateway_config`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from clearance.config._guardrails import option_names
+from clearance.config._model import (
+    DEFAULT_SHELL_PROGRAMS,
+    DEFAULT_STAGE,
+    GUARDRAIL_KINDS,
+    ApprovalsConfig,
+    Config,
+    EvaluatorConfig,
+    FilesToolsConfig,
+    GuardrailConfig,
+    JournalConfig,
+    LimitsConfig,
+    ShellToolsConfig,
+    ToolsConfig,
+)
+from clearance.config._paths import default_journal_path, find_config, pack_path
+from clearance.config._toml import TomlReader, Where
+from clearance.errors import ConfigError
+
+__all__ = ["load_config", "resolve_config"]
+
+
+def resolve_config(
+    path: str | os.PathLike[str] | None = None, *, directory: str | os.PathLike[str] | None = None
+) -> Config:
+    """The configuration the command line uses: ``path`` when given, else
+    ``clearance.toml`` in ``directory`` (default: the current directory), else
+    :meth:`Config.default`.
+
+    Raises:
+        ConfigError: the file named or found is wrong.
+    """
+    if path is not None:
+        return load_config(path)
+    found = find_config(directory)
+    return load_config(found) if found is not None else Config.default(directory)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and check a ``clearance.toml``.
+
+    Args:
+        path: the file. Relative paths inside it are resolved against its directory.
+
+    Returns:
+        The configuration; nothing is opened or created yet.
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML, has an unknown key or a value of
+            the wrong kind (the message names the key, the file and the line).
+    """
+    return _ConfigReader.open(path).load()
+
+
+class _ConfigReader(TomlReader):
+    """The main configuration's tables, each checked against what it may hold."""
+
+    def load(self) -> Config:
+        """The whole file as a :class:`Config`."""
+        data = self.data
+        # [gateway] and [[mcp_servers]] belong to the gateway (load_gateway_config reads
+        # them from the same file).
+        self.table(
+            data,
+            (),
+            (
+                *("evaluator", "guardrails", "journal", "approvals", "limits", "tools"),
+                *("gateway", "mcp_servers"),
+            ),
+        )
+        if "evaluator" not in data:
+            raise ConfigError(
+                'no [evaluator] table: choose kind = "cedar", "local" or "noop"',
+                path=str(self.file),
+            )
+        tools = self.load_tools(data.get("tools", {}))
+        evaluator = self.load_evaluator(data["evaluator"])
+        raw_guards = data.get("guardrails", [])
+        if not isinstance(raw_guards, list):
+            raise self.error(
+                ("guardrails",), "guardrails must be an array of tables ([[guardrails]])"
+            )
+        guardrails = tuple(self.load_guardrail(g, i) for i, g in enumerate(raw_guards))
+        journal = self.load_journal(data.get("journal", {}))
+        return Config(
+            evaluator=evaluator,
+            guardrails=guardrails,
+            journal=journal,
+            approvals=self.load_approvals(data.get("approvals", {})),
+            limits=self.load_limits(data.get("limits", {})),
+            tools=tools,
+            path=self.file.resolve(),
+            base_dir=self.base,
+        )
+
+    def load_evaluator(self, raw: Any) -> EvaluatorConfig:
+        w: Where = ("evaluator",)
+        raw = self.table(
+            raw, w, ("kind", "policies", "pack", "entities", "rules", "allow", "ask", "deny")
+        )
+        kind = raw.get("kind")
+        if kind not in ("cedar", "local", "noop"):
+            raise self.error((*w, "kind"), 'evaluator.kind must be "cedar", "local" or "noop"')
+        allowed = {
+            "cedar": {"kind", "policies", "pack", "entities"},
+            "local": {"kind", "rules", "allow", "ask", "deny"},
+            "noop": {"kind"},
+        }[kind]
+        for key in raw:
+            if key not in allowed:
+                raise self.error((*w, key), f"evaluator.{key} does not apply to kind = {kind!r}")
+        if kind == "cedar":
+            if ("policies" in raw) == ("pack" in raw):
+                raise self.error(
+                    w,
+                    "a cedar evaluator needs exactly one of policies (a directory) or pack (a bundled pack name)",
+                )
+            if "pack" in raw:
+                try:
+                    policies = pack_path(self.string(raw["pack"], (*w, "pack")))
+                except ConfigError as exc:
+                    raise self.error((*w, "pack"), exc.message) from None
+            else:
+                policies = self.existing_dir(raw["policies"], (*w, "policies"))
+            entities = (
+                self.existing_file(raw["entities"], (*w, "entities")) if "entities" in raw else None
+            )
+            return EvaluatorConfig("cedar", policies=policies, entities=entities)
+        if kind == "local":
+            inline = {
+                k: self.strings(raw[k], (*w, k)) for k in ("allow", "ask", "deny") if k in raw
+            }
+            if "rules" in raw and inline:
+                raise self.error(
+                    w,
+                    "a local evaluator takes rules (a file) or inline allow/ask/deny lists, not both",
+                )
+            if "rules" not in raw and not inline:
+                raise self.error(
+                    w, "a local evaluator needs rules (a file) or allow/ask/deny lists"
+                )
+            rules = self.existing_file(raw["rules"], (*w, "rules")) if "rules" in raw else None
+            return EvaluatorConfig(
+                "local",
+                rules=rules,
+                allow=inline.get("allow", ()),
+                ask=inline.get("ask", ()),
+                deny=inline.get("deny", ()),
+            )
+        return EvaluatorConfig("noop")
+
+    def load_guardrail(self, raw: Any, index: int) -> GuardrailConfig:
+        w: Where = ("guardrails", index)
+        raw = self.table(
+            raw, w, ("kind", "stage", "tools", "fields", "advisory", "name", "options")
+        )
+        kind = raw.get("kind")
+        if kind not in GUARDRAIL_KINDS:
+            raise self.error(
+                (*w, "kind"),
+                f"guardrails[{index}].kind must be one of {', '.join(GUARDRAIL_KINDS)}",
+            )
+        stage = raw.get("stage", DEFAULT_STAGE[kind])
+        if stage not in ("arguments", "result"):
+            raise self.error((*w, "stage"), 'stage must be "arguments" or "result"')
+        if stage == "result" and kind in ("path_scope", "url_allowlist"):
+            raise self.error((*w, "stage"), f"{kind} checks arguments only; it has no result stage")
+        options = self.table(raw.get("options", {}), (*w, "options"), option_names(kind, stage))
+        options = dict(options)
+        if kind == "path_scope" and "root" in options:
+            options["root"] = self.existing_dir(options["root"], (*w, "options", "root"))
+        return GuardrailConfig(
+            kind=kind,
+            stage=stage,
+            tools=self.strings(raw["tools"], (*w, "tools")) if "tools" in raw else ("*",),
+            fields=self.strings(raw["fields"], (*w, "fields")) if "fields" in raw else None,
+            advisory=self.boolean(raw.get("advisory", False), (*w, "advisory")),
+            name=self.string(raw["name"], (*w, "name")) if "name" in raw else None,
+            options=options,
+            line=self.lines.get(w),
+        )
+
+    def load_journal(self, raw: Any) -> JournalConfig:
+        raw = self.table(raw, ("journal",), ("path",))
+        if "path" not in raw:
+            return JournalConfig(default_journal_path(self.base))
+        return JournalConfig(self.path(raw["path"], ("journal", "path")))
+
+    def load_approvals(self, raw: Any) -> ApprovalsConfig:
+        w: Where = ("approvals",)
+        raw = self.table(raw, w, ("ask_timeout", "grants", "non_interactive"))
+        answer = raw.get("non_interactive", "deny")
+        if answer not in ("deny", "allow_once", "allow_session"):
+            raise self.error(
+                (*w, "non_interactive"),
+                'approvals.non_interactive must be "deny", "allow_once" or "allow_session"',
+            )
+        return ApprovalsConfig(
+            ask_timeout=self.number(raw.get("ask_timeout", 300.0), (*w, "ask_timeout")),
+            grants=self.path(raw["grants"], (*w, "grants")) if "grants" in raw else None,
+            non_interactive=answer,
+        )
+
+    def load_limits(self, raw: Any) -> LimitsConfig:
+        w: Where = ("limits",)
+        raw = self.table(raw, w, ("max_concurrency", "max_queue", "max_argument_bytes"))
+        d = LimitsConfig()
+        return LimitsConfig(
+            max_concurrency=self.integer(
+                raw.get("max_concurrency", d.max_concurrency), (*w, "max_concurrency")
+            ),
+            max_queue=self.integer(raw.get("max_queue", d.max_queue), (*w, "max_queue"), minimum=0),
+            max_argument_bytes=self.integer(
+                raw.get("max_argument_bytes", d.max_argument_bytes), (*w, "max_argument_bytes")
+            ),
+        )
+
+    def load_tools(self, raw: Any) -> ToolsConfig:
+        raw = self.table(raw, ("tools",), ("files", "shell"))
+        files = None
+        if "files" in raw:
+            w: Where = ("tools", "files")
+            section = self.table(raw["files"], w, ("root",))
+            files = FilesToolsConfig(self.existing_dir(section.get("root", "."), (*w, "root")))
+        shell = None
+        if "shell" in raw:
+            w = ("tools", "shell")
+            section = self.table(raw["shell"], w, ("root", "allowed_programs", "timeout"))
+            root = (
+                self.existing_dir(section["root"], (*w, "root"))
+                if "root" in section
+                else files.root
+                if files
+                else self.base
+            )
+            allowed = (
+                self.strings(section["allowed_programs"], (*w, "allowed_programs"))
+                if "allowed_programs" in section
+                else DEFAULT_SHELL_PROGRAMS
+            )
+            timeout = (
+                self.number(section["timeout"], (*w, "timeout")) if "timeout" in section else None
+            )
+            shell = ShellToolsConfig(root, allowed, timeout)
+        return ToolsConfig(files=files, shell=shell)

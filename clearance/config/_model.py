@@ -1,0 +1,235 @@
+"""The configuration as values: one frozen dataclass per table of ``clearance.toml``.
+
+Nothing here reads a file or builds a part; :mod:`clearance.config._load` fills these from
+TOML and :mod:`clearance.config._build` turns them into a harness.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from clearance.config._paths import default_journal_path, pack_path
+
+__all__ = [
+    "DEFAULT_SHELL_PROGRAMS",
+    "DEFAULT_STAGE",
+    "FILE_PATH_FIELDS",
+    "GUARDRAIL_KINDS",
+    "ApprovalsConfig",
+    "Config",
+    "EvaluatorConfig",
+    "FilesToolsConfig",
+    "GuardrailConfig",
+    "GuardrailStage",
+    "JournalConfig",
+    "LimitsConfig",
+    "NonInteractiveAnswer",
+    "ShellToolsConfig",
+    "ToolsConfig",
+    "default_path_scope",
+]
+
+DEFAULT_SHELL_PROGRAMS: tuple[str, ...] = (
+    "cat",
+    "echo",
+    "git",
+    "grep",
+    "head",
+    "ls",
+    "pwd",
+    "pytest",
+    "tail",
+    "wc",
+)
+"""Programs ``shell.run`` may start when ``[tools.shell]`` does not list ``allowed_programs``."""
+
+NonInteractiveAnswer = Literal["deny", "allow_once", "allow_session"]
+"""What ``clearance run`` may answer to an ask without a person."""
+
+GuardrailStage = Literal["arguments", "result"]
+"""Where a guardrail runs: on the arguments (before the evaluator) or on the result."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluatorConfig:
+    """``[evaluator]``: who decides allow / deny / ask."""
+
+    kind: Literal["cedar", "local", "noop"]
+    """``"cedar"`` (a directory of ``.cedar`` policies), ``"local"`` (allow/ask/deny rules)
+    or ``"noop"`` (allow everything; for development only)."""
+    policies: Path | None = None
+    """Cedar: the policy directory (``pack = "coding"`` names a bundled pack instead)."""
+    entities: Path | None = None
+    """Cedar: an optional entities JSON file (users, groups and their attributes)."""
+    rules: Path | None = None
+    """Local: a TOML file with ``allow``, ``ask`` and ``deny`` lists."""
+    allow: tuple[str, ...] = ()
+    """Local: inline allow rules (instead of ``rules``)."""
+    ask: tuple[str, ...] = ()
+    """Local: inline ask rules."""
+    deny: tuple[str, ...] = ()
+    """Local: inline deny rules."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailConfig:
+    """One ``[[guardrails]]`` entry."""
+
+    kind: str
+    """One of :data:`GUARDRAIL_KINDS`."""
+    stage: GuardrailStage
+    """``"arguments"`` (before the evaluator) or ``"result"`` (before the model sees it)."""
+    tools: tuple[str, ...] = ("*",)
+    """Globs over qualified tool names the guardrail applies to."""
+    fields: tuple[str, ...] | None = None
+    """JSON pointers of the fields it inspects; ``None`` uses the guardrail's default."""
+    advisory: bool = False
+    """Record the outcome but never enforce it."""
+    name: str | None = None
+    """The name used in records (default: the kind)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword options of the built-in (``root``, ``hosts``, ``max_bytes``, ``deny`` ...)."""
+    line: int | None = None
+    """Where the entry starts in the file, for error messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalConfig:
+    """``[journal]``: where every step of every call is recorded."""
+
+    path: Path
+    """The SQLite journal file (default: ``clearance.db`` in the state directory, outside
+    the workspace: see :func:`default_journal_path`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalsConfig:
+    """``[approvals]``: how asks are answered and where grants are kept."""
+
+    ask_timeout: float = 300.0
+    """Seconds an ask waits for an answer before it is denied."""
+    grants: Path | None = None
+    """The SQLite grant store (default: the journal file)."""
+    non_interactive: NonInteractiveAnswer = "deny"
+    """The answer ``clearance run`` gives to every ask when there is no terminal to ask on
+    and ``--approve`` is not given: ``"deny"`` (default), ``"allow_once"`` or
+    ``"allow_session"``. ``allow_always`` is never given without a person."""
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """``[limits]``: harness-wide bounds."""
+
+    max_concurrency: int = 16
+    """Handlers running at once."""
+    max_queue: int = 256
+    """Calls that may wait for a slot; beyond that calls end ``overloaded``."""
+    max_argument_bytes: int = 1 << 20
+    """The largest serialized arguments accepted."""
+
+
+@dataclass(frozen=True, slots=True)
+class FilesToolsConfig:
+    """``[tools.files]``: the bundled workspace file tools."""
+
+    root: Path
+    """The workspace directory every path is relative to (and may not leave)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShellToolsConfig:
+    """``[tools.shell]``: the bundled ``shell.run`` tool."""
+
+    root: Path
+    """The directory commands run in (default: the files root, else the config's dir)."""
+    allowed_programs: tuple[str, ...] = DEFAULT_SHELL_PROGRAMS
+    """Program names ``shell.run`` may start (the policy decides on top of this)."""
+    timeout: float | None = None
+    """Seconds a command may run (``None``: the toolset's default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsConfig:
+    """``[tools]``: which bundled toolsets to register; a missing table leaves it out."""
+
+    files: FilesToolsConfig | None = None
+    shell: ShellToolsConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A loaded ``clearance.toml`` (or the built-in default when there is none)."""
+
+    evaluator: EvaluatorConfig
+    guardrails: tuple[GuardrailConfig, ...] = ()
+    journal: JournalConfig = field(
+        default_factory=lambda: JournalConfig(default_journal_path(Path.cwd()))
+    )
+    approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
+    path: Path | None = None
+    """The file this came from; ``None`` for the built-in default."""
+    base_dir: Path = field(default_factory=Path.cwd)
+    """The directory relative paths were resolved against."""
+
+    @property
+    def grants_path(self) -> Path:
+        """The grant store file: ``[approvals] grants``, else the journal file."""
+        return self.approvals.grants or self.journal.path
+
+    @classmethod
+    def default(cls, base_dir: str | os.PathLike[str] | None = None) -> Config:
+        """The configuration used when no ``clearance.toml`` is found.
+
+        The bundled ``coding`` Cedar pack decides; the ``files`` tools work in
+        ``base_dir`` (default: the current directory) and ``shell.run`` runs the default
+        programs there; a ``PathScope`` keeps file paths inside it; the journal and grants
+        go to ``clearance.db`` in the state directory (:func:`default_journal_path`),
+        outside the workspace.
+        """
+        base = Path(base_dir if base_dir is not None else Path.cwd()).resolve()
+        return cls(
+            evaluator=EvaluatorConfig("cedar", policies=pack_path("coding")),
+            guardrails=(default_path_scope(),),
+            journal=JournalConfig(default_journal_path(base)),
+            tools=ToolsConfig(files=FilesToolsConfig(base), shell=ShellToolsConfig(base)),
+            path=None,
+            base_dir=base,
+        )
+
+
+GUARDRAIL_KINDS: tuple[str, ...] = (
+    "path_scope",
+    "secret_scanner",
+    "pii_redactor",
+    "url_allowlist",
+    "size_limit",
+    "pattern",
+)
+"""The built-in guardrails a ``[[guardrails]]`` entry may name."""
+
+DEFAULT_STAGE: Mapping[str, GuardrailStage] = {
+    "path_scope": "arguments",
+    "secret_scanner": "result",
+    "pii_redactor": "result",
+    "url_allowlist": "arguments",
+    "size_limit": "arguments",
+    "pattern": "arguments",
+}
+"""The stage of each built-in when its entry names none."""
+
+FILE_PATH_FIELDS: tuple[str, ...] = ("/path", "/source", "/destination")
+"""The path arguments of the bundled ``files`` tools, which the default ``PathScope`` checks."""
+
+
+def default_path_scope() -> GuardrailConfig:
+    """The ``PathScope`` of the built-in default: the ``files`` tools' paths stay in the
+    workspace."""
+    return GuardrailConfig(
+        "path_scope", "arguments", tools=("files.*",), fields=FILE_PATH_FIELDS, name="workspace"
+    )
