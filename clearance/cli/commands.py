@@ -1,10 +1,16 @@
 """Imports every verb module so that each registers itself on the root group."""
 
 from clearance.cli import (  # noqa: F401
+    demo_cmd,
     gateway_cmd,
     grants_cmd,
     journal_cmd,
     policy_cmd,
+    policy_explain_cmd,
+    policy_format_cmd,
+    policy_schema_cmd,
+    policy_test_cmd,
+    policy_validate_cmd,
     replay_cmd,
     run_cmd,
 )

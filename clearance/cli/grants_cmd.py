@@ -17,8 +17,9 @@ from pathlib import Path
 
 import click
 
-from clearance.cli.main import cli, fail, print_json, print_table
-from clearance.cli.run_cmd import config_option, load_cli_config
+from clearance.cli._options import config_option, load_cli_config
+from clearance.cli._render import print_json, print_table
+from clearance.cli.main import cli, fail
 from clearance.harness.approvals import Grant, SqliteGrantStore
 from clearance.policy.base import Principal
 

@@ -1,4 +1,4 @@
-"""The ``clearance`` command: the root group and what every verb shares.
+"""The ``clearance`` command: the root group, how a verb fails, and the entry point.
 
 Exit codes: 0 ok, 1 a check failed (a test, a validation), 2 bad usage or input.
 ``--json`` prints machine-readable output wherever a table is printed. Colour only on a
@@ -7,9 +7,12 @@ terminal.
 Much of what the commands print was chosen by a model or a server (tool names, arguments,
 results, call ids, messages). It is printed through :func:`clearance._text.printable` (or
 :func:`~clearance._text.json_text` for JSON), so that no control or invisible character
-reaches the terminal: :func:`fail`, :func:`print_table` and :func:`print_json` do it for
-what they print, the verbs for every other line, and log records go through a formatter
-that does the same.
+reaches the terminal: :func:`fail` and the printers of :mod:`clearance.cli._render` do it
+for what they print, the verbs for every other line, and log records go through a
+formatter that does the same.
+
+The verbs register themselves on :data:`cli` when :mod:`clearance.cli.commands` imports
+them, which :mod:`clearance.cli` does before :func:`main` can be reached.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from typing import Any, NoReturn
 import click
 
 from clearance import __version__
-from clearance._text import json_text, printable
+from clearance._text import printable
+from clearance.cli._render import print_json, print_table
 from clearance.errors import ClearanceError
 
 __all__ = [
@@ -32,6 +36,8 @@ __all__ = [
     "cli",
     "fail",
     "fail_too_deep",
+    "main",
+    # Re-exported for the verbs that import them from here (they live in _render).
     "print_json",
     "print_table",
 ]
@@ -68,23 +74,6 @@ def fail_too_deep(*inputs: Any) -> NoReturn:
     fail(f"{' or '.join(named) or 'the input'}: nested too deeply to read")
 
 
-def print_json(value: Any) -> None:
-    """``value`` as indented JSON, with control and invisible characters ``\\u``-escaped."""
-    click.echo(json_text(value, indent=2, default=str))
-
-
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A plain aligned table (no colour when not on a terminal); every cell is printed
-    through :func:`printable`."""
-    cells = [[printable(h) for h in headers]] + [
-        ["" if c is None else printable(c) for c in row] for row in rows
-    ]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    for n, row in enumerate(cells):
-        line = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        click.echo(click.style(line, bold=True) if n == 0 else line)
-
-
 class _PrintableFormatter(logging.Formatter):
     """Log records as ``logging`` would print them by default, control characters escaped
     (a warning may quote a server's tool name or a model's argument)."""
@@ -107,8 +96,6 @@ def _log_to_stderr() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the console script."""
-    from clearance.cli import commands  # noqa: F401  (registers the verbs)
-
     _log_to_stderr()
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="clearance")

@@ -30,6 +30,7 @@ from clearance.config._guardrails import build_guardrails
 from clearance.config._load import load_config, resolve_config
 from clearance.config._model import (
     DEFAULT_SHELL_PROGRAMS,
+    FILE_PATH_FIELDS,
     GUARDRAIL_KINDS,
     ApprovalsConfig,
     Config,
@@ -55,6 +56,7 @@ from clearance.config._paths import (
 __all__ = [
     "CONFIG_FILE",
     "DEFAULT_SHELL_PROGRAMS",
+    "FILE_PATH_FIELDS",
     "GUARDRAIL_KINDS",
     "PACKS_DIR",
     "ApprovalsConfig",

@@ -19,13 +19,13 @@ def guardrail_class(kind: str, stage: GuardrailStage) -> Callable[..., Any]:
     table: dict[tuple[str, str], Callable[..., Any]] = {
         ("path_scope", "arguments"): g.PathScope,
         ("secret_scanner", "arguments"): g.ArgumentSecretScanner,
-        ("secret_scanner", "result"): g.SecretScanner,
+        ("secret_scanner", "result"): g.ResultSecretScanner,
         ("pii_redactor", "arguments"): g.ArgumentPiiRedactor,
-        ("pii_redactor", "result"): g.PiiRedactor,
+        ("pii_redactor", "result"): g.ResultPiiRedactor,
         ("url_allowlist", "arguments"): g.UrlAllowlist,
-        ("size_limit", "arguments"): g.SizeLimit,
+        ("size_limit", "arguments"): g.ArgumentSizeLimit,
         ("size_limit", "result"): g.ResultSizeLimit,
-        ("pattern", "arguments"): g.Pattern,
+        ("pattern", "arguments"): g.ArgumentPattern,
         ("pattern", "result"): g.ResultPattern,
     }
     return table[(kind, stage)]

@@ -1,0 +1,276 @@
+"""The live log of a scripted session: one line per step of each call, as it happens::
+
+    c2  call     files.write_file {"path": "src/greet.py", "content": "..."}
+    c2  asked    ask-before-write: The agent wants to write a file in the workspace.
+    c2  answer   allow_once (auto-answered: stdin is not a terminal)
+    c2  allowed  after approval (allow_once)
+    c2  ok       wrote 120 bytes to src/greet.py
+
+:class:`EchoJournal` hands each journal record to the :class:`LivePrinter` right after it
+is committed, which keeps the lines in the order the pipeline took its steps. An ask is
+shown with the fields that decide what the call does first and in full
+(:func:`clearance.harness.ask_display.ask_lines`). Everything the model chose is printed
+with control and invisible characters escaped (:func:`clearance._text.printable`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from clearance._text import json_text, printable
+from clearance.cli._render import styled
+from clearance.harness.ask_display import ask_lines, deciding_fields
+from clearance.harness.journal import Journal, JournalEvent
+from clearance.harness.providers import ProviderTurn, ScriptedProvider
+from clearance.harness.tools import Tool, ToolRegistry
+
+__all__ = ["EchoJournal", "EchoProvider", "LivePrinter", "ask_text"]
+
+log = logging.getLogger("clearance")
+
+
+def _brief(value: Any, deciding: Sequence[str] = (), limit: int = 120) -> str:
+    """Arguments on one line for the live log: the deciding fields first, long strings
+    shortened, the whole cut at ``limit`` (an ask shows every deciding field in full on
+    the lines after it)."""
+
+    def shorten(v: Any) -> Any:
+        if isinstance(v, str):
+            return v if len(v) <= 48 else v[:45] + "..."
+        if isinstance(v, dict):
+            return {k: shorten(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [shorten(x) for x in v]
+        return v
+
+    if isinstance(value, dict):
+        first = {k: value[k] for k in deciding if k in value}
+        value = {**first, **value}
+    try:
+        text = json_text(shorten(value), default=str)
+    except RecursionError:  # the pipeline refuses such arguments; the log says so
+        return "(nested too deeply to show)"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _first_line(text: str, limit: int = 100) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = printable(lines[0].strip())
+    more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    if len(first) > limit:
+        first = first[: limit - 3] + "..."
+    return first + more
+
+
+def ask_text(
+    arguments: Any, deciding: Sequence[str], *, indent: int, full: bool = False
+) -> list[str]:
+    """An ask's arguments as lines indented by ``indent`` (see :func:`ask_lines`), elided
+    to the terminal's width (100 columns when it has none) unless ``full``."""
+    if not isinstance(arguments, Mapping):
+        return [" " * indent + "(arguments withheld)"]
+    width = max(60, shutil.get_terminal_size((100, 24)).columns - indent)
+    lines = ask_lines(arguments, deciding, width=width, elide_values=not full)
+    return [" " * indent + line for line in lines]
+
+
+class LivePrinter:
+    """Turns journal events into the live call lines (one place formats them)."""
+
+    def __init__(self, echo: Callable[[str], None] | None, width: int = 4) -> None:
+        self.echo = echo
+        self.width = width
+        """Call ids are right-aligned to this width."""
+        self.headed: set[str] = set()
+        self.decided: dict[str, dict[str, Any]] = {}
+        """call id → its ``call_decided`` data, for the summary."""
+        self.notes: dict[str, str] = {}
+        """ask id → how it was answered (``auto-answered: ...``), set by the answerer."""
+        self.asks: dict[str, str] = {}
+        self.tools: Mapping[str, Tool] = {}
+        """qualified name → tool, for the deciding fields of each call."""
+        self.last_ask: str | None = None
+        """The ask id whose arguments are the last lines printed, if any: its prompt
+        follows them directly and need not show them again."""
+        self.lock = threading.RLock()
+        """Held while a block of lines is printed (an ask and its arguments), so that the
+        prompt, in its own thread, and the live log never interleave inside one."""
+
+    def bind(self, registry: ToolRegistry) -> None:
+        self.tools = {t.qualified_name: t for t in registry}
+
+    def deciding(
+        self, qualified_name: str, arguments: Any, named: Iterable[Any] = ()
+    ) -> tuple[str, ...]:
+        """The fields that decide what a call of this tool does: those the ask ``named``,
+        then the tool's (see :func:`deciding_fields`), then those its arguments' names
+        suggest."""
+        tool = self.tools.get(qualified_name)
+        found = [n for n in named if isinstance(n, str)]
+        found += deciding_fields(tool) if tool is not None else ()
+        if isinstance(arguments, Mapping):
+            found += deciding_fields(_Arguments(arguments))
+        return tuple(dict.fromkeys(found))
+
+    @property
+    def indent(self) -> int:
+        """Where the text of a call line starts (``call id  label    text``)."""
+        return self.width + 11
+
+    def line(self, call_id: str, label: str, text: str) -> None:
+        """``call id  label  text``, the id and the text printed through :func:`printable`."""
+        if self.echo is not None:
+            cid = printable(call_id)
+            with self.lock:
+                self.last_ask = None
+                self.echo(f"{cid:>{self.width}}  {styled(label)} {printable(text)}".rstrip())
+
+    def raw(self, text: str) -> None:
+        """A line already made printable."""
+        if self.echo is not None:
+            with self.lock:
+                self.last_ask = None
+                self.echo(text)
+
+    def header(self, call_id: str, data: Mapping[str, Any]) -> None:
+        if call_id in self.headed:
+            return
+        self.headed.add(call_id)
+        name = str(data.get("qualified_name") or data.get("tool") or "?")
+        args = data.get("arguments")
+        brief = _brief(args, self.deciding(name, args)) if args is not None else "(withheld)"
+        self.line(call_id, "call", f"{name} {brief}")
+
+    def __call__(self, event: JournalEvent) -> None:
+        with self.lock:
+            self._print(event)
+
+    def _print(self, event: JournalEvent) -> None:
+        cid, data = event.call_id, event.data
+        if cid is None:
+            return
+        if event.type == "permission_asked":
+            self.header(cid, data)
+            policies = ", ".join(data.get("policies") or ())
+            reason = data.get("reason") or "approval required"
+            self.line(cid, "asked", f"{policies}: {reason}" if policies else reason)
+            self.asks[cid] = str(data.get("ask_id"))
+            # What the person (or the rule answering for them) approves: every deciding
+            # field whole, then the rest.
+            name = str(data.get("qualified_name") or "")
+            arguments = data.get("arguments")
+            deciding = self.deciding(name, arguments, data.get("deciding") or ())
+            for text in ask_text(arguments, deciding, indent=self.indent):
+                self.raw(text)
+            self.last_ask = str(data.get("ask_id"))
+        elif event.type == "permission_decided":
+            note = self.notes.get(str(data.get("ask_id")), "")
+            how = data.get("how")
+            if not note and how not in (None, "callback"):
+                note = f" ({how})"
+            self.line(cid, "answer", f"{data.get('answer')}{note}")
+        elif event.type == "call_decided":
+            self.decided[cid] = data
+            self.header(cid, data)
+            self.line(cid, *_decision_text(data))
+        elif event.type == "tool_finished":
+            status = str(data.get("status"))
+            self.line(cid, status, _result_text(data))
+
+
+def _decision_text(data: Mapping[str, Any]) -> tuple[str, str]:
+    """The label and text of a ``call_decided`` record."""
+    outcome = data.get("outcome")
+    reasons = ", ".join(data.get("reasons") or ())
+    message = data.get("message") or ""
+    ask = data.get("ask") or {}
+    if outcome == "dispatched":
+        if data.get("decision") == "ask":
+            if ask.get("answer") == "grant":
+                return "allowed", f"by grant {ask.get('grant')} ({reasons})"
+            return "allowed", f"after approval ({ask.get('answer')})"
+        return "allowed", f"by {reasons}" if reasons else ""
+    if outcome == "denied":
+        if data.get("stage") == "ask":
+            return "denied", message or "the approval was denied"
+        if reasons and message.startswith(f"forbidden by {reasons}"):
+            return "denied", f"by {reasons}"
+        return "denied", f"by {reasons}: {message}" if reasons else message
+    if outcome == "blocked" and message.startswith("blocked "):
+        message = message[len("blocked ") :]
+    return str(outcome), message
+
+
+def _result_text(data: Mapping[str, Any]) -> str:
+    result = data.get("result")
+    if isinstance(result, Mapping):
+        texts = [
+            str(b.get("text", ""))
+            for b in result.get("content") or ()
+            if isinstance(b, Mapping) and b.get("type") == "text"
+        ]
+        summary = _first_line("\n".join(texts))
+        if summary:
+            return summary
+    return str(data.get("message") or "")
+
+
+@dataclass(frozen=True)
+class _Arguments:
+    """Arguments alone, for :func:`deciding_fields` (which reads ``.arguments``)."""
+
+    arguments: Mapping[str, Any]
+
+
+class EchoJournal:
+    """A journal that hands every recorded event to the printer, then returns it.
+
+    Printing here, right after each record is committed, keeps the lines in the order the
+    pipeline took its steps (asks before their prompts, decisions before results).
+    """
+
+    def __init__(self, inner: Journal, printer: LivePrinter) -> None:
+        self.inner = inner
+        self.printer = printer
+
+    async def append(self, event: JournalEvent) -> JournalEvent:
+        recorded = await self.inner.append(event)
+        try:
+            self.printer(recorded)
+        except BrokenPipeError:  # output closed (piped into head): keep running, quietly
+            self.printer.echo = None
+        except Exception as exc:  # printing must never change how a call ends
+            log.warning("cannot print a %s record: %r", recorded.type, exc)
+        return recorded
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def events(self, *, session_id: str | None = None, call_id: str | None = None) -> Any:
+        return self.inner.events(session_id=session_id, call_id=call_id)
+
+
+class EchoProvider:
+    """Shows what the scripted model says, turn by turn."""
+
+    def __init__(self, provider: ScriptedProvider, echo: Callable[[str], None] | None) -> None:
+        self.provider = provider
+        self.echo = echo
+
+    def check(self, tool_names: Any) -> None:
+        self.provider.check(tool_names)
+
+    def next_turn(self, conversation: list[dict[str, Any]]) -> ProviderTurn:
+        turn = self.provider.next_turn(conversation)
+        if self.echo is not None and turn.text and turn.tool_calls:
+            self.echo(click.style("agent", dim=True) + f"  {printable(turn.text)}")
+        return turn

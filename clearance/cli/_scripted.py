@@ -1,0 +1,146 @@
+"""Driving a scripted agent session through a real harness, for ``clearance run`` and
+``clearance demo``: the tools, guardrails, evaluator, journal and grant store the
+configuration names, the live log as it runs, and the outcome table after."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from clearance._text import printable
+from clearance.cli._live import EchoJournal, EchoProvider, LivePrinter
+from clearance.cli._render import print_table
+from clearance.config import Config, build_evaluator, build_harness, build_registry, open_journal
+from clearance.errors import ClearanceError
+from clearance.harness.approvals import PermissionAsk
+from clearance.harness.journal import JournalEvent
+from clearance.harness.providers import RunResult, ScriptedProvider
+from clearance.policy.base import Principal
+
+__all__ = [
+    "ScriptedRun",
+    "call_rows",
+    "drive",
+    "id_width",
+    "print_calls_table",
+    "run_sync",
+]
+
+
+@dataclass
+class ScriptedRun:
+    """What a scripted session did: its result, and the journal's view of each call."""
+
+    result: RunResult
+    session_id: str
+    decided: dict[str, dict[str, Any]]
+    arguments: dict[str, Any]
+    journal: list[JournalEvent] = field(default_factory=list)
+
+
+async def drive(
+    config: Config,
+    provider: ScriptedProvider,
+    *,
+    principal: Principal,
+    printer: LivePrinter,
+    answerer: Callable[[PermissionAsk], Any],
+    prompt: str,
+    echo: Callable[[str], None] | None,
+) -> ScriptedRun:
+    """Run ``provider``'s script in a harness built from ``config``, printing each step
+    through ``printer`` and answering asks with ``answerer``.
+
+    Raises:
+        ScriptError: the script names a tool that is not registered (checked before
+            anything is opened or written).
+        ConfigError: a part of the configuration cannot be built.
+    """
+    registry = build_registry(config)
+    printer.bind(registry)
+    # An unknown tool is bad input (exit 2), not a call the model gets an error for; check
+    # before anything is opened or written.
+    provider.check([name for t in registry for name in (t.qualified_name, t.model_alias)])
+    evaluator = build_evaluator(config)
+    inner = open_journal(config.journal.path)
+    try:
+        harness = build_harness(
+            config, registry=registry, evaluator=evaluator, journal=EchoJournal(inner, printer)
+        )
+    except BaseException:
+        await inner.aclose()
+        raise
+    async with harness:
+        session = await harness.create_session(principal=principal, on_permission_ask=answerer)
+        run = session.run(prompt, provider=EchoProvider(provider, echo))
+        result = await run.result()
+        session_id = session.id
+        await session.aclose()
+        events = list(inner.events(session_id=session_id))
+    arguments = {c.id: c.arguments for turn in provider.turns for c in turn.tool_calls}
+    return ScriptedRun(result, session_id, dict(printer.decided), arguments, events)
+
+
+def id_width(provider: ScriptedProvider) -> int:
+    """The width of the call-id column: the longest id of the script (at least 4)."""
+    return max([4, *(len(printable(c.id)) for turn in provider.turns for c in turn.tool_calls)])
+
+
+def call_rows(s: ScriptedRun) -> list[dict[str, Any]]:
+    """One row per call: the table's columns, and what ``--json`` prints."""
+    rows = []
+    for outcome in s.result.calls:
+        decided = s.decided.get(outcome.call_id, {})
+        ask = decided.get("ask") or {}
+        rows.append(
+            {
+                "call_id": outcome.call_id,
+                "tool": outcome.qualified_name or outcome.tool,
+                "arguments": decided.get("arguments", s.arguments.get(outcome.call_id)),
+                "decision": outcome.decision,
+                "answer": ask.get("answer"),
+                "status": outcome.status,
+                "stage": decided.get("stage"),
+                "reasons": list(outcome.reasons),
+                "grant": outcome.grant,
+                "message": outcome.message,
+                "result": outcome.result.text if outcome.result is not None else None,
+            }
+        )
+    return rows
+
+
+def print_calls_table(rows: Sequence[Mapping[str, Any]]) -> None:
+    """The outcome table printed after the live log."""
+    print_table(
+        ["CALL", "TOOL", "DECISION", "ANSWER", "STATUS", "POLICIES"],
+        [
+            [
+                r["call_id"],
+                r["tool"],
+                r["decision"] or "-",
+                r["answer"] or "-",
+                r["status"],
+                ", ".join(r["reasons"]) or "-",
+            ]
+            for r in rows
+        ],
+    )
+
+
+def run_sync(fn: Callable[[], Any]) -> Any:
+    """Run an async entry point; surface a lone ClearanceError from a task group."""
+    try:
+        return anyio.run(fn)
+    except BaseExceptionGroup as group:
+        errors = group.subgroup(lambda e: isinstance(e, ClearanceError))
+        if (
+            errors is not None
+            and len(errors.exceptions) == 1
+            and not isinstance(errors.exceptions[0], BaseExceptionGroup)
+        ):
+            raise errors.exceptions[0] from None
+        raise

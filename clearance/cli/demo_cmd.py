@@ -1,0 +1,199 @@
+"""``clearance demo``: watch a scripted coding agent work under the starter Cedar policies.
+
+The bundled script (``clearance/demo``) runs in a temporary workspace through the same
+driver as ``clearance run`` (:mod:`clearance.cli._scripted`), with the coding pack, the
+bundled files and shell tools, a ``PathScope`` guardrail and an SQLite journal shown at the
+end as ``clearance journal`` shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from functools import partial
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+
+from clearance._text import printable
+from clearance.cli._live import LivePrinter
+from clearance.cli._options import Approve
+from clearance.cli._prompt import choose_answerer
+from clearance.cli._render import print_json, print_table
+from clearance.cli._scripted import ScriptedRun, call_rows, drive, id_width, run_sync
+from clearance.cli.main import EXIT_USAGE, cli, fail
+from clearance.config import (
+    FILE_PATH_FIELDS,
+    Config,
+    EvaluatorConfig,
+    FilesToolsConfig,
+    GuardrailConfig,
+    JournalConfig,
+    ShellToolsConfig,
+    ToolsConfig,
+    pack_path,
+)
+from clearance.harness.approvals import PermissionAsk
+from clearance.harness.journal import JournalEvent
+from clearance.harness.providers import ScriptedProvider
+from clearance.policy.base import Principal
+from clearance.tuning import calls_from_events
+
+__all__ = ["DEMO_PRINCIPAL", "demo", "demo_config"]
+
+DEMO_PRINCIPAL = Principal("User", "alice")
+"""Who the demo session acts for."""
+
+DEMO_DEFAULT_WHY = "stdin is not a terminal; workspace writes are allowed once, the rest denied"
+
+
+def _demo_default(ask: PermissionAsk) -> str:
+    """The demo's answer without a terminal: ``allow_once`` for the file tools (their paths
+    were already confined to the workspace by the ``PathScope`` guardrail), ``deny`` for
+    everything else."""
+    return "allow_once" if ask.qualified_name.startswith("files.") else "deny"
+
+
+def _demo_asset(name: str) -> Any:
+    return json.loads(resources.files("clearance.demo").joinpath(name).read_text("utf-8"))
+
+
+def _seed(workspace: Path) -> None:
+    files: dict[str, str] = _demo_asset("workspace.json")["files"]
+    for rel, text in files.items():
+        target = workspace / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+_JOURNAL_HEADERS = ("time", "principal", "tool", "decision", "policies", "status", "duration")
+"""The columns of ``clearance journal``, which the demo's journal table repeats."""
+
+
+def _print_journal(events: Sequence[JournalEvent]) -> None:
+    """The journal as ``clearance journal`` shows it: one row per call."""
+
+    print_table(_JOURNAL_HEADERS, [row.cells() for row in calls_from_events(events)])
+
+
+def demo_config(workspace: Path, db: Path) -> Config:
+    """The demo's configuration: the coding Cedar pack over the files and shell tools in
+    ``workspace``, a ``PathScope`` guardrail, journal and grants in ``db``."""
+    return Config(
+        evaluator=EvaluatorConfig("cedar", policies=pack_path("coding")),
+        guardrails=(
+            GuardrailConfig(
+                "path_scope",
+                "arguments",
+                tools=("files.*",),
+                fields=FILE_PATH_FIELDS,
+                name="workspace",
+            ),
+        ),
+        journal=JournalConfig(db),
+        tools=ToolsConfig(
+            files=FilesToolsConfig(workspace),
+            shell=ShellToolsConfig(workspace, allowed_programs=("git", "ls", "pytest")),
+        ),
+        base_dir=workspace,
+    )
+
+
+@cli.command("demo")
+@click.option(
+    "--db",
+    metavar="PATH",
+    default=None,
+    help="The SQLite file for the journal and grants (default: a temporary one, deleted "
+    "afterwards).",
+)
+@click.option(
+    "--approve",
+    type=click.Choice(["ask", "allow", "deny"]),
+    default=None,
+    help="How asks are answered: 'ask' prompts (default on a terminal), 'allow' answers "
+    "allow_once, 'deny' denies. Without a terminal the default allows writes in the "
+    "workspace once and denies everything else.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the calls and the journal as JSON.")
+def demo(db: str | None, approve: Approve | None, as_json: bool) -> None:
+    """Watch a scripted coding agent work under the starter Cedar policies.
+
+    The agent works in a temporary workspace seeded with a small project, through the
+    bundled files tools and shell.run. Reads are allowed, a path leaving the workspace is
+    refused before any policy sees it (it cannot be canonicalized inside the workspace), a
+    chained shell command is denied by the policy shell-no-chaining, and writing a file
+    asks first. On a terminal you answer the ask
+    (allow once / for the session / always / deny); otherwise it is auto-answered:
+    allow_once for the files tools (the guardrail has already confined their paths to
+    the workspace), deny for anything else. Every step goes to an SQLite journal, shown
+    at the end.
+    """
+    script = _demo_asset("script.json")
+    provider = ScriptedProvider.from_dict(script)
+    echo = None if as_json else click.echo
+    printer = LivePrinter(echo, id_width(provider))
+    answerer = choose_answerer(
+        approve, printer, fallback=_demo_default, fallback_why=DEMO_DEFAULT_WHY, err=as_json
+    )
+    with tempfile.TemporaryDirectory(prefix="clearance-demo-") as tmp_name:
+        tmp = Path(tmp_name)
+        workspace = tmp / "workspace"
+        workspace.mkdir()
+        _seed(workspace)
+        db_path = Path(db).resolve() if db else tmp / "clearance.db"
+        if db and not db_path.parent.is_dir():
+            fail(f"--db: the directory {str(db_path.parent)!r} does not exist", EXIT_USAGE)
+        config = demo_config(workspace, db_path)
+        if echo is not None:
+            echo(click.style("clearance demo", bold=True) + ": a scripted coding agent")
+            echo(f"  workspace  {printable(workspace)} (temporary)")
+            echo("  policies   the coding Cedar pack (clearance/packs/coding)")
+            echo(f"  journal    {printable(db_path)}" + ("" if db else " (temporary)"))
+            echo(f"  principal  {printable(DEMO_PRINCIPAL)}")
+            echo(f"  task       {printable(script.get('prompt', ''))}")
+            echo("")
+
+        s: ScriptedRun = run_sync(
+            partial(
+                drive,
+                config,
+                provider,
+                principal=DEMO_PRINCIPAL,
+                printer=printer,
+                answerer=answerer,
+                prompt=str(script.get("prompt", "")),
+                echo=echo,
+            )
+        )
+        rows = call_rows(s)
+        if as_json:
+            print_json(
+                {
+                    "session_id": s.session_id,
+                    "principal": str(DEMO_PRINCIPAL),
+                    "journal_path": str(db_path) if db else None,
+                    "calls": rows,
+                    "text": s.result.text,
+                    "journal": [e.to_json() for e in s.journal],
+                }
+            )
+            return
+        click.echo()
+        click.echo(click.style("agent", dim=True) + f"  {printable(s.result.text, newlines=True)}")
+        click.echo()
+        where = printable(db_path) if db else "the temporary journal"
+        click.echo(
+            click.style("journal", bold=True)
+            + f": {len(s.journal)} records in {where}, one row per call"
+            + (f" (clearance journal --db {printable(db)})" if db else "")
+        )
+        _print_journal(s.journal)
+        click.echo()
+        click.echo(f"Next: clearance policy test {printable(pack_path('coding'))}")
+        click.echo(
+            "      runs the pack's decision tests; clearance run SCRIPT runs your own script."
+        )

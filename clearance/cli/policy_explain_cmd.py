@@ -1,0 +1,224 @@
+"""``clearance policy explain``: decide one call and say why."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import anyio
+import click
+
+from clearance._text import printable
+from clearance.cli._options import (
+    config_option,
+    default_principal,
+    load_cli_config,
+    principal_option,
+)
+from clearance.cli._render import LABEL_COLOURS, plain_rows, print_json
+from clearance.cli.main import fail
+from clearance.cli.policy_cmd import policy, policy_directory
+from clearance.config import build_evaluator, build_guardrails, build_registry
+from clearance.harness.journal import MemoryJournal
+from clearance.harness.session import Harness
+from clearance.harness.tools import ToolRegistry
+from clearance.policy.base import AuthorityEvaluator, Principal
+
+__all__ = ["explain_call", "explain_command"]
+
+
+async def explain_call(
+    registry: ToolRegistry,
+    evaluator: AuthorityEvaluator,
+    tool: str,
+    arguments: Any,
+    principal: Principal,
+    *,
+    argument_guardrails: Iterable[Any] = (),
+    max_argument_bytes: int = 1 << 20,
+) -> dict[str, Any]:
+    """Decide one call with the real pipeline stages (schema, argument guardrails,
+    evaluator) through ``Harness.decide``: nothing runs, nobody is asked, nothing is
+    journaled, and grants are not consulted.
+
+    Args:
+        registry: the tools (their schemas and flags are what matters).
+        evaluator: the authority evaluator, bound to ``registry`` or bindable to it.
+        tool: the qualified name or model alias.
+        arguments: the call's arguments.
+        principal: who calls.
+        argument_guardrails: the argument guardrails to run, in order.
+        max_argument_bytes: the harness's argument size limit.
+
+    Returns:
+        ``decision`` (``allow``, ``deny``, ``ask``, ``blocked``, ``invalid`` or ``error``),
+        ``stage`` (``schema``, ``guardrail`` or ``evaluator``) and the explanation as
+        ``record`` (the shape of a ``call_decided`` record).
+    """
+    harness = Harness(
+        registry,
+        evaluator=evaluator,
+        argument_guardrails=argument_guardrails,
+        journal=MemoryJournal(),
+        max_argument_bytes=max_argument_bytes,
+    )
+    async with harness:
+        decided = await harness.decide(principal=principal, tool=tool, arguments=arguments)
+    verdict = decided.verdict or {}
+    stage = decided.stage
+    if stage == "ask":
+        stage = "evaluator" if verdict.get("effect") == "ask" else "guardrail"
+    elif stage in ("resolve", "call_id"):
+        stage = "schema"
+    record = {
+        "qualified_name": decided.qualified_name,
+        "verdict": decided.verdict,
+        "guardrails": decided.guardrails,
+        "schema": decided.schema,
+        "message": decided.message,
+        "ask": {"reason": decided.message} if decided.outcome == "ask" else None,
+        "timing_us": decided.timing_us,
+    }
+    return {"decision": decided.outcome, "stage": stage, "record": record}
+
+
+def _parse_args(ctx: click.Context, param: click.Parameter, value: str) -> Any:
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise click.BadParameter("nested too deeply to read") from None
+    if not isinstance(parsed, dict):
+        raise click.BadParameter('must be a JSON object like \'{"path": "README.md"}\'')
+    return parsed
+
+
+@policy.command("explain")
+@click.option(
+    "--tool", required=True, metavar="NAME", help="The tool: files.write_file (or its alias)."
+)
+@click.option(
+    "--args",
+    "arguments",
+    default="{}",
+    callback=_parse_args,
+    metavar="JSON",
+    help="The call's arguments as a JSON object (default: {}).",
+)
+@principal_option
+@config_option
+@click.option(
+    "--policies",
+    metavar="DIR",
+    default=None,
+    help="Decide with the Cedar policies in DIR instead of the configured evaluator.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+def explain_command(
+    tool: str,
+    arguments: dict[str, Any],
+    principal: Principal | None,
+    config_path: str | None,
+    policies: str | None,
+    as_json: bool,
+) -> None:
+    """Decide one call and say why: the decision, the deciding policies by @id, any
+    evaluation errors, and which stage decided (schema, guardrail or evaluator).
+
+    The call goes through the same stages as a real one (argument schema, the
+    configured argument guardrails, the evaluator) but nothing runs and nobody is asked:
+    a call that needs approval is reported as "ask". Grants are not consulted.
+
+    \b
+    Example:
+      clearance policy explain --tool files.write_file \\
+          --args '{"path": "src/app.py", "content": "x"}' --principal 'User::"alice"'
+    """
+    from clearance.policy.cedar import CedarEvaluator
+
+    config = load_cli_config(config_path)
+    registry = build_registry(config)
+    if registry.find(tool) is None:
+        known = ", ".join(sorted(t.qualified_name for t in registry)) or "none"
+        fail(f"unknown tool {tool!r} (registered: {known})")
+    evaluator: AuthorityEvaluator = (
+        CedarEvaluator.from_directory(policy_directory(policies))
+        if policies is not None
+        else build_evaluator(config)
+    )
+    argument_guardrails, _ = build_guardrails(config)
+    who = principal or default_principal()
+
+    async def main() -> dict[str, Any]:
+        return await explain_call(
+            registry,
+            evaluator,
+            tool,
+            arguments,
+            who,
+            argument_guardrails=argument_guardrails,
+            max_argument_bytes=config.limits.max_argument_bytes,
+        )
+
+    result = anyio.run(main)
+    record = result["record"]
+    verdict = record.get("verdict") or {}
+    guards = record.get("guardrails") or []
+    explanation = {
+        "tool": record.get("qualified_name") or tool,
+        "principal": str(who),
+        "arguments": arguments,
+        "decision": result["decision"],
+        "stage": result["stage"],
+        "policies": list(verdict.get("reasons") or ()),
+        "message": _explain_message(result["decision"], record),
+        "errors": list(verdict.get("errors") or ()),
+        "evaluator": verdict.get("evaluator"),
+        "schema": record.get("schema"),
+        "guardrails": guards,
+    }
+    if as_json:
+        print_json(explanation)
+        return
+    _print_explanation(explanation)
+
+
+def _explain_message(decision: str, record: Mapping[str, Any]) -> str | None:
+    verdict = record.get("verdict") or {}
+    if decision == "ask":
+        return (record.get("ask") or {}).get("reason") or verdict.get("message")
+    if decision in ("deny", "error"):
+        return verdict.get("message") or record.get("message")
+    if decision in ("blocked", "invalid"):
+        return str(record.get("message") or "")
+    return verdict.get("message")
+
+
+def _print_explanation(e: Mapping[str, Any]) -> None:
+    colour = {"allow": "allowed", "ask": "asked"}.get(e["decision"], "denied")
+    decision = click.style(printable(e["decision"]), fg=LABEL_COLOURS[colour], bold=True)
+    rows: list[tuple[str, str]] = [
+        ("stage", str(e["stage"]) + (f" ({e['evaluator']})" if e["stage"] == "evaluator" else "")),
+        ("policies", ", ".join(e["policies"]) or "-"),
+    ]
+    if e["message"]:
+        rows.append(("message", str(e["message"])))
+    rows.append(("errors", "; ".join(e["errors"]) or "-"))
+    schema = e.get("schema") or {}
+    rows.append(("schema", "valid" if schema.get("valid") else f"invalid: {schema.get('error')}"))
+    click.echo(f"{'decision':<11}{decision}")
+    for key, value in rows:
+        click.echo(f"{key:<11}{printable(value)}")
+    if e["guardrails"]:
+        click.echo("guardrails")
+        print_rows = [
+            [
+                f"  {g.get('name')}",
+                str(g.get("action")) + (" (advisory)" if g.get("advisory") else ""),
+                g.get("message") or "",
+            ]
+            for g in e["guardrails"]
+        ]
+        plain_rows(print_rows)
