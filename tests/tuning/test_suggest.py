@@ -152,7 +152,7 @@ def test_suggestions_allow_every_call_they_came_from(fmt: Format) -> None:
         assert decide(fmt, str(call.principal), call.tool, call.arguments) == "allow", call
 
 
-NEAR_MISSES = [
+NEAR_MISSES: list[tuple[str, str, dict[str, Any]]] = [
     (BOB, "files.read_file", {"path": "src/app/main.py"}),  # another principal
     (ALICE, "bank.pay", {"recipient": "DE89", "amount": 12.5}),
     (ALICE, "files.read_file", {"path": "secrets/key.pem"}),
