@@ -41,11 +41,6 @@ async def call(config: Config, name: str, arguments: dict[str, Any], **options: 
         return await session.call_tool(name, arguments)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a move of a directory above the protected journal moves the journal and grant "
-    "store: protection is checked on the named path only",
-)
 async def test_moving_a_directory_above_the_journal_does_not_move_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -76,11 +76,6 @@ async def run_git(workspace: Path, command: str) -> Any:
         return await session.call_tool("shell__run", {"command": command})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="filter.<driver>.clean in the repository config runs on an unasked `git "
-    "status` / `git diff`: the tool's -c hardening does not cover filter drivers",
-)
 @pytest.mark.parametrize("command", ["git status", "git diff --stat"])
 async def test_repository_filter_drivers_do_not_run_on_unasked_git(
     tmp_path: Path, command: str
@@ -96,11 +91,6 @@ async def test_repository_filter_drivers_do_not_run_on_unasked_git(
     assert not marker.exists(), f"a program named by the repository config ran ({outcome.status})"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="diff.<driver>.textconv in the repository config runs on an unasked "
-    "`git status -v` (no --no-textconv for status)",
-)
 async def test_repository_textconv_does_not_run_on_unasked_git_status_verbose(
     tmp_path: Path,
 ) -> None:

@@ -68,12 +68,6 @@ async def run_calls(
     return outcomes, asks
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pytest follows a symlink in the workspace to a directory outside it and runs "
-    "the code there; the command fact's outside_root only walks below directories for "
-    "grep -R and ls -L",
-)
 @pytest.mark.parametrize("command", ["pytest -q", "pytest -q tests"])
 async def test_pytest_does_not_run_tests_reached_through_a_symlink_out_of_the_workspace(
     tmp_path: Path, command: str
@@ -98,10 +92,6 @@ async def test_pytest_does_not_run_tests_reached_through_a_symlink_out_of_the_wo
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pytest collects a test file that is a symlink to a file outside the workspace",
-)
 async def test_pytest_does_not_run_a_test_file_that_links_out_of_the_workspace(
     tmp_path: Path,
 ) -> None:
@@ -118,11 +108,6 @@ async def test_pytest_does_not_run_a_test_file_that_links_out_of_the_workspace(
     assert not marker.exists(), f"code outside the workspace ran ({outcome.decision})"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="one approved write of a text file becomes code: the unasked `pytest FILE.txt` "
-    "runs its >>> lines as doctests",
-)
 async def test_an_approved_text_file_is_not_run_as_code_by_unasked_pytest(
     tmp_path: Path,
 ) -> None:
@@ -159,11 +144,6 @@ async def test_an_approved_text_file_is_not_run_as_code_by_unasked_pytest(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pytest imports any .py module named on its command line (not only tests): a "
-    "repository script runs, unasked, through the pack's pytest permit",
-)
 async def test_unasked_pytest_does_not_run_a_non_test_script(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     (workspace / "scripts").mkdir(parents=True)
@@ -180,11 +160,6 @@ async def test_unasked_pytest_does_not_run_a_non_test_script(tmp_path: Path) -> 
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pytest writes its cache through a `.pytest_cache` symlink to a directory "
-    "outside the workspace (a write nobody was asked about, outside the workspace)",
-)
 async def test_unasked_pytest_does_not_write_outside_the_workspace_through_its_cache_link(
     tmp_path: Path,
 ) -> None:
