@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from clearance.errors import ConfigError
+from clearance.policy.cedar._cedar_types import EntityType, ExtensionType
 from clearance.policy.cedar.schema import (
     BOOL,
     DECIMAL,
@@ -73,34 +74,6 @@ class ValueMismatch(Exception):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
-
-
-class EntityType(CedarType):
-    """An entity-typed attribute (principal attributes may reference entities).
-
-    Named for what it is, a type beside :class:`ExtensionType` and the schema's
-    ``SetType`` / ``RecordType``; an entity *value* is
-    :class:`clearance.policy.cedar.EntityRef`."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "Entity", "name": self.name}
-
-
-class ExtensionType(CedarType):
-    """``ipaddr``, ``datetime`` or ``duration`` given as their string argument."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "Extension", "name": self.name}
 
 
 def to_cedar(typ: CedarType, value: Any, path: str, need: Need = None) -> Any:
