@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -33,7 +32,20 @@ from clearance.guardrails.base import ArgumentGuardrail, GuardrailContext, Guard
 
 __all__ = ["PathScope", "PathScopeError"]
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Looked up with getattr so that the package imports where they are missing (Windows);
+# there, _walk refuses every path (_NO_WALK) instead of opening it following symlinks.
+_DIR_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_DIRECTORY", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+_NO_WALK = (
+    None
+    if hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd
+    else "this platform cannot open a path without following symlinks "
+    "(it lacks O_NOFOLLOW, O_DIRECTORY or dir_fd)"
+)
 
 
 class PathScopeError(ClearanceError, PermissionError):
@@ -332,6 +344,8 @@ class PathScope(ArgumentGuardrail):
     @contextlib.contextmanager
     def _walk(self, path: str, names: list[str], *, create: bool) -> Iterator[int]:
         """Open root/names[0]/names[1]/... one directory at a time, never following links."""
+        if _NO_WALK is not None:
+            raise PathScopeError(path, _NO_WALK)
         fd = _open_nofollow(path, self._root, _DIR_FLAGS, None)
         try:
             for name in names:
@@ -361,7 +375,7 @@ class PathScope(ArgumentGuardrail):
                 raise IsADirectoryError(errno.EISDIR, "is a directory", path)
             if not stat.S_ISREG(mode):
                 raise PathScopeError(path, "it is not a regular file")
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+            os.set_blocking(fd, True)  # clears O_NONBLOCK (fcntl F_SETFL)
         except BaseException:
             os.close(fd)
             raise

@@ -36,8 +36,11 @@ from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegis
 
 __all__ = ["files_guardrail", "files_tools", "register_files"]
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# getattr: the package imports where these are missing (Windows); every open below passes
+# dir_fd, which such a platform refuses, and PathScope refuses to walk there first.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
+_FILE_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
 # Directories a text search has no business in: version-control internals and caches.
 _SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", ".mypy_cache",
