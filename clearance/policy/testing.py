@@ -57,14 +57,17 @@ from clearance.policy.base import (
 from clearance.types import Principal, SessionInfo, ToolCatalog, ToolLike
 
 __all__ = [
+    "TEST_GLOB",
     "CaseResult",
     "DecisionReport",
     "DecisionTest",
+    "Expectation",
     "load_decision_tests",
     "run_decision_tests",
 ]
 
 TEST_GLOB = "*.tests.json"
+"""The files decision tests live in (searched recursively)."""
 _EFFECTS = ("allow", "deny", "ask", "invalid", "blocked")
 Expectation = Literal["allow", "deny", "ask", "invalid", "blocked"]
 

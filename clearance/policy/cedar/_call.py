@@ -17,7 +17,7 @@ from typing import Any
 
 import cedarpy
 
-__all__ = ["CedarCall", "cedar_call"]
+__all__ = ["Answer", "CedarCall", "cedar_call"]
 
 Answer = tuple[bool, list[str], list[str]]
 """``(allowed, determining policy ids, error messages)``."""

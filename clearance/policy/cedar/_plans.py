@@ -16,7 +16,7 @@ from typing import Any
 from cedarpy import pst
 
 from clearance.policy.cedar._values import PolicyInfo
-from clearance.policy.cedar.entities import to_cedar
+from clearance.policy.cedar.entities import Need, to_cedar
 from clearance.policy.cedar.schema import (
     BOOL,
     CALL_TOOL,
@@ -31,11 +31,7 @@ from clearance.policy.cedar.schema import (
 )
 from clearance.types import ToolLike
 
-__all__ = ["Need", "ToolPlan", "context_need", "merge_needs", "tool_plans"]
-
-
-Need = dict[str, Any] | None
-"""``None`` ("send all of it") or a dict naming the attributes needed, each a need."""
+__all__ = ["ToolPlan", "context_need", "merge_needs", "tool_plans"]
 
 
 def merge_needs(a: Need, b: Need) -> Need:

@@ -33,9 +33,14 @@ from clearance.policy.cedar.schema import (
 from clearance.types import Principal, ToolLike
 
 __all__ = [
+    "DECIMAL_MAX",
+    "DECIMAL_MIN",
+    "LONG_MAX",
+    "LONG_MIN",
     "EntitiesSource",
     "EntityType",
     "ExtensionType",
+    "Need",
     "ValueMismatch",
     "decimal_text",
     "load_entities",

@@ -63,7 +63,7 @@ from clearance.types import Principal, ToolCatalog, ToolLike
 
 __all__ = ["CedarEvaluator", "PolicyInput"]
 
-log = logging.getLogger("clearance.policy.cedar")
+_log = logging.getLogger("clearance.policy.cedar")
 
 _PRINCIPAL_CACHE = 4096
 
@@ -259,7 +259,7 @@ class CedarEvaluator(Evaluator):
         if state.ungoverned:
             names = ", ".join(state.ungoverned[:10])
             more = len(state.ungoverned) - 10
-            log.warning(
+            _log.warning(
                 "no Cedar policy can permit %d tool(s), so every call of them is denied: %s%s",
                 len(state.ungoverned),
                 names,
@@ -440,13 +440,13 @@ class CedarEvaluator(Evaluator):
             return
         try:
             self._swap(self._directory_files().sources_from(snapshot))
-            log.info("reloaded Cedar policies from %s", self._directory)
+            _log.info("reloaded Cedar policies from %s", self._directory)
         except (PolicyError, ConfigError) as exc:
             # Keep the previous set; remember the failure so the same files are not retried.
             self._sources = dataclasses.replace(
                 current, signature=snapshot.signature, contents=snapshot.contents
             )
-            log.error(
+            _log.error(
                 "Cedar policies in %s failed to reload; keeping the previous set: %s",
                 self._directory,
                 exc,
