@@ -82,6 +82,6 @@ def test_the_deprecated_test_report_name_still_imports() -> None:
     from clearance.policy import testing
 
     with pytest.warns(DeprecationWarning, match="DecisionReport"):
-        old = testing.TestReport  # type: ignore[attr-defined]
+        old = testing.TestReport
     assert old is testing.DecisionReport
     assert "TestReport" not in testing.__all__
