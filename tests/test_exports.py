@@ -27,7 +27,7 @@ def test_every_exported_name_exists(module_name: str) -> None:
 
 
 def _subclasses(cls: type) -> set[type]:
-    found = set()
+    found: set[type] = set()
     for sub in cls.__subclasses__():
         found |= {sub} | _subclasses(sub)
     return found

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -179,7 +179,7 @@ async def test_the_coding_pack_governs_a_real_session(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     asked: list[str] = []
 
-    def answer(ask: Any) -> str:
+    def answer(ask: Any) -> Literal["deny"]:
         asked.append(ask.reason)
         return "deny"
 
