@@ -28,7 +28,8 @@ def test_every_exported_name_exists(module_name: str) -> None:
 
 def _subclasses(cls: type) -> set[type]:
     found: set[type] = set()
-    for sub in cls.__subclasses__():
+    subclasses: list[type] = cls.__subclasses__()
+    for sub in subclasses:
         found |= {sub} | _subclasses(sub)
     return found
 
