@@ -33,7 +33,7 @@ from clearance.harness.tools import Tool, ToolRegistry
 
 __all__ = ["EchoJournal", "EchoProvider", "LivePrinter", "ask_text"]
 
-log = logging.getLogger("clearance")
+_log = logging.getLogger("clearance")
 
 
 def _brief(value: Any, deciding: Sequence[str] = (), limit: int = 120) -> str:
@@ -249,7 +249,7 @@ class EchoJournal:
         except BrokenPipeError:  # output closed (piped into head): keep running, quietly
             self.printer.echo = None
         except Exception as exc:  # printing must never change how a call ends
-            log.warning("cannot print a %s record: %r", recorded.type, exc)
+            _log.warning("cannot print a %s record: %r", recorded.type, exc)
         return recorded
 
     async def aclose(self) -> None:

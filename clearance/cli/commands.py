@@ -14,3 +14,5 @@ from clearance.cli import (  # noqa: F401
     replay_cmd,
     run_cmd,
 )
+
+__all__: list[str] = []

@@ -47,7 +47,7 @@ __all__ = ["DEMO_PRINCIPAL", "demo", "demo_config"]
 DEMO_PRINCIPAL = Principal("User", "alice")
 """Who the demo session acts for."""
 
-DEMO_DEFAULT_WHY = "stdin is not a terminal; workspace writes are allowed once, the rest denied"
+_DEMO_DEFAULT_WHY = "stdin is not a terminal; workspace writes are allowed once, the rest denied"
 
 
 def _demo_default(ask: PermissionAsk) -> str:
@@ -137,7 +137,7 @@ def demo(db: str | None, approve: Approve | None, as_json: bool) -> None:
     echo = None if as_json else click.echo
     printer = LivePrinter(echo, id_width(provider))
     answerer = choose_answerer(
-        approve, printer, fallback=_demo_default, fallback_why=DEMO_DEFAULT_WHY, err=as_json
+        approve, printer, fallback=_demo_default, fallback_why=_DEMO_DEFAULT_WHY, err=as_json
     )
     with tempfile.TemporaryDirectory(prefix="clearance-demo-") as tmp_name:
         tmp = Path(tmp_name)

@@ -23,7 +23,7 @@ from clearance.cli.main import cli, fail
 from clearance.harness.approvals import Grant, SqliteGrantStore
 from clearance.policy.base import Principal
 
-__all__ = ["grants"]
+__all__ = ["grants", "list_command", "revoke_command"]
 
 
 def _db_option(fn: click.decorators.FC) -> click.decorators.FC:

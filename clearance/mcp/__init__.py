@@ -14,12 +14,12 @@ Without the SDK installed, importing this package raises
 (``pip install 'clearance[mcp]'``); the rest of clearance works without it.
 """
 
-from clearance.errors import MissingExtraError
+from clearance.errors import MissingExtraError as _MissingExtraError
 
 try:
     import mcp  # noqa: F401  (the optional extra: checked before anything uses it)
 except ImportError as exc:
-    raise MissingExtraError("mcp", "MCP support") from exc
+    raise _MissingExtraError("mcp", "MCP support") from exc
 
 from clearance.mcp.gateway import Gateway, GatewayConfig, McpServerConfig, PrincipalToken
 from clearance.mcp.sources import connect_server, start_stdio_server

@@ -22,7 +22,7 @@ from clearance.harness.tools import CallContext, Tool, ToolRegistry
 
 __all__ = ["READ_ONLY_SOURCE_KEY", "ToolSource", "check_patterns", "prepare_tools"]
 
-log = logging.getLogger("clearance.mcp")
+_log = logging.getLogger("clearance.mcp")
 
 READ_ONLY_SOURCE_KEY = "clearance.read_only_source"
 """The annotation that says where a tool's read-only flag came from: ``config``,
@@ -124,7 +124,7 @@ def prepare_tools(
             # tool, so one bad schema costs that tool only.
             ToolRegistry().register(namespace, [tool])
         except ToolRegistrationError as exc:
-            log.warning("MCP server %r: skipped tool %r: %s", namespace, remote.name, exc.reason)
+            _log.warning("MCP server %r: skipped tool %r: %s", namespace, remote.name, exc.reason)
             continue
         prepared.append(tool)
 
@@ -147,7 +147,7 @@ def prepare_tools(
                 _matches(pattern, f"{namespace}.{local}", local, remote.name)
                 for local, remote in selected
             ):
-                log.warning(
+                _log.warning(
                     "MCP server %r: read_only pattern %r matches no selected tool",
                     namespace,
                     pattern,
@@ -168,7 +168,7 @@ def _local_names(
     for remote in listed:
         local = _local_name(remote.name)
         if local is None:
-            log.warning(
+            _log.warning(
                 "MCP server %r: skipped tool %r: its name cannot be made a clearance name",
                 namespace,
                 remote.name,
@@ -178,7 +178,7 @@ def _local_names(
     named: list[tuple[str, mcp_types.Tool]] = []
     for local, remotes in by_local.items():
         if len(remotes) > 1:
-            log.warning(
+            _log.warning(
                 "MCP server %r: skipped tools %s: their names all become the clearance name "
                 "%r, so no name or pattern could tell them apart",
                 namespace,

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Restart", "Upstream", "errlog", "redact_url"]
 
-log = logging.getLogger("clearance.mcp")
+_log = logging.getLogger("clearance.mcp")
 
 Restart = Literal["on_next_call", "never"]
 """What happens after a server exits: start it on the next call, or report it gone."""
@@ -155,7 +155,7 @@ class Upstream:
                         f"upstream server {self.name!r} exited and is not restarted "
                         "(restart='never')"
                     )
-                log.warning("restarting %s", self.describe)
+                _log.warning("restarting %s", self.describe)
             self._conn = await self._connect()
             return self._conn
 
@@ -214,7 +214,7 @@ class Upstream:
                 try:
                     await relay(progress, total, message)
                 except Exception as exc:
-                    log.debug("progress relay failed: %r", exc)
+                    _log.debug("progress relay failed: %r", exc)
             await ctx.progress(
                 message or _progress_text(progress, total), {"progress": progress, "total": total}
             )
@@ -244,7 +244,7 @@ class Upstream:
         except Exception as exc:
             if conn.lost:
                 return _failure(self._lost_message(remote_name))
-            log.warning("MCP server %r: call %s failed: %r", self.name, ctx.call_id, exc)
+            _log.warning("MCP server %r: call %s failed: %r", self.name, ctx.call_id, exc)
             return _failure(
                 f"upstream server {self.name!r} sent an answer clearance cannot use "
                 f"({type(exc).__name__})"

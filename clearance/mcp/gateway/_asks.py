@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ASK_KEY", "ASK_SCHEMA", "Asks", "Direct", "Rounds", "ask_message", "decision_of"]
 
-log = logging.getLogger("clearance.mcp")
+_log = logging.getLogger("clearance.mcp")
 
 ASK_KEY = "clearance_permission"
 """The key of the ask among an ``input_required`` result's input requests."""
@@ -288,7 +288,7 @@ class Rounds(_Exchange):
                     alias, arguments, call_id=call_id, context=context
                 )
         except Exception as exc:
-            log.warning("gateway call %s failed: %r", call_id, exc)
+            _log.warning("gateway call %s failed: %r", call_id, exc)
             self.failed = True
         finally:
             reset_progress_relay(relay)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STDIO", "SessionEnds", "SessionKey", "Sessions", "session_key"]
 
-log = logging.getLogger("clearance.mcp")
+_log = logging.getLogger("clearance.mcp")
 
 STDIO = "stdio"
 """The session key of the one stdio client."""
@@ -174,7 +174,7 @@ class Sessions:
             try:
                 await session.aclose()
             except Exception as exc:  # the journal failed; the session is closed anyway
-                log.warning("closing gateway session %s failed: %r", session.id, exc)
+                _log.warning("closing gateway session %s failed: %r", session.id, exc)
 
 
 class SessionEnds:
