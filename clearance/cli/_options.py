@@ -10,7 +10,7 @@ import click
 
 from clearance.config import Config, find_config, resolve_config
 from clearance.errors import ConfigError
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 __all__ = [
     "Approve",

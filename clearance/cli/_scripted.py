@@ -18,7 +18,7 @@ from clearance.errors import ClearanceError
 from clearance.harness.approvals import PermissionAsk
 from clearance.harness.journal import JournalEvent
 from clearance.harness.providers import RunResult, ScriptedProvider
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 __all__ = [
     "ScriptedRun",

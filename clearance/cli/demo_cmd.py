@@ -39,8 +39,8 @@ from clearance.config import (
 from clearance.harness.approvals import PermissionAsk
 from clearance.harness.journal import JournalEvent
 from clearance.harness.providers import ScriptedProvider
-from clearance.policy.base import Principal
 from clearance.tuning import calls_from_events
+from clearance.types import Principal
 
 __all__ = ["DEMO_PRINCIPAL", "demo", "demo_config"]
 

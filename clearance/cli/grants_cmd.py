@@ -21,7 +21,7 @@ from clearance.cli._options import config_option, load_cli_config
 from clearance.cli._render import print_json, print_table
 from clearance.cli.main import cli, fail
 from clearance.harness.approvals import Grant, SqliteGrantStore
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 __all__ = ["grants", "list_command", "revoke_command"]
 

@@ -23,7 +23,8 @@ from clearance.config import build_evaluator, build_guardrails, build_registry
 from clearance.harness.journal import MemoryJournal
 from clearance.harness.session import Harness
 from clearance.harness.tools import ToolRegistry
-from clearance.policy.base import AuthorityEvaluator, Principal
+from clearance.policy.base import AuthorityEvaluator
+from clearance.types import Principal
 
 __all__ = ["explain_call", "explain_command"]
 

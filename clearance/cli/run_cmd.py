@@ -36,7 +36,7 @@ from clearance.cli._scripted import (
 )
 from clearance.cli.main import cli
 from clearance.harness.providers import ScriptedProvider
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 __all__ = [
     # Also reachable from here for the verbs that import it from this module.

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from clearance.config._toml import TomlReader, Where
 from clearance.harness.approvals import ANSWERS
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 if TYPE_CHECKING:
     from clearance.mcp import GatewayConfig

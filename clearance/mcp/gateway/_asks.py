@@ -32,7 +32,7 @@ from clearance.harness.session import Session
 from clearance.mcp.gateway._config import AskFallback
 from clearance.mcp.gateway._convert import mcp_result
 from clearance.mcp.sources import progress_relay, reset_progress_relay
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext

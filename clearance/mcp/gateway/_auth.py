@@ -22,7 +22,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.shared.exceptions import MCPError
 
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext

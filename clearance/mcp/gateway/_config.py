@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from clearance.harness.tools import Tool
 from clearance.mcp.gateway._auth import PrincipalToken
 from clearance.mcp.sources import connect_server, start_stdio_server
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 if TYPE_CHECKING:
     from clearance.harness.session import Harness

@@ -34,7 +34,7 @@ from clearance.mcp.gateway._convert import arguments_key, listed_tools, mcp_resu
 from clearance.mcp.gateway._sessions import SessionEnds, SessionKey, Sessions, session_key
 from clearance.mcp.gateway._stdio import process_pipes
 from clearance.mcp.sources import progress_relay, reset_progress_relay
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext

@@ -24,7 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from clearance.harness.approvals import PermissionAsk
 from clearance.harness.session import AgentDefinition, Harness, Session
 from clearance.mcp.gateway._auth import PRINCIPAL_SCOPE_KEY
-from clearance.policy.base import Principal
+from clearance.types import Principal
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
