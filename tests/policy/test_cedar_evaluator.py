@@ -205,10 +205,26 @@ def test_an_erroring_policy_is_skipped_and_recorded() -> None:
         """
     )
     verdict = ev.evaluate(request("shop.refund", {"amount": 1, "count": 3}))
-    assert verdict.effect == "allow"  # the forbid errored, so Cedar skipped it
+    # Cedar skips the erroring forbid; a forbid that cannot be evaluated must not let the
+    # call through, so the evaluator denies (R1; a red-team finding: it used to allow).
+    assert verdict.effect == "deny" and verdict.reasons == ("overflow",)
     assert len(verdict.errors) == 1
     assert verdict.errors[0].startswith("overflow: ")
     assert "overflow" in verdict.errors[0].split(": ", 1)[1]
+    assert verdict.message is not None and "could not be evaluated" in verdict.message
+
+
+def test_an_erroring_permit_is_skipped_and_recorded() -> None:
+    ev = bound(
+        """
+        @id("overflow") permit(principal, action == Action::"shop.refund", resource)
+          when { context.input.count * 4611686018427387904 > 0 };
+        @id("ok") permit(principal, action == Action::"shop.refund", resource);
+        """
+    )
+    verdict = ev.evaluate(request("shop.refund", {"amount": 1, "count": 3}))
+    assert verdict.effect == "allow" and verdict.reasons == ("ok",)  # as in Cedar
+    assert len(verdict.errors) == 1 and verdict.errors[0].startswith("overflow: ")
 
 
 # --- the request: input, session, tool, principal -----------------------------------------

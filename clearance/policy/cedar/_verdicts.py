@@ -2,7 +2,11 @@
 
 * Allow, and every satisfied permit carries ``@ask("why")`` → ``ask`` with the reasons;
 * Allow with any satisfied permit without ``@ask`` → ``allow``;
-* Deny → ``deny``: the satisfied forbids as reasons, or none and "no policy permits ...".
+* Deny → ``deny``: the satisfied forbids as reasons, or none and "no policy permits ...";
+* Allow while a ``forbid`` erred (Cedar skips an erroring policy) → ``deny``, the erring
+  forbids as reasons: a forbid that cannot be evaluated (an overflow, a missing
+  attribute) must not let the call through (rule R1, fail closed). An erring permit is
+  skipped, as in Cedar: it can only take an allow away.
 
 Reasons name policies by their ``@id`` (Cedar's positional id when there is none); errors
 name the erroring policy the same way.
@@ -39,6 +43,7 @@ class VerdictMap:
         self._ask: Mapping[str, str] = {
             i.id: i.annotations["ask"] for i in infos if "ask" in i.annotations
         }
+        self._forbids = frozenset(i.id for i in infos if i.effect == "forbid")
         self._cache: dict[tuple[Any, ...], Verdict] = {}
 
     def verdict(self, response: CedarResponse, principal: Principal, tool: str) -> Verdict:
@@ -69,6 +74,14 @@ class VerdictMap:
         names = MappingProxyType(
             {labels[r]: r for r in response.reasons if r in labels and labels[r] != r}
         )
+        erred = [e for e in response.errors if e.policy_id in self._forbids]
+        if response.decision == "allow" and erred:
+            failed = tuple(dict.fromkeys(labels.get(e.policy_id, e.policy_id) for e in erred))
+            message = (
+                f"forbid {', '.join(failed)} could not be evaluated; a forbid that fails "
+                "denies the call"
+            )
+            return Verdict("deny", failed, errors, message, EVALUATOR_NAME, MappingProxyType({}))
         if response.decision == "allow":
             asks = [self._ask[r] for r in response.reasons if r in self._ask]
             if len(asks) == len(response.reasons):
