@@ -24,6 +24,12 @@ The fact record (``context.facts.command`` in Cedar)::
     operands        {"HEAD"}           the other words after the subcommand, and every word
                                        after "--"
     outside_root    false              whether any word may name a path outside the root
+    paths           {"src/app.py"}     the entries of the root the words name, resolved
+                                       through symlinks (words naming nothing are left out)
+    resolved        "git diff src/app.py"   the command line with those words replaced by
+                                       their canonical paths (what a rule on file names
+                                       should read: ``head settings.txt`` with
+                                       ``settings.txt -> .env`` is ``head .env``)
 
 A policy for a coding agent that may look at diffs::
 
@@ -96,6 +102,7 @@ __all__ = [
     "check_words",
     "parse_argv",
     "refuse_argument_files",
+    "resolve_words",
     "split_command",
 ]
 
@@ -118,6 +125,8 @@ _ATTRIBUTES: Mapping[str, str] = {
     "global_options": "Set<String>",
     "operands": "Set<String>",
     "outside_root": "Bool",
+    "paths": "Set<String>",
+    "resolved": "String",
 }
 
 
@@ -459,6 +468,9 @@ class CommandFact:
             "operands": _as_set(parsed.operands),
             "outside_root": outside_root(argv, self._root),
         }
+        paths, resolved = resolve_words(argv, self._root)
+        fact["paths"] = _as_set(paths)
+        fact["resolved"] = shlex.join(resolved)
         return Canonical(canonical, fact)
 
     def __repr__(self) -> str:
@@ -469,6 +481,48 @@ def _as_set(words: Sequence[str]) -> list[str]:
     """A ``Set<String>`` attribute: sorted, without duplicates (so equal sets compare
     equal as lists too)."""
     return sorted(set(words))
+
+
+def resolve_words(argv: Sequence[str], root: str | None) -> tuple[list[str], list[str]]:
+    """The entries of the root that the words name, resolved: ``(paths, resolved argv)``.
+
+    A word (or the value of a ``--option=value`` word) that names an existing entry of the
+    root, through any symlinks inside it, is that entry's canonical path in ``paths``, and
+    is replaced by it in the resolved argv: ``head settings.txt`` with
+    ``settings.txt -> .env`` resolves to ``head .env``, so that a rule about ``.env`` sees
+    it. Words that leave the root are ``outside_root``'s business and stay as written.
+    """
+    if root is None:
+        return [], list(argv)
+    paths: list[str] = []
+    resolved = [argv[0]] if argv else []
+    for word in argv[1:]:
+        prefix, value = "", word
+        if word.startswith("-"):
+            name, eq, rest = word.partition("=")
+            if not eq:
+                resolved.append(word)
+                continue
+            prefix, value = name + eq, rest
+        canonical = _existing_entry(root, value)
+        if canonical is None:
+            resolved.append(word)
+            continue
+        paths.append(canonical)
+        resolved.append(prefix + canonical)
+    return paths, resolved
+
+
+def _existing_entry(root: str, value: str) -> str | None:
+    """The canonical path of ``value`` when it names an existing entry of the root."""
+    if not value or _lexically_outside(value) or "\x00" in value:
+        return None
+    if not os.path.lexists(os.path.join(root, value)):
+        return None
+    try:
+        return resolve_relative(root, value)
+    except FactError:
+        return None
 
 
 def outside_root(argv: Sequence[str], root: str | None) -> bool:

@@ -31,7 +31,14 @@ from typing import Any
 
 from clearance.facts.base import ATTRIBUTE_TYPES, Canonical, CustomFact, FactError, FactKind
 
-__all__ = ["DeclaredFact", "FactsError", "apply_facts", "declare_facts", "set_type"]
+__all__ = [
+    "DeclaredFact",
+    "FactsError",
+    "apply_facts",
+    "declare_facts",
+    "pattern_problem",
+    "set_type",
+]
 
 FactSpec = str | FactKind | Callable[[Any], Any]
 
@@ -222,3 +229,37 @@ def _collect(fact: DeclaredFact, canon: list[Canonical]) -> dict[str, Any]:
             values.update(dict.fromkeys(value if typ.startswith("Set<") else [value]))
         record[name] = list(values)
     return record
+
+
+def pattern_problem(kind: FactKind, pattern: str) -> str | None:
+    """Why a glob over an argument of this kind can never match its canonical value, or
+    None: rules are checked against the canonical form (R11), so a rule written in another
+    spelling would be silently dead (``*@Competitor.com`` against lower-case addresses,
+    ``https://evil.example:443/**`` against URLs without the default port, an absolute
+    path against paths relative to the root)."""
+    from clearance.facts.paths import PathFact
+    from clearance.facts.web import SPECIAL_SCHEMES, EmailFact, UrlFact
+
+    if isinstance(kind, EmailFact) and pattern != pattern.lower():
+        return f"e-mail addresses are compared in lower case: write {pattern.lower()!r}"
+    if isinstance(kind, UrlFact):
+        scheme, sep, rest = pattern.partition("://")
+        if not sep:
+            return None
+        authority = rest.split("/", 1)[0]
+        if scheme != scheme.lower() or authority != authority.lower():
+            fixed = f"{scheme.lower()}://{authority.lower()}{rest[len(authority):]}"
+            return f"URL schemes and hosts are compared in lower case: write {fixed!r}"
+        _, colon, port = authority.rpartition(":")
+        if colon and port.isdigit() and SPECIAL_SCHEMES.get(scheme) == int(port):
+            return f"URLs are compared without their default port: drop ':{port}'"
+        return None
+    if isinstance(kind, PathFact):
+        if pattern.startswith("/"):
+            return "paths are compared relative to the tool's root: write the path inside it"
+        if pattern.startswith("~"):
+            return "paths are compared relative to the tool's root; '~' is never one"
+        segments = pattern.split("/")
+        if any(seg in (".", "..") for seg in segments) or "" in segments[:-1]:
+            return "paths are compared canonical: no '.', '..' or empty segments"
+    return None

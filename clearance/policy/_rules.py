@@ -86,6 +86,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+_MISSING: Any = object()
+_NO_FACTS: Mapping[str, Any] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class ArgConstraint:
     name: str
@@ -126,12 +130,27 @@ class Rule:
         assert self.tool_pattern is not None  # set in __post_init__
         return bool(self.tool_pattern.fullmatch(qualified_name))
 
-    def matches_args(self, arguments: Mapping[str, Any]) -> bool:
+    def matches_args(
+        self, arguments: Mapping[str, Any], facts: Mapping[str, Any] = _NO_FACTS
+    ) -> bool:
+        """Whether every constraint matches. With the call's canonical ``facts`` (R11): an
+        allow or ask constraint never matches an argument whose fact says it reaches
+        outside the root (``outside_root``), and a deny constraint also matches the
+        argument's ``resolved`` form (a command whose words are resolved through links)."""
         deny = self.kind == "deny"
         for c in self.args:
             value = arguments.get(c.name, _MISSING)
             if value is _MISSING:
                 return False
+            fact = facts.get(c.name) if facts else None
+            if fact is not None and not isinstance(fact, Mapping):
+                fact = None
+            if fact is not None:
+                if not deny and fact.get("outside_root") is True:
+                    return False
+                resolved = fact.get("resolved")
+                if deny and isinstance(resolved, str) and self._match(c, resolved, deny):
+                    continue
             if type(value) is str:  # the common case, without building a list
                 if not self._match(c, value, deny):
                     return False
@@ -168,7 +187,6 @@ class Rule:
         return True
 
 
-_MISSING: Any = object()
 
 
 def _normalized(text: str) -> str:

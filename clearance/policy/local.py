@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from clearance.errors import RuleError
+from clearance.facts.declared import pattern_problem
 from clearance.policy._rules import ArgConstraint, Rule, RuleKind, parse_rule
 from clearance.policy.base import AllOf, AuthzRequest, Evaluator, Verdict
 from clearance.types import ToolCatalog
@@ -155,6 +156,9 @@ class LocalEvaluator(Evaluator):
                         path=self.path,
                         line=rule.line,
                     )
+                problem = _canonical_spelling_problem(hits, c.name, c.glob)
+                if problem is not None:
+                    raise RuleError(rule.text, problem, path=self.path, line=rule.line)
 
     def _plan(self, qualified_name: str) -> tuple[_Step, ...]:
         """The rules that apply to one tool, by effect, deny first (cached per tool)."""
@@ -183,6 +187,7 @@ class LocalEvaluator(Evaluator):
 
     def evaluate(self, request: AuthzRequest) -> Verdict:
         args = request.arguments
+        facts = request.facts
         for step in self._plan(request.tool.qualified_name):
             if not step.conditional:
                 if step.verdict is not None:
@@ -190,7 +195,7 @@ class LocalEvaluator(Evaluator):
                 continue
             hits = step.plain
             for rule in step.conditional:
-                if rule.matches_args(args):
+                if rule.matches_args(args, facts):
                     hits += (rule.id,)
             if hits:
                 verdict = step.verdicts.get(hits)
@@ -218,6 +223,19 @@ class _Step:
     """The verdict when only the unconditional rules hit (shared, immutable)."""
     verdicts: dict[tuple[str, ...], Verdict] = field(default_factory=dict)
     """Verdicts already built, by the ids that hit (verdicts are immutable, so shared)."""
+
+
+def _canonical_spelling_problem(tools: list[Any], name: str, glob: str) -> str | None:
+    """Why ``glob`` can never match ``name``'s canonical value on one of ``tools`` (R11):
+    such a rule would be silently dead, so it is an error at bind, as a Cedar policy
+    naming an unknown attribute is."""
+    for tool in tools:
+        for fact in tool.declared_facts:
+            if fact.field == name:
+                problem = pattern_problem(fact.kind, glob)
+                if problem is not None:
+                    return f"argument {name!r} of {tool.qualified_name} is canonical: {problem}"
+    return None
 
 
 def _has_argument(schema: Mapping[str, Any], name: str) -> bool:

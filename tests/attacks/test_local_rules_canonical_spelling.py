@@ -60,11 +60,6 @@ def registry(ran: list[dict[str, Any]]) -> ToolRegistry:
     return reg
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a deny rule's glob is not canonicalized: written with capitals or a default "
-    "port it never matches the canonical argument, even one spelled exactly like it",
-)
 @pytest.mark.parametrize(
     ("rule", "tool", "arguments"),
     [
@@ -91,11 +86,6 @@ async def test_a_deny_rule_denies_a_call_spelled_exactly_like_it(
     assert ran == [], f"denied by {rule!r}, yet it ran: {outcome.status} {outcome.reasons}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an absolute-path deny rule never matches the canonical (relative) path, while "
-    "the path fact now accepts absolute paths inside the workspace",
-)
 async def test_an_absolute_path_deny_rule_denies_the_absolute_path(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     (workspace / "secrets").mkdir(parents=True)

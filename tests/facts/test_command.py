@@ -44,6 +44,8 @@ def test_is_a_fact_kind_with_the_documented_shape(tmp_path: Path) -> None:
         "global_options": "Set<String>",
         "operands": "Set<String>",
         "outside_root": "Bool",
+        "paths": "Set<String>",
+        "resolved": "String",
     }
     canon = kind.canonicalize("git diff --stat")
     assert isinstance(canon, Canonical)
@@ -63,6 +65,8 @@ def test_a_git_diff_fact() -> None:
         "global_options": ["--no-pager"],
         "operands": ["-x", "HEAD", "src"],
         "outside_root": False,
+        "paths": [],
+        "resolved": "git --no-pager diff --stat --cached=x HEAD -- src -x",
     }
 
 
@@ -549,3 +553,14 @@ def test_pytest_reaches_out_through_any_link_it_would_collect(tmp_path: Path) ->
     (root / "tests" / "shared").unlink()
     (root / "conftest.py").symlink_to(tmp_path / "shared" / "conftest.py")
     assert kind.canonicalize("pytest tests/test_a.py").fact["outside_root"] is True
+
+
+def test_words_naming_entries_are_resolved(tmp_path: Path) -> None:
+    """A rule on file names reads the resolved command: `head settings.txt` with
+    `settings.txt -> .env` is `head .env` (red-team finding)."""
+    (tmp_path / ".env").write_text("x")
+    (tmp_path / "settings.txt").symlink_to(".env")
+    (tmp_path / "src").mkdir()
+    got = CommandFact(tmp_path).canonicalize("head settings.txt --file=./src missing").fact
+    assert got["paths"] == [".env", "src"]
+    assert got["resolved"] == "head .env --file=src missing"

@@ -76,7 +76,9 @@ class VerdictMap:
         )
         erred = [e for e in response.errors if e.policy_id in self._forbids]
         if response.decision == "allow" and erred:
-            failed = tuple(dict.fromkeys(labels.get(e.policy_id, e.policy_id) for e in erred))
+            failed = tuple(
+                dict.fromkeys(labels.get(e.policy_id, e.policy_id) for e in erred if e.policy_id)
+            )
             message = (
                 f"forbid {', '.join(failed)} could not be evaluated; a forbid that fails "
                 "denies the call"
