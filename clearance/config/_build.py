@@ -43,11 +43,14 @@ def build_registry(config: Config) -> ToolRegistry:
     """A registry holding the bundled toolsets that ``[tools]`` enables."""
     registry = ToolRegistry()
     if config.tools.files is not None:
-        # The journal and grant store are refused to the files tools wherever they are.
+        # The journal and grant store are refused to the files tools wherever they are; the
+        # configuration and the policies it names may be read, never changed (an agent
+        # that rewrote them would decide its own next run).
         register_files(
             registry,
             config.tools.files.root,
             protected_files=(config.journal.path, config.grants_path),
+            read_only_paths=_decisive_files(config),
         )
     if config.tools.shell is not None:
         shell = config.tools.shell
@@ -130,3 +133,11 @@ def build_harness(
         ask_timeout=config.approvals.ask_timeout,
         **options,
     )
+
+
+def _decisive_files(config: Config) -> tuple[Path, ...]:
+    """The files and directories that decide what the agent may do: the configuration
+    file, the policies, entities and rules it names."""
+    ev = config.evaluator
+    found = [config.path, ev.policies, ev.entities, ev.rules]
+    return tuple(Path(p) for p in found if p is not None)

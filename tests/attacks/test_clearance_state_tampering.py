@@ -63,11 +63,6 @@ async def test_moving_a_directory_above_the_journal_does_not_move_it(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="clearance.toml in the workspace is not protected: one approved write turns the "
-    "evaluator into noop for every later run",
-)
 async def test_the_configuration_in_the_workspace_is_protected_like_the_journal(
     tmp_path: Path,
 ) -> None:
