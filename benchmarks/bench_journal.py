@@ -7,8 +7,8 @@ sink adds over ``MemoryJournal``. Between blocks, untimed, a ``SqliteJournal`` c
 what it has queued, so that its writer thread does not compete for the GIL during the
 next sink's block. ``SqliteJournal (normal, os.write)`` is the default sink with its
 start log written by ``os.write``, which releases the GIL, for comparison with the
-write it uses (see ``journal_sqlite._append``). A second table prices the write path's
-pieces: building a ``JournalEvent``, encoding it, and (for comparison; the write path
+write it uses (see ``write_holding_gil`` in ``clearance/harness/journal/_start_log.py``).
+A second table prices the write path's pieces: building a ``JournalEvent``, encoding it, and (for comparison; the write path
 never does it) validating it with the pydantic models.
 
     python benchmarks/bench_journal.py [--calls 20000] [--block 500] [--full] [--json]
@@ -28,7 +28,6 @@ from typing import Any
 import anyio
 
 from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
-from clearance.harness import journal_sqlite
 from clearance.harness.journal import (
     Journal,
     JournalEvent,
@@ -37,6 +36,7 @@ from clearance.harness.journal import (
     encode_data,
     parse_event,
 )
+from clearance.harness.journal._start_log import write_all
 from clearance.policy import LocalEvaluator
 
 SCHEMA = {
@@ -61,7 +61,7 @@ def sqlite_os_write(path: Path) -> SqliteJournal:
     """The default SqliteJournal, its start log written with a plain ``os.write``."""
     journal = SqliteJournal(path)
     assert journal._start_log is not None
-    journal._start_log.write = journal_sqlite._write_all
+    journal._start_log.write = write_all
     return journal
 
 

@@ -5,8 +5,6 @@ validation, argument guardrails, an authority evaluator, a permission ask when n
 then dispatch under limits, then result guardrails; every step is journaled.
 """
 
-from typing import TYPE_CHECKING
-
 from clearance.errors import (
     AskError,
     ClearanceError,
@@ -29,7 +27,14 @@ from clearance.harness.approvals import (
     PermissionDecision,
     SqliteGrantStore,
 )
-from clearance.harness.journal import EventItem, Journal, JournalEvent, MemoryJournal
+from clearance.harness.journal import (
+    EventItem,
+    Journal,
+    JournalEvent,
+    JsonlJournal,
+    MemoryJournal,
+    SqliteJournal,
+)
 from clearance.harness.pipeline import CallOutcome
 from clearance.harness.providers import (
     Provider,
@@ -97,14 +102,3 @@ __all__ = [
     "__version__",
 ]
 
-
-if TYPE_CHECKING:
-    from clearance.harness.journal import JsonlJournal, SqliteJournal
-
-
-def __getattr__(name: str) -> object:
-    if name in ("SqliteJournal", "JsonlJournal"):
-        from clearance.harness import journal
-
-        return getattr(journal, name)
-    raise AttributeError(f"module 'clearance' has no attribute {name!r}")

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import clearance
+import clearance.harness.journal._sqlite_writer as sqlite_writer
 from clearance import (
     CallContext,
     Harness,
@@ -37,7 +38,6 @@ from clearance import (
     ToolRegistry,
 )
 from clearance.config import default_journal_path
-from clearance.harness import journal_sqlite
 from clearance.harness.journal import (
     EVENT_TYPES,
     Durability,
@@ -49,6 +49,8 @@ from clearance.harness.journal import (
     parse_event,
     read_journal,
 )
+from clearance.harness.journal._sqlite_writer import MAX_PENDING, Control
+from clearance.harness.journal._start_log import parse_line, row_line, write_all
 from clearance.harness.journal_sqlite import MIGRATIONS, SCHEMA_VERSION, read_sqlite
 from clearance.policy import LocalEvaluator
 
@@ -340,7 +342,7 @@ async def writer_held(journal: SqliteJournal) -> AsyncIterator[None]:
         release.wait()
 
     busy: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    journal._put(journal_sqlite._Control(hold, future=busy))
+    journal._writer.put(Control(hold, future=busy))
     try:
         with anyio.fail_after(5):
             await anyio.to_thread.run_sync(entered.wait)
@@ -444,7 +446,7 @@ async def test_only_normal_writes_a_start_log(durability: Durability, tmp_path: 
 async def test_the_start_log_is_truncated_once_committed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_sqlite, "_LOG_EVERY", 2)
+    monkeypatch.setattr(sqlite_writer, "LOG_EVERY", 2)
     path = tmp_path / "j.db"
     journal = SqliteJournal(path)
     try:
@@ -471,7 +473,7 @@ async def test_a_start_log_never_wholly_committed_is_replaced(
 ) -> None:
     # Starts that keep coming leave no moment with the whole log committed: past its size
     # limit the writer replaces it with a file of the rows it has not committed.
-    monkeypatch.setattr(journal_sqlite, "_LOG_MAX", 1)
+    monkeypatch.setattr(sqlite_writer, "LOG_MAX", 1)
     path = tmp_path / "j.db"
     journal = SqliteJournal(path)
     try:
@@ -510,9 +512,9 @@ def test_start_log_lines_give_back_the_row(
     seq: int, ts: float, type_: str, ids: tuple[str, str | None, str | None], data: Any
 ) -> None:
     row = (seq, ts, type_, *ids, 1, encode_data(data))
-    line = journal_sqlite._line(row).encode("ascii")
+    line = row_line(row).encode("ascii")
     assert line.count(b"\n") == 1 and line.endswith(b"\n")
-    assert journal_sqlite._parse_line(line) == row
+    assert parse_line(line) == row
 
 
 async def test_a_torn_last_start_log_line_is_ignored(tmp_path: Path) -> None:
@@ -554,7 +556,7 @@ async def test_a_failed_start_log_write_waits_for_the_commit(
         start = journal._start_log
         assert start is not None
         if writer == "os.write":
-            start.write = journal_sqlite._write_all
+            start.write = write_all
         os.close(start.fd)
         start.fd = os.open(start.path, os.O_RDONLY)  # writes now fail, as on a full disk
         await journal.append(event("call_decided"))
@@ -604,11 +606,6 @@ async def test_a_cancelled_append_still_records_and_returns(
 
 
 async def test_queued_records_are_bounded(tmp_path: Path) -> None:
-    import concurrent.futures
-    import threading
-
-    from clearance.harness import journal_sqlite
-
     journal = SqliteJournal(tmp_path / "j.db", durability="off")
     entered, release = threading.Event(), threading.Event()
 
@@ -617,10 +614,10 @@ async def test_queued_records_are_bounded(tmp_path: Path) -> None:
         release.wait()
 
     busy: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    journal._put(journal_sqlite._Control(hold, future=busy))
+    journal._writer.put(Control(hold, future=busy))
     try:
         await anyio.to_thread.run_sync(entered.wait)
-        for _ in range(journal_sqlite._MAX_PENDING):  # the writer is busy: these queue up
+        for _ in range(MAX_PENDING):  # the writer is busy: these queue up
             await journal.append(event())
         done = anyio.Event()
 
@@ -635,7 +632,7 @@ async def test_queued_records_are_bounded(tmp_path: Path) -> None:
             release.set()
             with anyio.fail_after(30):
                 await done.wait()
-        assert len(read_sqlite(tmp_path / "j.db")) == journal_sqlite._MAX_PENDING + 1
+        assert len(read_sqlite(tmp_path / "j.db")) == MAX_PENDING + 1
     finally:
         release.set()
         await journal.aclose()
@@ -660,7 +657,7 @@ async def test_a_failed_commit_fails_closed(tmp_path: Path) -> None:
         session = await h.create_session(principal=ALICE)
         assert (await session.call_tool("t__ok", {}, call_id="c1")).ok
         # Make the database refuse writes, as a full disk would.
-        await journal._control_async(lambda db: db.execute("PRAGMA query_only = ON"))
+        await journal._writer.run_after_commits(lambda db: db.execute("PRAGMA query_only = ON"))
         outcome = await session.call_tool("t__ok", {}, call_id="c2")
         assert outcome.status == "denied" and "journal failed" in (outcome.message or "")
         with pytest.raises(JournalError, match="cannot write"):
@@ -679,7 +676,7 @@ async def test_a_failed_commit_keeps_the_start_log_and_fails_closed(tmp_path: Pa
     ) as h:
         session = await h.create_session(principal=ALICE, session_id="s1")
         assert (await session.call_tool("t__ok", {}, call_id="c1")).ok
-        await journal._control_async(lambda db: db.execute("PRAGMA query_only = ON"))
+        await journal._writer.run_after_commits(lambda db: db.execute("PRAGMA query_only = ON"))
         assert (await session.call_tool("t__ok", {}, call_id="c2")).ok
         with pytest.raises(JournalError, match="cannot write"):
             await journal.flush()

@@ -94,7 +94,7 @@ CHILD = textwrap.dedent(
                 # thread): nothing appended later is committed before the kill.
                 import threading
 
-                from clearance.harness.journal_sqlite import _Control
+                from clearance.harness.journal._sqlite_writer import Control
 
                 entered = threading.Event()
 
@@ -102,7 +102,7 @@ CHILD = textwrap.dedent(
                     entered.set()
                     threading.Event().wait()
 
-                journal._put(_Control(hold))
+                journal._writer.put(Control(hold))
                 await anyio.to_thread.run_sync(entered.wait)
             async with anyio.create_task_group() as tg:
                 for n in range(3):

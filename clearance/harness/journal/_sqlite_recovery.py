@@ -1,0 +1,86 @@
+"""Opening the SQLite journal after a crash: restore what only the start log holds, and
+close every start left without an end as ``interrupted`` (rule R7)."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+from clearance.errors import JournalError
+from clearance.harness.journal._durable import interrupted_end
+from clearance.harness.journal._event import encode_data
+from clearance.harness.journal._sqlite_read import event_from_row
+from clearance.harness.journal._sqlite_schema import (
+    INSERT,
+    OPEN_STARTS,
+    Row,
+    migrate,
+    set_meta,
+    sql_columns,
+)
+from clearance.harness.journal._start_log import read_start_log
+
+__all__ = ["recover"]
+
+log = logging.getLogger("clearance")
+
+
+def recover(db: sqlite3.Connection, path: Path, start_log: Path) -> tuple[int, int]:
+    """Migrate, restore the start log's rows, recover; return ``(last seq, scan_from)``.
+
+    The start log is left for the caller to empty once this has committed.
+
+    Raises:
+        JournalError: the database cannot be migrated or written, or the start log is
+            corrupt.
+    """
+    logged = read_start_log(start_log)
+    try:
+        migrate(db, path)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            scan_from = int(meta.get("scan_from", "0"))
+            restored = 0
+            if logged:
+                # Rows whose commit the crash lost; the others are already there.
+                before = db.total_changes
+                db.executemany(INSERT.replace("INSERT", "INSERT OR IGNORE"), logged)
+                restored = db.total_changes - before
+                scan_from = min(scan_from, min(row[0] for row in logged))
+            seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+            starts = [
+                event_from_row(row)
+                for row in db.execute(OPEN_STARTS.format(columns=sql_columns("s")), (scan_from,))
+            ]
+            rows: list[Row] = []
+            for started in starts:
+                seq += 1
+                end = interrupted_end(started)
+                rows.append(
+                    (
+                        seq,
+                        end.ts,
+                        end.type,
+                        end.session_id,
+                        end.turn_id,
+                        end.call_id,
+                        end.version,
+                        encode_data(end.data),
+                    )
+                )
+            db.executemany(INSERT, rows)
+            scan_from = seq + 1
+            set_meta(db, "scan_from", scan_from)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise JournalError(f"{path}: cannot open the journal: {exc}") from None
+    if restored:
+        log.warning("%s: restored %d record(s) from %s", path, restored, start_log.name)
+    if starts:
+        log.warning("%s: marked %d unfinished call(s) interrupted", path, len(starts))
+    return seq, scan_from
