@@ -7,6 +7,7 @@ then dispatch under limits, then result guardrails; every step is journaled.
 
 from clearance.errors import (
     AskError,
+    CallCancelledError,
     ClearanceError,
     ClosedError,
     ConfigError,
@@ -48,7 +49,6 @@ from clearance.harness.session import AgentDefinition, Harness, Session
 from clearance.harness.tools import (
     CallContext,
     CallToolResult,
-    CancelledError,
     Tool,
     ToolImageResult,
     ToolRegistry,
@@ -62,8 +62,8 @@ __all__ = [
     "AskError",
     "CallContext",
     "CallOutcome",
+    "CallCancelledError",
     "CallToolResult",
-    "CancelledError",
     "ClearanceError",
     "ClosedError",
     "ConfigError",

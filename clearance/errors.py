@@ -16,6 +16,8 @@ Every exception derives from one root, so ``except ClearanceError`` catches them
     ├── FactError                  an argument cannot be canonicalized (.reason); also a
     │                              ValueError; the call carrying it is refused (rule R11)
     ├── ClosedError                the harness or session is closed
+    ├── CallCancelledError         raised by ctx.raise_if_cancelled() in a sync handler
+    │                              whose call was cancelled or timed out (.call_id)
     ├── AskError                   a permission ask was answered wrongly (e.g. twice)
     ├── JournalError               the journal cannot record or read
     └── MissingExtraError          a feature needs an optional extra that is not installed
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 __all__ = [
     "AskError",
+    "CallCancelledError",
     "ClearanceError",
     "ClosedError",
     "ConfigError",
@@ -164,6 +167,23 @@ class FactError(ClearanceError, ValueError):
 
 class ClosedError(ClearanceError):
     """The harness or session is closed (or not started) and takes no more calls."""
+
+
+class CallCancelledError(ClearanceError):
+    """Raised by ``CallContext.raise_if_cancelled`` in a sync handler whose call was
+    cancelled or timed out: the handler stops, and the call ends ``cancelled`` (or
+    ``timeout``) whatever it returns or raises. Not :class:`asyncio.CancelledError`.
+
+    Attributes:
+        call_id: the cancelled call's id.
+    """
+
+    def __init__(self, call_id: str) -> None:
+        super().__init__(f"call {call_id!r} was cancelled")
+        self.call_id = call_id
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.call_id,)
 
 
 class AskError(ClearanceError):

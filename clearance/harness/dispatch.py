@@ -45,9 +45,17 @@ class Limiter:
         self.borrowed = 0
         self._waiters: deque[anyio.Event] = deque()
 
-    async def acquire(self) -> None:
+    def try_acquire(self) -> bool:
+        """Take a token if one is free and nobody waits for one; False leaves the limiter
+        as it was. Never suspends."""
         if self.borrowed < self.total and not self._waiters:
             self.borrowed += 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        """Take a token, waiting (first come, first served) until one is free."""
+        if self.try_acquire():
             return
         event = anyio.Event()
         self._waiters.append(event)
@@ -61,6 +69,7 @@ class Limiter:
             raise
 
     def release(self) -> None:
+        """Give a token back (to the first waiter, if any)."""
         if self._waiters:
             self._waiters.popleft().set()  # hand the token over; borrowed stays the same
         else:
@@ -82,9 +91,17 @@ class SessionLock:
             return not self._writer and self._readers == 0
         return not self._writer
 
-    async def acquire(self, *, write: bool) -> None:
+    def try_acquire(self, *, write: bool) -> bool:
+        """Enter (as the writer, or as one more reader) if that is possible now and nobody
+        waits; False leaves the lock as it was. Never suspends."""
         if not self._waiters and self._can_enter(write):
             self._enter(write)
+            return True
+        return False
+
+    async def acquire(self, *, write: bool) -> None:
+        """Enter, waiting (first come, first served) until that is possible."""
+        if self.try_acquire(write=write):
             return
         entry = (write, anyio.Event())
         self._waiters.append(entry)
@@ -99,6 +116,7 @@ class SessionLock:
             raise
 
     def release(self, *, write: bool) -> None:
+        """Leave (as the writer, or as one of the readers) and let the next waiters in."""
         if write:
             self._writer = False
         else:
@@ -107,6 +125,7 @@ class SessionLock:
 
     @asynccontextmanager
     async def hold(self, *, write: bool) -> AsyncIterator[None]:
+        """Hold the lock for the ``async with`` block."""
         await self.acquire(write=write)
         try:
             yield
@@ -153,6 +172,7 @@ class Dispatcher:
         self._admitted = 0
 
     def statistics(self) -> DispatchStatistics:
+        """How many calls run and wait now, and the limits."""
         running = self._limiter.borrowed
         return DispatchStatistics(
             running, self._admitted - running, self.max_concurrency, self.max_queue
@@ -166,6 +186,7 @@ class Dispatcher:
         return True
 
     def release(self) -> None:
+        """Give back the place :meth:`admit` reserved."""
         self._admitted -= 1
 
     def try_acquire_slot(self, tool: Tool, lock: SessionLock) -> bool:
@@ -173,20 +194,17 @@ class Dispatcher:
         are free and nobody waits for them (no suspension); False leaves everything as it
         was, and the caller waits with :meth:`acquire_slot`."""
         write = not tool.read_only
-        if lock._waiters or not lock._can_enter(write):
+        if not lock.try_acquire(write=write):
             return False
-        limiter = self._limiter
-        if limiter._waiters or limiter.borrowed >= limiter.total:
+        # Nothing suspends from here on, so nobody can start waiting meanwhile: giving a
+        # token back restores exactly the state before it was taken.
+        if not self._limiter.try_acquire():
+            lock.release(write=write)
             return False
-        if tool.concurrency is not None:
-            tool_limiter = self._tool_limiters.get(tool.qualified_name)
-            if tool_limiter is None:
-                tool_limiter = self._tool_limiters[tool.qualified_name] = Limiter(tool.concurrency)
-            if tool_limiter._waiters or tool_limiter.borrowed >= tool_limiter.total:
-                return False
-            tool_limiter.borrowed += 1
-        lock._enter(write)
-        limiter.borrowed += 1
+        if tool.concurrency is not None and not self._tool_limiter(tool).try_acquire():
+            self._limiter.release()
+            lock.release(write=write)
+            return False
         return True
 
     async def acquire_slot(self, tool: Tool, lock: SessionLock) -> None:
@@ -197,9 +215,7 @@ class Dispatcher:
         await lock.acquire(write=write)
         try:
             if tool.concurrency is not None:
-                limiter = self._tool_limiters.get(tool.qualified_name)
-                if limiter is None:
-                    limiter = self._tool_limiters[tool.qualified_name] = Limiter(tool.concurrency)
+                limiter = self._tool_limiter(tool)
                 await limiter.acquire()
                 try:
                     await self._limiter.acquire()
@@ -213,10 +229,18 @@ class Dispatcher:
             raise
 
     def release_slot(self, tool: Tool, lock: SessionLock) -> None:
+        """Give back what :meth:`try_acquire_slot` or :meth:`acquire_slot` took."""
         self._limiter.release()
         if tool.concurrency is not None:
             self._tool_limiters[tool.qualified_name].release()
         lock.release(write=not tool.read_only)
+
+    def _tool_limiter(self, tool: Tool) -> Limiter:
+        limiter = self._tool_limiters.get(tool.qualified_name)
+        if limiter is None:
+            assert tool.concurrency is not None
+            limiter = self._tool_limiters[tool.qualified_name] = Limiter(tool.concurrency)
+        return limiter
 
     async def call_handler(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> Any:
         """Run the handler (async in this task, sync in a worker thread)."""

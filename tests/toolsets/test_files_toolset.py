@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from clearance import CallContext, CallToolResult, ConfigError, Principal, Tool, ToolRegistry
+from clearance.errors import CallCancelledError
 from clearance.guardrails import GuardrailContext, PathScope
-from clearance.harness.tools import CancelledError
 from clearance.toolsets import files_guardrail, files_tools, register_files
 
 
@@ -215,7 +215,7 @@ def test_search_errors_and_bounds(workspace: Path) -> None:
 def test_search_stops_when_cancelled(workspace: Path) -> None:
     context = ctx("search")
     context.cancel()
-    with pytest.raises(CancelledError):
+    with pytest.raises(CallCancelledError):
         tools(workspace)["search"].handler({"query": "main"}, context)
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from clearance import CallContext, CallToolResult, ConfigError, Principal, ToolRegistry
+from clearance.errors import CallCancelledError
 from clearance.facts.command import CommandFact
-from clearance.harness.tools import CancelledError
 from clearance.toolsets import register_shell, shell_tools
 
 
@@ -138,7 +138,7 @@ def test_cancellation_kills_the_command(tmp_path: Path) -> None:
     context = ctx()
     threading.Timer(0.2, context.cancel).start()
     start = time.monotonic()
-    with pytest.raises(CancelledError):
+    with pytest.raises(CallCancelledError):
         run(tmp_path, "sleep 30", context)
     assert time.monotonic() - start < 10
 
