@@ -13,6 +13,7 @@ from clearance.errors import (
     ConfigError,
     FactError,
     JournalError,
+    NotAuthorizedError,
     PolicyError,
     RuleError,
     ScriptError,
@@ -36,7 +37,8 @@ from clearance.harness.journal import (
     MemoryJournal,
     SqliteJournal,
 )
-from clearance.harness.pipeline import CallOutcome
+from clearance.harness.outcomes import Authorization, CallOutcome, Decision
+from clearance.harness.pipeline import Execution
 from clearance.harness.providers import (
     Provider,
     ProviderTurn,
@@ -60,6 +62,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentDefinition",
     "AskError",
+    "Authorization",
     "CallContext",
     "CallOutcome",
     "CallCancelledError",
@@ -67,14 +70,17 @@ __all__ = [
     "ClearanceError",
     "ClosedError",
     "ConfigError",
+    "Decision",
     "FactError",
     "EventItem",
+    "Execution",
     "Grant",
     "GrantScope",
     "GrantStore",
     "Harness",
     "Journal",
     "JournalError",
+    "NotAuthorizedError",
     "JournalEvent",
     "JsonlJournal",
     "MemoryGrantStore",
@@ -101,4 +107,3 @@ __all__ = [
     "UnknownToolError",
     "__version__",
 ]
-

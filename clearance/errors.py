@@ -19,6 +19,8 @@ Every exception derives from one root, so ``except ClearanceError`` catches them
     ├── CallCancelledError         raised by ctx.raise_if_cancelled() in a sync handler
     │                              whose call was cancelled or timed out (.call_id)
     ├── AskError                   a permission ask was answered wrongly (e.g. twice)
+    ├── NotAuthorizedError         a host reports a result for a call that was not
+    │                              authorized, or was already recorded (.call_id)
     ├── JournalError               the journal cannot record or read
     └── MissingExtraError          a feature needs an optional extra that is not installed
                                    (.extra); also an ImportError
@@ -39,6 +41,7 @@ __all__ = [
     "FactError",
     "JournalError",
     "MissingExtraError",
+    "NotAuthorizedError",
     "PolicyError",
     "RuleError",
     "ScriptError",
@@ -188,6 +191,22 @@ class CallCancelledError(ClearanceError):
 
 class AskError(ClearanceError):
     """A permission ask was answered in a way that is not allowed (e.g. answered twice)."""
+
+
+class NotAuthorizedError(ClearanceError):
+    """A host reported the run of a call that ``session.authorize`` did not allow (or whose
+    result was already recorded): nothing is recorded for it.
+
+    Attributes:
+        call_id: the call id as given.
+    """
+
+    def __init__(self, call_id: str) -> None:
+        super().__init__(
+            f"call {call_id!r} was not authorized in this session, or its result was already "
+            "recorded"
+        )
+        self.call_id = call_id
 
 
 class JournalError(ClearanceError):

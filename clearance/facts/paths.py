@@ -221,6 +221,10 @@ class PathFact:
         if not inside(self._root, real):
             raise FactError("it resolves outside the workspace root")
         rel = relative_to(self._root, real)
+        if rel.startswith("~"):
+            # The canonical value must be a path that is read the same way again; one that
+            # starts with '~' may be expanded to a home directory by a tool.
+            raise FactError("it names an entry whose name starts with '~' at the root")
         return Canonical(rel, describe(self._root, rel))
 
     def __repr__(self) -> str:

@@ -117,6 +117,22 @@ class PermissionAsk:
     def answered(self) -> bool:
         return self._answer is not None
 
+    @property
+    def decision(self) -> PermissionDecision | None:
+        """The answer, once answered."""
+        return self._answer
+
+    @property
+    def closed(self) -> str | None:
+        """Why the ask was closed unanswered (``timeout``, ``closed``, ``withdrawn``,
+        ``unanswerable``, ``error``), or None while it is open or once answered."""
+        return self._closed
+
+    @property
+    def open(self) -> bool:
+        """Whether the ask still waits for an answer."""
+        return self._answer is None and self._closed is None
+
     async def respond(
         self,
         decision: Answer | PermissionDecision,
@@ -130,9 +146,14 @@ class PermissionAsk:
             AskError: it was already answered, timed out, withdrawn, or the answer is not
                 one of ``allow_once``, ``allow_session``, ``allow_always``, ``deny``.
         """
-        self._settle(coerce_decision(decision, scope=scope, message=message))
+        self.settle(coerce_decision(decision, scope=scope, message=message))
 
-    def _settle(self, decision: PermissionDecision) -> None:
+    def settle(self, decision: PermissionDecision) -> None:
+        """Record the answer and wake whoever waits for it.
+
+        Raises:
+            AskError: the ask is closed or already answered.
+        """
         if self._closed is not None:
             raise AskError(f"ask {self.ask_id} is closed ({self._closed})")
         if self._answer is not None:
@@ -140,10 +161,15 @@ class PermissionAsk:
         self._answer = decision
         self._event.set()
 
-    def _close(self, why: str) -> None:
+    def close(self, why: str) -> None:
+        """Close the ask unanswered (a no-op once it is answered or closed)."""
         if self._closed is None and self._answer is None:
             self._closed = why
             self._event.set()
+
+    async def wait(self) -> None:
+        """Wait until the ask is answered or closed."""
+        await self._event.wait()
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -9,33 +9,36 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
-import math
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from clearance.errors import AskError, ClosedError
+from clearance.errors import ClosedError
 from clearance.guardrails.base import ArgumentGuardrail, ResultGuardrail
-from clearance.harness.approvals import (
-    AskCallback,
-    GrantStore,
-    MemoryGrantStore,
-    PermissionAsk,
-    PermissionDecision,
-    coerce_decision,
-)
+from clearance.harness._call_state import CallState
+from clearance.harness.approvals import AskCallback, GrantStore, MemoryGrantStore, PermissionAsk
+from clearance.harness.asks import AskDesk, Diagnostics
+from clearance.harness.cancellation import this_task
 from clearance.harness.dispatch import Dispatcher, SessionLock
 from clearance.harness.journal import EventHub, EventStream, Journal, JournalEvent, MemoryJournal
-from clearance.harness.pipeline import CallOutcome, Decision, Diagnostics, Pipeline, this_task
+from clearance.harness.outcomes import Authorization, CallOutcome, Decision
+from clearance.harness.pipeline import Execution, Pipeline
 from clearance.harness.tools import Tool, ToolRegistry
-from clearance.policy.base import AllOf, AuthorityEvaluator, Principal, SessionInfo, bind
+from clearance.policy.base import (
+    AllOf,
+    AuthorityEvaluator,
+    Principal,
+    SessionInfo,
+    as_evaluator,
+    bind,
+)
+from clearance.policy.local import LocalEvaluator
 
 if TYPE_CHECKING:
     from clearance.harness.providers import Provider, Run
@@ -135,7 +138,7 @@ class Harness:
         """Async callables run (last first) when the harness closes, before the journal."""
 
     async def __aenter__(self) -> Harness:
-        if getattr(self.evaluator, "allows_everything", False):
+        if as_evaluator(self.evaluator).allows_everything:
             log.warning("clearance harness started with NoopEvaluator: every call is allowed")
         # Background work (MCP server connections, watchers) runs in this task group and
         # ends when the harness closes: no unowned tasks.
@@ -271,41 +274,10 @@ class Harness:
     def _agent_evaluator(self, agent: AgentDefinition) -> AuthorityEvaluator:
         if agent.capabilities is None:
             return self.evaluator
-        from clearance.policy.local import LocalEvaluator
 
         narrow = LocalEvaluator(allow=agent.capabilities)
         narrow.bind(self.registry)
         return AllOf(self.evaluator, narrow)
-
-    async def start_mcp_server(
-        self,
-        *,
-        name: str,
-        program: str,
-        args: Sequence[str] = (),
-        env: Mapping[str, str] | None = None,
-        **options: Any,
-    ) -> list[Tool]:
-        """Start an MCP server over stdio and register its tools under namespace ``name``.
-
-        See :func:`clearance.mcp.sources.start_stdio_server` for the options.
-        """
-        from clearance.mcp.sources import start_stdio_server
-
-        return await start_stdio_server(
-            self, name=name, program=program, args=args, env=env, **options
-        )
-
-    async def connect_mcp_server(
-        self, *, name: str, transport: str = "streamable-http", url: str, **options: Any
-    ) -> list[Tool]:
-        """Connect to a remote MCP server and register its tools under namespace ``name``.
-
-        See :func:`clearance.mcp.sources.connect_server` for the options.
-        """
-        from clearance.mcp.sources import connect_server
-
-        return await connect_server(self, name=name, transport=transport, url=url, **options)
 
 
 class Session:
@@ -327,7 +299,6 @@ class Session:
         self.principal = principal
         self.agent = agent
         self.evaluator = evaluator
-        self.on_permission_ask = on_permission_ask
         self.tools: dict[str, Tool] = {}
         for tool in selected.values():
             self.tools[tool.qualified_name] = tool
@@ -342,13 +313,23 @@ class Session:
         self._idle_at = 0
         self._infos: dict[str | None, SessionInfo] = {}
         self._idle: anyio.Event | None = None
-        self._open_asks: dict[str, PermissionAsk] = {}
-        self._ask_listeners = 0
-        # The ask stream is made on first use: most sessions answer through a callback.
-        self._ask_stream: (
-            tuple[MemoryObjectSendStream[PermissionAsk], MemoryObjectReceiveStream[PermissionAsk]]
-            | None
-        ) = None
+        self.asks = AskDesk(
+            callback=on_permission_ask,
+            timeout=harness.ask_timeout,
+            diagnostics=harness.diagnostics,
+        )
+        """Where this session's asks are answered (see :class:`AskDesk`)."""
+        self.authorized: dict[str, CallState] = {}
+        """Calls ``authorize`` allowed whose run the host has not recorded yet, by call id."""
+
+    @property
+    def on_permission_ask(self) -> AskCallback | None:
+        """The callback that answers this session's asks (None: the ask stream does)."""
+        return self.asks.callback
+
+    @on_permission_ask.setter
+    def on_permission_ask(self, callback: AskCallback | None) -> None:
+        self.asks.callback = callback
 
     @property
     def selected_tools(self) -> list[Tool]:
@@ -389,23 +370,16 @@ class Session:
         """This session's events, from now on (bounded buffer; see ``EventItem.dropped``)."""
         return self.harness.hub.subscribe(self.id)
 
-    async def permission_asks(self) -> Any:
+    def permission_asks(self) -> AsyncIterator[PermissionAsk]:
         """Asks of this session, to answer with ``await ask.respond(...)``.
 
         Used when the session has no ``on_permission_ask`` callback. While at least one
         iterator is open, asks wait here (up to the harness ``ask_timeout``); with none
-        open and no callback, an ask is denied at once.
+        open and no callback, an ask waits a moment for one (a UI task that was just
+        started) and is then denied. The iterator counts from this call, not from its
+        first step.
         """
-        self._ask_listeners += 1
-        try:
-            if self._ask_stream is None:
-                self._ask_stream = anyio.create_memory_object_stream[PermissionAsk](math.inf)
-            async with self._ask_stream[1].clone() as receive:
-                async for ask in receive:
-                    if not ask.answered and ask._closed is None:
-                        yield ask
-        finally:
-            self._ask_listeners -= 1
+        return self.asks.listen()
 
     def info(self, turn_id: str | None) -> SessionInfo:
         """The session as evaluators see it (one shared value per turn)."""
@@ -431,50 +405,75 @@ class Session:
 
     @property
     def open_asks(self) -> list[PermissionAsk]:
-        return list(self._open_asks.values())
+        """The asks of this session waiting for an answer now."""
+        return self.asks.open_asks
 
-    async def answer(self, ask: PermissionAsk) -> tuple[PermissionDecision | None, str]:
-        """Get an answer for ``ask``: ``(decision or None for deny, how it was answered)``."""
-        self._open_asks[ask.ask_id] = ask
-        try:
-            with anyio.move_on_after(self.harness.ask_timeout):
-                if self.on_permission_ask is not None:
-                    try:
-                        value: Any = self.on_permission_ask(ask)
-                        if inspect.isawaitable(value):
-                            value = await value
-                        decision = coerce_decision(value)
-                    except Exception as exc:
-                        # R1: a callback that raises or answers nonsense denies.
-                        if self.harness.diagnostics is not None:
-                            self.harness.diagnostics(ask.ask_id, exc, {"stage": "ask callback"})
-                        else:
-                            log.warning("permission callback failed for %s: %r", ask.call_id, exc)
-                        ask._close("error")
-                        return None, "error"
-                    try:
-                        ask._settle(decision)
-                    except AskError:
-                        return None, "closed"
-                    return decision, "callback"
-                if self._ask_listeners == 0:
-                    ask._close("unanswerable")
-                    return None, "unanswerable"
-                assert self._ask_stream is not None
-                self._ask_stream[0].send_nowait(ask)
-                await ask._event.wait()
-                if ask._answer is not None:
-                    return ask._answer, "stream"
-                return None, ask._closed or "closed"
-            ask._close("timeout")
-            if ask._answer is not None:  # answered at the very last moment
-                return ask._answer, "stream"
-            return None, "timeout"
-        except anyio.get_cancelled_exc_class():
-            ask._close("withdrawn")
-            raise
-        finally:
-            self._open_asks.pop(ask.ask_id, None)
+    async def authorize(
+        self,
+        name: str,
+        arguments: Any,
+        *,
+        call_id: str | None = None,
+        turn_id: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> Authorization:
+        """Put a call that the host will run itself through every stage before dispatch,
+        exactly as :meth:`call_tool` does (schema, canonical facts, guardrails, evaluator,
+        grants, asks, the journal's ``call_decided``).
+
+        An ``allowed`` authorization carries the final, canonical arguments: the host must
+        run the tool with those, then report with :meth:`record_result` (or run it inside
+        :meth:`execution`). A ``denied`` one carries what the model may be shown.
+
+        Raises:
+            ClosedError: the session or harness is closed.
+        """
+        if self.closed:
+            raise ClosedError(f"session {self.id} is closed")
+        return await self.harness.pipeline.authorize(
+            self, name, arguments, call_id=call_id, turn_id=turn_id, context=context
+        )
+
+    async def record_result(
+        self,
+        call_id: str,
+        result: Any = None,
+        *,
+        error: BaseException | str | None = None,
+        status: str | None = None,
+    ) -> CallOutcome:
+        """Record the run of a call that :meth:`authorize` allowed: journal its start and
+        end, run the result guardrails, and return what the model may see.
+
+        Args:
+            call_id: the authorized call.
+            result: what the tool returned (a string, JSON value, ``CallToolResult``...).
+            error: the tool failed (the model sees a generic failure with a correlation
+                id; an exception goes to the ``diagnostics`` callback).
+            status: ``"cancelled"`` or ``"timeout"`` for a run that ended so; ``"error"``
+                for a domain error the result describes.
+
+        Raises:
+            NotAuthorizedError: the call was not authorized here, or already recorded.
+        """
+        return await self.harness.pipeline.record_result(
+            self, call_id, result, error=error, status=status
+        )
+
+    def execution(self, call_id: str) -> AbstractAsyncContextManager[Execution]:
+        """Record the run of an authorized call around the host's own execution::
+
+            async with session.execution(auth.call_id) as run:
+                run.result(await my_tool(**run.arguments))
+            model_sees = run.outcome
+
+        The start is journaled on entry (before the tool runs: R7), the end with result
+        guardrails on exit; an exception that leaves the block is recorded as a failure.
+
+        Raises:
+            NotAuthorizedError: the call was not authorized here, or already recorded.
+        """
+        return self.harness.pipeline.execution(self, call_id)
 
     async def aclose(self) -> None:
         """Close the session: deny open asks, cancel running and queued calls, drop its
@@ -488,8 +487,7 @@ class Session:
         if self.closed:
             return
         self.closed = True
-        for ask in list(self._open_asks.values()):
-            ask._close("closed")
+        self.asks.close()
         # A handler may close its own session: its call is not cancelled (it is the one
         # closing) and not waited for (it would wait for itself); it ends on its own.
         current = this_task()
@@ -503,9 +501,7 @@ class Session:
             self._idle = anyio.Event()
             with anyio.CancelScope(shield=True):
                 await self._idle.wait()
-        if self._ask_stream is not None:
-            self._ask_stream[0].close()
-            self._ask_stream[1].close()
+        self.authorized.clear()
         self.harness.grants.end_session(self.id)
         self.harness.hub.close_session(self.id)
         self.harness.sessions.pop(self.id, None)

@@ -1,7 +1,7 @@
 """MCP tool sources and the MCP gateway (the optional ``mcp`` extra).
 
 - :func:`start_stdio_server` / :func:`connect_server` (also reachable as
-  ``Harness.start_mcp_server`` / ``Harness.connect_mcp_server``) register an MCP server's
+  ``start_stdio_server(harness, ...)`` / ``connect_server(harness, ...)``) register an MCP server's
   tools in a harness and forward calls to it.
 - :class:`Gateway` serves a harness's tools as an MCP server (stdio or Streamable HTTP),
   every call going through the pipeline; ``clearance gateway`` runs it from a

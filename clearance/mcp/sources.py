@@ -3,7 +3,7 @@
 ::
 
     async with Harness(registry, evaluator=LocalEvaluator(allow=["git.git_status"])) as harness:
-        await harness.start_mcp_server(
+        await start_stdio_server(harness, 
             name="git", program="mcp-server-git", args=["--repository", "/srv/repo"],
             tools=["git.git_status", "git.git_log"], read_only=["git_status", "git_log"])
         session = await harness.create_session(principal=Principal("User", "alice"))
@@ -170,7 +170,7 @@ async def connect_server(
     if transport not in ("streamable-http", "http"):
         raise ConfigError(
             f"MCP server {name!r}: transport {transport!r} is not supported "
-            "(use 'streamable-http', or a stdio server with start_mcp_server)"
+            "(use 'streamable-http', or a stdio server with start_stdio_server)"
         )
     fixed_headers = dict(headers or {})
 

@@ -160,14 +160,14 @@ async def test_session_close_cancels_by_either_mechanism(
     anyio cancel scope (forced here by hiding the asyncio task)."""
     import asyncio
 
-    from clearance.harness import pipeline
+    from clearance.harness import cancellation
 
     if not native:
 
         def no_task() -> None:
             raise RuntimeError("no running event loop")
 
-        monkeypatch.setattr(pipeline, "_current_task", no_task)
+        monkeypatch.setattr(cancellation, "current_task", no_task)
     entered = anyio.Event()
 
     async def hold(arguments: dict[str, Any], ctx: CallContext) -> str:

@@ -194,12 +194,12 @@ async def test_the_handler_runs_the_arguments_that_were_authorized() -> None:
 
 
 async def test_a_broken_stage_denies_instead_of_raising(monkeypatch: pytest.MonkeyPatch) -> None:
-    from clearance.harness import pipeline
+    from clearance.harness import shape
 
     def bug(*args: Any) -> Any:
         raise RuntimeError("a bug in a stage")
 
-    monkeypatch.setattr(pipeline, "_check_shape", bug)
+    monkeypatch.setattr(shape, "check_shape", bug)
     rec = Recorder()
     journal = MemoryJournal()
     async with harness(coding_registry(rec), evaluator=NoopEvaluator(), journal=journal) as h:

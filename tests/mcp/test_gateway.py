@@ -23,6 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from clearance import ConfigError, Harness, Principal, ToolRegistry
 from clearance.config import load_gateway_config
+from clearance.mcp import connect_server
 from clearance.policy.local import LocalEvaluator
 
 Upstream = Any  # tests/mcp/conftest.py: the `upstream` fixture
@@ -332,7 +333,8 @@ async def test_http_gateway_tokens_and_calls(tmp_path: Path, upstream: Upstream)
             # The gateway is a Streamable HTTP MCP server: a harness can use it as a source.
             registry = ToolRegistry()
             async with Harness(registry, evaluator=LocalEvaluator(allow=["remote.up__echo"])) as h:
-                remote = await h.connect_mcp_server(
+                remote = await connect_server(
+                    h,
                     name="remote",
                     url=url,
                     headers={"Authorization": f"Bearer {token}"},
@@ -344,8 +346,8 @@ async def test_http_gateway_tokens_and_calls(tmp_path: Path, upstream: Upstream)
                 assert chained.ok and chained.text == "via"
             with pytest.raises(ConfigError, match="could not be reached"):
                 async with Harness(ToolRegistry(), evaluator=LocalEvaluator()) as h:
-                    await h.connect_mcp_server(
-                        name="remote", url=url, headers={"Authorization": "Bearer wrong"}
+                    await connect_server(
+                        h, name="remote", url=url, headers={"Authorization": "Bearer wrong"}
                     )
 
             # A handshake-era client with elicitation gets the ask over its HTTP session.

@@ -15,6 +15,7 @@ import mcp_types
 import pytest
 
 from clearance import ConfigError, Harness, Principal, ToolRegistrationError, ToolRegistry
+from clearance.mcp import start_stdio_server
 from clearance.mcp.sources import prepare_tools
 from clearance.policy.local import LocalEvaluator
 from clearance.policy.noop import NoopEvaluator
@@ -52,7 +53,8 @@ async def test_registers_selected_tools_with_schemas_and_flag_provenance(
     registry = ToolRegistry()
     async with Harness(registry, evaluator=NoopEvaluator()) as harness:
         with caplog.at_level(logging.WARNING, logger="clearance.mcp"):
-            tools = await harness.start_mcp_server(
+            tools = await start_stdio_server(
+                harness,
                 name="up",
                 program=upstream.program,
                 args=upstream.args,
@@ -78,7 +80,8 @@ async def test_registers_selected_tools_with_schemas_and_flag_provenance(
 async def test_selection_trust_and_unknown_patterns(upstream: Upstream) -> None:
     registry = ToolRegistry()
     async with Harness(registry, evaluator=NoopEvaluator()) as harness:
-        tools = await harness.start_mcp_server(
+        tools = await start_stdio_server(
+            harness,
             name="up",
             program=upstream.program,
             args=upstream.args,
@@ -93,7 +96,8 @@ async def test_selection_trust_and_unknown_patterns(upstream: Upstream) -> None:
         assert not registry.get("up.write_note").read_only
         with pytest.raises(ConfigError, match="bad_schema"):
             # Asked for explicitly, a skipped tool is an error, never silently missing.
-            await harness.start_mcp_server(
+            await start_stdio_server(
+                harness,
                 name="up2",
                 program=upstream.program,
                 args=upstream.args,
@@ -102,18 +106,18 @@ async def test_selection_trust_and_unknown_patterns(upstream: Upstream) -> None:
             )
         # A namespace the registry refuses is refused before any process starts.
         with pytest.raises(ToolRegistrationError, match="already registered"):
-            await harness.start_mcp_server(
-                name="up", program=upstream.program, args=upstream.args, env=upstream.env
+            await start_stdio_server(
+                harness, name="up", program=upstream.program, args=upstream.args, env=upstream.env
             )
         with pytest.raises(ToolRegistrationError, match="reserved"):
-            await harness.start_mcp_server(name="mcp", program=upstream.program)
+            await start_stdio_server(harness, name="mcp", program=upstream.program)
     assert len(upstream.started()) == 2
 
 
 async def test_a_program_that_does_not_start_is_a_config_error(tmp_path: Path) -> None:
     async with Harness(ToolRegistry(), evaluator=NoopEvaluator()) as harness:
         with pytest.raises(ConfigError, match="could not be started"):
-            await harness.start_mcp_server(name="none", program=str(tmp_path / "missing"))
+            await start_stdio_server(harness, name="none", program=str(tmp_path / "missing"))
 
 
 async def test_calls_are_forwarded_and_upstream_errors_name_the_server(
@@ -122,8 +126,8 @@ async def test_calls_are_forwarded_and_upstream_errors_name_the_server(
     registry = ToolRegistry()
     evaluator = LocalEvaluator(allow=["up.echo", "up.fail", "up.shout"], deny=["up.write_note"])
     async with Harness(registry, evaluator=evaluator) as harness:
-        await harness.start_mcp_server(
-            name="up", program=upstream.program, args=upstream.args, env=upstream.env
+        await start_stdio_server(
+            harness, name="up", program=upstream.program, args=upstream.args, env=upstream.env
         )
         session = await harness.create_session(principal=ALICE)
         ok = await session.call_tool("up__echo", {"text": "hi"}, call_id="c1")
@@ -144,8 +148,8 @@ async def test_progress_is_journaled_and_cancellation_reaches_the_server(
 ) -> None:
     registry = ToolRegistry()
     async with Harness(registry, evaluator=NoopEvaluator()) as harness:
-        await harness.start_mcp_server(
-            name="up", program=upstream.program, args=upstream.args, env=upstream.env
+        await start_stdio_server(
+            harness, name="up", program=upstream.program, args=upstream.args, env=upstream.env
         )
         session = await harness.create_session(principal=ALICE)
         done = await session.call_tool("up__slow", {"seconds": 0.2, "steps": 3}, call_id="p1")
@@ -177,7 +181,8 @@ async def test_progress_is_journaled_and_cancellation_reaches_the_server(
 
 async def test_call_timeout_cancels_upstream_and_names_the_server(upstream: Upstream) -> None:
     async with Harness(ToolRegistry(), evaluator=NoopEvaluator()) as harness:
-        await harness.start_mcp_server(
+        await start_stdio_server(
+            harness,
             name="up",
             program=upstream.program,
             args=upstream.args,
@@ -198,8 +203,8 @@ async def test_a_killed_server_fails_the_call_cleanly_and_restarts_on_the_next(
     upstream: Upstream,
 ) -> None:
     async with Harness(ToolRegistry(), evaluator=NoopEvaluator()) as harness:
-        await harness.start_mcp_server(
-            name="up", program=upstream.program, args=upstream.args, env=upstream.env
+        await start_stdio_server(
+            harness, name="up", program=upstream.program, args=upstream.args, env=upstream.env
         )
         session = await harness.create_session(principal=ALICE)
         assert (await session.call_tool("up__echo", {"text": "a"}, call_id="k1")).ok
@@ -239,7 +244,8 @@ async def test_a_killed_server_fails_the_call_cleanly_and_restarts_on_the_next(
 
 async def test_restart_never_reports_the_server_gone(upstream: Upstream) -> None:
     async with Harness(ToolRegistry(), evaluator=NoopEvaluator()) as harness:
-        await harness.start_mcp_server(
+        await start_stdio_server(
+            harness,
             name="up",
             program=upstream.program,
             args=upstream.args,
@@ -260,7 +266,8 @@ async def test_git_and_time_servers_as_tool_sources(git_repo: Path) -> None:
         allow=["git.git_status", "git.git_log", "time.get_current_time"], deny=["git.git_add"]
     )
     async with Harness(registry, evaluator=evaluator) as harness:
-        git_tools = await harness.start_mcp_server(
+        git_tools = await start_stdio_server(
+            harness,
             name="git",
             program=program("mcp-server-git"),
             args=["--repository", str(git_repo)],
@@ -268,8 +275,11 @@ async def test_git_and_time_servers_as_tool_sources(git_repo: Path) -> None:
             read_only=["git_status", "git_log"],
         )
         assert sorted(t.name for t in git_tools) == ["git_add", "git_log", "git_status"]
-        await harness.start_mcp_server(
-            name="time", program=program("mcp-server-time"), tools=["time.get_current_time"]
+        await start_stdio_server(
+            harness,
+            name="time",
+            program=program("mcp-server-time"),
+            tools=["time.get_current_time"],
         )
         session = await harness.create_session(principal=ALICE)
         status = await session.call_tool(

@@ -178,9 +178,13 @@ def test_mcp_features_raise_one_error_with_the_hint(
         async def start(how):
             async with Harness(ToolRegistry(), evaluator=NoopEvaluator()) as harness:
                 if how == "stdio":
-                    await harness.start_mcp_server(name="up", program="x")
+                    from clearance.mcp import start_stdio_server
+
+                    await start_stdio_server(harness, name="up", program="x")
                 else:
-                    await harness.connect_mcp_server(name="up", url="http://127.0.0.1:1/mcp")
+                    from clearance.mcp import connect_server
+
+                    await connect_server(harness, name="up", url="http://127.0.0.1:1/mcp")
 
         expect("import clearance.mcp", import_mcp)
         expect("import clearance.mcp.gateway", import_gateway)

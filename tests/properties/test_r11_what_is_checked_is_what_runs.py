@@ -69,7 +69,11 @@ def test_r11_the_path_fact_is_where_the_kernel_lands(ops: list[Op], path: str) -
         if not lexically_fine(path):
             return
         real = os.path.realpath(os.path.join(root, path))
-        expected = inside(root, real) and not runs_into_loop(root, path)
+        expected = (
+            inside(root, real)
+            and not runs_into_loop(root, path)
+            and not os.path.relpath(real, root).startswith("~")  # never read back the same
+        )
         assert (canonical is not None) == expected, (path, real)
         if canonical is not None:
             assert os.path.join(root, canonical) if canonical != "." else root == real

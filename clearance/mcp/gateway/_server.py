@@ -47,7 +47,7 @@ class Gateway:
 
     Args:
         harness: a started harness whose registry holds the tools to serve (typically
-            registered with :meth:`Harness.start_mcp_server`).
+            registered with :func:`~clearance.mcp.start_stdio_server`).
         principal: who stdio clients act for.
         ask_fallback: the answer when the client cannot elicit (``deny`` by default).
         elicitation: send asks to clients that support elicitation.

@@ -1,0 +1,98 @@
+"""The working state of one call as it moves through the pipeline, and the handle through
+which ``Session.aclose`` cancels it (rule R7: every call ends exactly once).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clearance.harness.cancellation import CallHandle
+    from clearance.harness.grants import Grant
+    from clearance.harness.session import Session
+    from clearance.harness.tools import Tool
+    from clearance.policy.base import Verdict
+
+__all__ = ["CallState", "copy_json", "elapsed_us", "new_correlation_id"]
+
+
+@dataclass(slots=True)
+class CallState:
+    """Working state of one call while it moves through the stages."""
+
+    session: Session
+    call_id: str
+    turn_id: str | None
+    name: str
+    arguments: Any
+    correlation_id: str
+    t0: float
+    tool: Tool | None = None
+    withheld: set[str] = field(default_factory=set)
+    secrets: set[str] = field(default_factory=set)
+    record: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, int] = field(default_factory=dict)
+    dry: bool = False
+    """Decide only: no journal, no call-id bookkeeping, no asks, no dispatch."""
+    decided_written: bool = False
+    started_at: float = 0.0
+    """When the handler got its slot (for the duration in tool_finished)."""
+    dispatch_arguments: Any = None
+    """The handler's own copy of the final arguments (see ``_decide``)."""
+    admitted: bool = False
+    started_written: bool = False
+    facts: dict[str, Any] | None = None
+    """The canonical facts of the declared arguments (R11), once computed."""
+    verdict: Verdict | None = None
+    """The evaluator's allow or ask, once evaluated."""
+    guard_asks: list[tuple[str, str]] = field(default_factory=list)
+    """``(guardrail, reason)`` of each argument guardrail that asked."""
+    grant: Grant | None = None
+    """The grant that answered the ask, or the one its answer created."""
+    running: CallHandle | None = None
+    """The handle ``Session.aclose`` cancels the call through (None when deciding only)."""
+
+    def handler_arguments(self) -> dict[str, Any]:
+        """A fresh copy of the arguments the handler runs with (validated, canonical,
+        authorized): a caller may change it without changing the call."""
+        copied: dict[str, Any] = copy_json(self.dispatch_arguments)
+        return copied
+
+    def identity(self) -> dict[str, Any]:
+        """The tool's names for records: a fresh dict each time (records own their data)."""
+        tool = self.tool
+        if tool is None:
+            return {"tool": self.name, "qualified_name": None, "model_alias": None}
+        return {
+            "tool": tool.model_alias,
+            "qualified_name": tool.qualified_name,
+            "model_alias": tool.model_alias,
+        }
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, scalars): several times faster than
+    ``copy.deepcopy``, which matters on every call."""
+    if type(value) is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if type(value) is list:
+        return [copy_json(v) for v in value]
+    return value
+
+
+def elapsed_us(start: float) -> int:
+    return int((time.perf_counter() - start) * 1_000_000)
+
+
+_CORRELATION_PREFIX = secrets.token_hex(3)
+_correlation_counter = itertools.count(1)
+
+
+def new_correlation_id() -> str:
+    """A short id unique within the process (random prefix + counter): it joins what the
+    model sees to the diagnostics and the journal; it is not a secret."""
+    return f"{_CORRELATION_PREFIX}{next(_correlation_counter):06x}"
