@@ -267,19 +267,10 @@ class Run:
                             "status": outcome.status,
                         }
                     )
-                yield self._drain()
+                yield self._stream.receive_ready()
             else:
                 text = "(stopped: the run reached max_turns)"
             self._result = RunResult(text, calls, turns, self.conversation)
-            yield self._drain()
+            yield self._stream.receive_ready()
         finally:
             await self._stream.aclose()
-
-    def _drain(self) -> list[EventItem]:
-        items: list[EventItem] = []
-        receive = self._stream._sub.receive
-        while True:
-            try:
-                items.append(receive.receive_nowait())
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                return items

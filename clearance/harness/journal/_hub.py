@@ -141,7 +141,19 @@ class EventStream:
             self._hub._drop(self._sub)
             raise StopAsyncIteration from None
 
+    def receive_ready(self) -> list[EventItem]:
+        """The items that have arrived and are not read yet, without waiting (none once
+        the stream has ended)."""
+        items: list[EventItem] = []
+        receive = self._sub.receive
+        while True:
+            try:
+                items.append(receive.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                return items
+
     async def aclose(self) -> None:
+        """Unsubscribe (idempotent)."""
         self._hub._drop(self._sub)
         self._sub.receive.close()
 
