@@ -26,7 +26,7 @@ from clearance.harness.grants import Grant, MemoryGrantStore
 
 __all__ = ["SqliteGrantStore"]
 
-log = logging.getLogger("clearance")
+_log = logging.getLogger("clearance")
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS grants (grant_id TEXT PRIMARY KEY, body TEXT NOT NULL)",
@@ -177,7 +177,7 @@ class SqliteGrantStore(MemoryGrantStore):
             except (ValueError, TypeError, KeyError, RecursionError) as exc:
                 if grant_id not in self._skipped:
                     self._skipped.add(grant_id)
-                    log.warning("%s: skipping grant %r: %s", self.path, grant_id, exc)
+                    _log.warning("%s: skipping grant %r: %s", self.path, grant_id, exc)
                 continue
             self._rows[grant_id] = (body, grant)
         return tuple(grant for _, grant in self._rows.values())

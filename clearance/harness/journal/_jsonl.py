@@ -21,7 +21,7 @@ from clearance.harness.journal._event import EVENT_TYPES, JournalEvent, encode_d
 
 __all__ = ["JsonlJournal", "read_jsonl"]
 
-log = logging.getLogger("clearance")
+_log = logging.getLogger("clearance")
 
 
 class JsonlJournal:
@@ -80,7 +80,7 @@ class JsonlJournal:
         events, torn = read_jsonl(raw, str(self.path), repair=True)
         self._seq = max((e.seq for e in events), default=0)
         if torn is not None:
-            log.warning("%s: cutting off a line torn by a crash at byte %d", self.path, torn)
+            _log.warning("%s: cutting off a line torn by a crash at byte %d", self.path, torn)
             os.truncate(self.path, torn)
         elif raw and not raw.endswith(b"\n"):
             self._write_now(b"\n")  # a whole record that lost only its newline
@@ -94,7 +94,9 @@ class JsonlJournal:
             for started in sorted(open_starts.values(), key=lambda e: e.seq):
                 self._write_now(self._line(interrupted_end(started)))
             os.fsync(self._fd)
-            log.warning("%s: marked %d unfinished call(s) interrupted", self.path, len(open_starts))
+            _log.warning(
+                "%s: marked %d unfinished call(s) interrupted", self.path, len(open_starts)
+            )
 
     def _line(self, event: JournalEvent) -> bytes:
         self._seq += 1

@@ -33,7 +33,7 @@ from clearance.harness.journal._start_log import StartLog, open_start_log, row_l
 
 __all__ = ["SqliteJournal"]
 
-log = logging.getLogger("clearance")
+_log = logging.getLogger("clearance")
 
 # Non-start records kept for the next start's log write are trimmed of committed ones
 # once there are this many.
@@ -290,4 +290,4 @@ def _close_open_journals() -> None:
         try:
             journal.close()
         except Exception:  # pragma: no cover - best effort at exit
-            log.exception("closing %r at exit failed", journal)
+            _log.exception("closing %r at exit failed", journal)

@@ -23,7 +23,7 @@ from clearance.harness.journal._start_log import read_start_log
 
 __all__ = ["recover"]
 
-log = logging.getLogger("clearance")
+_log = logging.getLogger("clearance")
 
 
 def recover(db: sqlite3.Connection, path: Path, start_log: Path) -> tuple[int, int]:
@@ -80,7 +80,7 @@ def recover(db: sqlite3.Connection, path: Path, start_log: Path) -> tuple[int, i
     except sqlite3.Error as exc:
         raise JournalError(f"{path}: cannot open the journal: {exc}") from None
     if restored:
-        log.warning("%s: restored %d record(s) from %s", path, restored, start_log.name)
+        _log.warning("%s: restored %d record(s) from %s", path, restored, start_log.name)
     if starts:
-        log.warning("%s: marked %d unfinished call(s) interrupted", path, len(starts))
+        _log.warning("%s: marked %d unfinished call(s) interrupted", path, len(starts))
     return seq, scan_from

@@ -38,7 +38,7 @@ __all__ = [
     "sql_columns",
 ]
 
-log = logging.getLogger("clearance")
+_log = logging.getLogger("clearance")
 
 SCHEMA_VERSION: Final = 1
 """The newest schema this version of clearance writes and reads."""
@@ -124,7 +124,7 @@ def connect(path: Path, durability: Durability) -> sqlite3.Connection:
         db.execute("PRAGMA busy_timeout = 10000")
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal":
-            log.warning("%s: WAL is not available here (journal_mode=%s)", path, mode)
+            _log.warning("%s: WAL is not available here (journal_mode=%s)", path, mode)
         db.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
     except sqlite3.Error as exc:
         db.close()

@@ -40,7 +40,7 @@ __all__ = [
     "wake_waiters",
 ]
 
-log = logging.getLogger("clearance")
+_log = logging.getLogger("clearance")
 
 _BATCH = 4096
 _LINGER = 0.002
@@ -206,7 +206,7 @@ class Writer:
                     self._tend_start_log(self.start_log)
         except BaseException as exc:  # a bug: fail every later append rather than hang
             self.failure = JournalError(f"{self.path}: the journal writer stopped: {exc!r}")
-            log.exception("the journal writer for %s stopped", self.path)
+            _log.exception("the journal writer for %s stopped", self.path)
             self._close_start_log()
             self._drain([])
             raise
@@ -224,7 +224,7 @@ class Writer:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 self.failure = JournalError(f"{self.path}: cannot write the journal: {exc}")
-                log.error("journal write failed (%d records lost): %s", len(rows), exc)
+                _log.error("journal write failed (%d records lost): %s", len(rows), exc)
         if waiters:
             wake_waiters(waiters, self.failure)
 
@@ -241,7 +241,7 @@ class Writer:
                     try:
                         os.ftruncate(start_log.fd, 0)
                     except OSError as exc:
-                        log.warning("%s: cannot truncate: %s", start_log.path, exc.strerror)
+                        _log.warning("%s: cannot truncate: %s", start_log.path, exc.strerror)
                     else:
                         start_log.size = start_log.base = 0
                     return
@@ -268,7 +268,7 @@ class Writer:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
         except OSError as exc:
-            log.warning("%s: cannot replace the start log: %s", start_log.path, exc.strerror)
+            _log.warning("%s: cannot replace the start log: %s", start_log.path, exc.strerror)
             return
         old = fd
         try:
@@ -288,7 +288,7 @@ class Writer:
                 old, start_log.fd, start_log.size = start_log.fd, fd, size
                 start_log.base = size
         except OSError as exc:
-            log.warning("%s: cannot replace the start log: %s", start_log.path, exc.strerror)
+            _log.warning("%s: cannot replace the start log: %s", start_log.path, exc.strerror)
             tmp.unlink(missing_ok=True)
         finally:
             os.close(old)  # the replaced file, or the new one when replacing failed
@@ -308,7 +308,7 @@ class Writer:
                 try:
                     start_log.path.unlink(missing_ok=True)
                 except OSError as exc:
-                    log.warning("%s: cannot remove: %s", start_log.path, exc.strerror)
+                    _log.warning("%s: cannot remove: %s", start_log.path, exc.strerror)
 
     def _control(self, control: Control) -> None:
         result: Any = None
@@ -336,7 +336,7 @@ class Writer:
                 ).fetchone()[0]
                 set_meta(self._db, "scan_from", first_open or self._last_seq + 1)
         except sqlite3.Error as exc:
-            log.warning("%s: could not record the recovery bookmark: %s", self.path, exc)
+            _log.warning("%s: could not record the recovery bookmark: %s", self.path, exc)
         finally:
             self._db.close()
             self._close_start_log()
@@ -376,7 +376,7 @@ def wake_waiters(waiters: Sequence[Waiter], error: JournalError | None) -> None:
         try:
             token.backend_class.run_sync_soon(_set_all, (events,), token.native_token)
         except Exception:  # the loop is gone; nobody is waiting any more
-            log.debug("journal waiter's event loop has finished")
+            _log.debug("journal waiter's event loop has finished")
 
 
 def _set_all(events: list[anyio.Event]) -> None:

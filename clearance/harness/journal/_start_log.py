@@ -39,7 +39,7 @@ __all__ = [
     "write_holding_gil",
 ]
 
-log = logging.getLogger("clearance")
+_log = logging.getLogger("clearance")
 
 
 def row_line(row: Row) -> str:
@@ -96,7 +96,7 @@ def read_start_log(path: Path) -> list[Row]:
             rows.append(parse_line(line))
         except (ValueError, TypeError) as exc:
             if number == len(lines) and not line.endswith(b"\n"):
-                log.warning("%s: ignoring a line torn by a crash", path)
+                _log.warning("%s: ignoring a line torn by a crash", path)
                 break
             raise JournalError(
                 f"{path}:{number}: not a start-log record ({exc}); move the file away to "
@@ -198,7 +198,7 @@ class StartLog:
             os.ftruncate(self.fd, self.size)  # cut off a partial line
         except OSError:
             pass  # a torn last line is ignored at the next open
-        log.warning(
+        _log.warning(
             "%s: cannot write the start log (%s); tool_started now waits for its commit",
             self.path,
             exc.strerror,
