@@ -28,7 +28,7 @@ from clearance.errors import ScriptError
 
 if TYPE_CHECKING:
     from clearance.harness.journal import EventItem
-    from clearance.harness.pipeline import CallOutcome
+    from clearance.harness.outcomes import CallOutcome
     from clearance.harness.session import Session
 
 __all__ = ["Provider", "ProviderTurn", "Run", "RunResult", "ScriptedProvider", "ToolCallRequest"]
