@@ -1,0 +1,13 @@
+"""Adapters for agent frameworks that run tools themselves (optional extras, one module each).
+
+Each adapter puts the framework's tool calls through ``session.authorize`` and
+``session.record_result``, so that policies, grants, asks, result guardrails and the
+journal work as they do for ``session.call_tool``. Importing an adapter without its
+framework raises :class:`~clearance.errors.MissingExtraError`, whose message says what to
+install. Nothing here imports a framework: each module does, when it is imported.
+
+- :mod:`clearance.integrations.claude_agent_sdk`: the Claude Agent SDK
+  (``pip install 'clearance[claude-agent-sdk]'``): ``PreToolUse``/``PostToolUse`` hooks and a
+  ``can_use_tool`` callback over Claude Code's built-in tools, declared as the ``claude``
+  toolset with their facts.
+"""
