@@ -13,6 +13,8 @@ from clearance.config._guardrails import build_guardrails
 from clearance.config._model import Config
 from clearance.errors import ConfigError
 from clearance.harness.approvals import GrantStore, SqliteGrantStore
+from clearance.harness.ask_store import AskStore
+from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.harness.journal import Journal, SqliteJournal
 from clearance.harness.session import Harness
 from clearance.harness.tools import ToolRegistry
@@ -93,6 +95,7 @@ def build_harness(
     evaluator: AuthorityEvaluator | None = None,
     journal: Journal | None = None,
     grant_store: GrantStore | None = None,
+    ask_store: AskStore | None = None,
     **options: Any,
 ) -> Harness:
     """A harness as the configuration describes it (enter it with ``async with``).
@@ -105,6 +108,9 @@ def build_harness(
         journal: overrides ``[journal]`` (default: a ``SqliteJournal`` at its path).
         grant_store: overrides the grant store (default: a ``SqliteGrantStore`` at
             ``[approvals] grants``).
+        ask_store: overrides the ask store (default: a ``SqliteAskStore`` in the grant
+            store's file when that is the default too, so that ``clearance asks`` can
+            answer from another process; else in memory).
         **options: further keyword options for :class:`~clearance.Harness`.
 
     Raises:
@@ -118,7 +124,11 @@ def build_harness(
     if journal is None:
         journal = open_journal(config.journal.path)
     if grant_store is None:
+        _private_directory(config.grants_path)
         grant_store = SqliteGrantStore(config.grants_path)
+        if ask_store is None:
+            # Asks live beside the grants, so that `clearance asks` answers from elsewhere.
+            ask_store = SqliteAskStore(config.grants_path)
     limits = config.limits
     return Harness(
         registry,
@@ -127,12 +137,21 @@ def build_harness(
         result_guardrails=result_guardrails,
         journal=journal,
         grant_store=grant_store,
+        ask_store=ask_store,
         max_concurrency=limits.max_concurrency,
         max_queue=limits.max_queue,
         max_argument_bytes=limits.max_argument_bytes,
         ask_timeout=config.approvals.ask_timeout,
         **options,
     )
+
+
+def _private_directory(path: Path) -> None:
+    """Create the directory of a store file (private: it holds every call's arguments)."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the directory of {str(path)!r}: {exc.strerror}") from None
 
 
 def _decisive_files(config: Config) -> tuple[Path, ...]:

@@ -53,6 +53,13 @@ class CallState:
     """``(guardrail, reason)`` of each argument guardrail that asked."""
     grant: Grant | None = None
     """The grant that answered the ask, or the one its answer created."""
+    host: bool = False
+    """The host runs the tool (``authorize``), not clearance."""
+    wait: bool | None = None
+    """For ``authorize``: wait for an ask's answer (True), come back pending (False), or
+    wait only when someone here can answer (None)."""
+    pending: bool = False
+    """The call's ask waits in the store: ``authorize`` comes back pending."""
     running: CallHandle | None = None
     """The handle ``Session.aclose`` cancels the call through (None when deciding only)."""
 

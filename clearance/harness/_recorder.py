@@ -95,7 +95,10 @@ class Recorder:
         stage: str,
         decision: str | None = None,
         reasons: Sequence[str] = (),
+        outcome: str | None = None,
     ) -> CallOutcome:
+        """End a call that will not run: its one ``call_decided`` (``outcome`` in the
+        record, default the status) and the outcome the model sees."""
         call.record["stage"] = stage
         message = scrub(message, call.secrets) or status
         if call.dry:
@@ -106,7 +109,7 @@ class Recorder:
             running.hold()  # the call ends here: a close meanwhile has nothing to cancel
         try:
             with anyio.CancelScope(shield=True):
-                await self._decided(call, status, message, decision, reasons, None)
+                await self._decided(call, outcome or status, message, decision, reasons, None)
         except Exception as exc:
             self._diagnose(call, exc, stage="journal")
         finally:
@@ -142,6 +145,8 @@ class Recorder:
             data["result_blocked"] = True
         if result is not None:
             data["result"] = result_reference(result)
+        if call.record.get("result_guardrails"):
+            data["result_guardrails"] = call.record["result_guardrails"]
         try:
             await self._record(call, "tool_finished", data)
         except Exception as exc:

@@ -14,6 +14,7 @@ stage.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import secrets
 import time
@@ -24,6 +25,7 @@ import anyio
 
 from clearance import _pointer
 from clearance._validation import schema_problem
+from clearance.errors import AskError
 from clearance.facts.base import FactError
 from clearance.facts.declared import apply_facts
 from clearance.guardrails.base import GuardrailContext, GuardrailOutcome
@@ -39,7 +41,14 @@ from clearance.harness._redaction import (
     visible_facts,
     withheld_deciding,
 )
-from clearance.harness.approvals import PermissionAsk, grant_from_answer, suggest_scopes
+from clearance.harness.approvals import (
+    PermissionAsk,
+    PermissionDecision,
+    arguments_hash,
+    grant_from_answer,
+    suggest_scopes,
+)
+from clearance.harness.ask_store import StoredAsk
 from clearance.harness.outcomes import CallOutcome, OutcomeStatus
 from clearance.harness.tools import CallContext, CallToolResult, ResultError, Tool
 from clearance.policy.base import AuthzRequest, Verdict, as_evaluator, check_verdict, evaluate
@@ -48,6 +57,9 @@ if TYPE_CHECKING:
     from clearance.harness.session import Harness
 
 __all__ = ["Stages"]
+
+_STORE_POLL = 0.2
+"""Seconds between looks at a shared ask store while a call waits for its answer."""
 
 _NO_FACTS: Mapping[str, Any] = {}
 """The facts of a tool that declares none (shared: requests never change it)."""
@@ -250,7 +262,9 @@ class Stages(Recorder):
                     (guard.name, outcome.message or f"guardrail {guard.name} asks")
                 )
             elif outcome.action == "replace":
-                problem = shape.check_shape(outcome.value, h.max_argument_bytes, h.max_argument_depth)
+                problem = shape.check_shape(
+                    outcome.value, h.max_argument_bytes, h.max_argument_depth
+                )
                 if problem is None:
                     problem = self._schema_problem(call, tool, outcome.value)
                 if problem is not None:
@@ -389,6 +403,7 @@ class Stages(Recorder):
                     stage="ask",
                     decision="ask",
                     reasons=policies,
+                    outcome="pending" if call.pending else None,
                 )
         if call.dry:
             call.record.update(stage="evaluator", decision="allow", reasons=verdict.reasons)
@@ -419,6 +434,9 @@ class Stages(Recorder):
             record.update(answer="grant", grant=grant.grant_id)
             call.grant = grant
             return True
+        store = h.ask_store
+        args_hash = arguments_hash(arguments)
+        stored = store.find(principal, tool.qualified_name, call.call_id, args_hash)
         blind = withheld_deciding(deciding, call.withheld)
         if blind:
             # Nobody approves what they cannot see (issue 19): a deciding argument that is
@@ -433,7 +451,7 @@ class Stages(Recorder):
             )
             return False
         ask = PermissionAsk(
-            ask_id="ask_" + secrets.token_hex(6),
+            ask_id=stored.ask_id if stored is not None else "ask_" + secrets.token_hex(6),
             session_id=session.id,
             turn_id=call.turn_id,
             call_id=call.call_id,
@@ -454,20 +472,52 @@ class Stages(Recorder):
             ),
         )
         record["ask_id"] = ask.ask_id
-        await self._record(call, "permission_asked", {**call.identity(), **ask.to_json()})
+        if stored is None:
+            store.put(StoredAsk.of(ask, args_hash))
+            await self._record(call, "permission_asked", {**call.identity(), **ask.to_json()})
+        if stored is not None and stored.status == "answered" and stored.decision is not None:
+            # Answered while the call was paused (elsewhere, or before a restart): the
+            # answer applies to this call, once.
+            if store.consume(stored.ask_id):
+                ask.settle(stored.decision)
+        elif call.host and (
+            call.wait is False or (call.wait is None and not session.asks.answerable)
+        ):
+            # A host that can pause: the ask waits in the store, the call comes back
+            # pending, and the same call tried again sees the answer.
+            record.update(
+                answer="pending",
+                how="pending",
+                message=f"approval pending (ask {ask.ask_id}); try the call again once it "
+                "is answered",
+            )
+            call.pending = True
+            return False
         running = call.running
         if running is not None and session.on_permission_ask is None:
             # Closing the session answers an ask that waits in the stream ("closed":
             # denied, as documented), so the close need not cancel this call; an ask
             # callback may never return, so a call waiting for one is cancelled.
             running.quiet = True
-        decision, how = await session.asks.answer(ask)
+        decision: PermissionDecision | None
+        if ask.decision is not None:
+            decision, how = ask.decision, "store"
+        else:
+            decision, how = await self._wait_for_answer(ask, session, store)
+            if decision is not None and how != "store":
+                with contextlib.suppress(AskError):
+                    store.answer(ask.ask_id, decision, via=decision.via or how)
+                store.consume(ask.ask_id)
+            elif decision is None:
+                store.withdraw(ask.ask_id, how)
         if session.closed and decision is not None:
             # Answered, but the session closed meanwhile: no grant may outlive it (R5).
             decision, how = None, "closed"
         record.update(answer=decision.decision if decision else "deny", how=how)
         if decision is not None and decision.decided_by:
             record["answered_by"] = decision.decided_by
+        if decision is not None and decision.via:
+            record["via"] = decision.via
         if decision is not None and decision.message:
             record["message"] = scrub(decision.message, call.secrets)
         new_grant = None
@@ -501,11 +551,41 @@ class Stages(Recorder):
                 "ask_id": ask.ask_id,
                 "answer": record["answer"],
                 "how": how,
+                "by": record.get("answered_by"),
+                "via": record.get("via"),
                 "grant": new_grant.grant_id if new_grant else None,
             },
         )
         call.grant = new_grant
         return allowed
+
+    async def _wait_for_answer(
+        self, ask: PermissionAsk, session: Any, store: Any
+    ) -> tuple[PermissionDecision | None, str]:
+        """The session's answerer (callback or stream) answers; with a store other
+        processes share, an answer given there (``clearance asks approve``) counts too."""
+        if not store.shared:
+            decision, how = await session.asks.answer(ask)
+            return decision, how
+        found: list[PermissionDecision] = []
+
+        async def from_store() -> None:
+            while ask.open:
+                await anyio.sleep(_STORE_POLL)
+                stored = store.get(ask.ask_id)
+                if stored is not None and stored.status == "answered" and stored.decision:
+                    if ask.open and store.consume(ask.ask_id):
+                        found.append(stored.decision)
+                        ask.settle(stored.decision)
+                    return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(from_store)
+            decision, how = await session.asks.answer(ask)
+            tg.cancel_scope.cancel()
+        if found and decision is found[0]:
+            how = "store"
+        return decision, how
 
     # -- the handler and its result -------------------------------------------------------
 

@@ -73,6 +73,9 @@ class PermissionDecision:
     """Seconds until the grant expires (``None``: no expiry)."""
     decided_by: str | None = None
     """Who answered (a user name), recorded with the grant."""
+    via: str | None = None
+    """Through what the answer came (``terminal``, ``cli``, ``gateway``, ``inbox``,
+    ``openai-agents``...), recorded in the journal."""
 
     def __post_init__(self) -> None:
         if self.decision not in ANSWERS:

@@ -78,6 +78,15 @@ class AskDesk:
         """The asks waiting for an answer now."""
         return list(self._open.values())
 
+    def find(self, ask_id: str) -> PermissionAsk | None:
+        """The open ask with this id, if it waits here."""
+        return self._open.get(ask_id)
+
+    @property
+    def answerable(self) -> bool:
+        """Whether someone here can answer an ask now (a callback or a listener)."""
+        return self.callback is not None or self._listeners > 0
+
     @property
     def listeners(self) -> int:
         """How many :meth:`listen` iterators are open."""
@@ -156,6 +165,8 @@ class AskDesk:
         try:
             ask.settle(decision)
         except AskError:
+            if ask.decision is not None:  # answered elsewhere meanwhile (a shared store)
+                return ask.decision, "store"
             return None, "closed"
         return decision, "callback"
 

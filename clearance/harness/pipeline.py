@@ -90,10 +90,12 @@ class Pipeline(Stages):
         call_id: str | None = None,
         turn_id: str | None = None,
         context: Mapping[str, Any] | None = None,
+        wait: bool | None = None,
     ) -> Authorization:
         """Every stage up to dispatch, as :meth:`call` runs them, for a host that runs the
         tool itself; see ``Session.authorize``."""
         call = self._new_call(session, name, arguments, call_id, turn_id)
+        call.host, call.wait = True, wait
         call.running = running = CallHandle()
         session._enter()
         session.running.add(running)
@@ -102,6 +104,23 @@ class Pipeline(Stages):
         finally:
             session.running.discard(running)
             session._leave()
+        if ended is not None and call.pending:
+            # The same call may be tried again (the call id stays free) once answered.
+            session.call_ids.discard(call.call_id)
+            tool = call.tool
+            assert tool is not None
+            return Authorization(
+                status="pending",
+                call_id=call.call_id,
+                tool=tool.model_alias,
+                qualified_name=tool.qualified_name,
+                message=ended.message,
+                decision="ask",
+                reasons=ended.reasons,
+                correlation_id=call.correlation_id,
+                ask_id=call.record.get("ask", {}).get("ask_id"),
+                outcome=ended,
+            )
         if ended is not None:
             return Authorization(
                 status="denied",
@@ -571,7 +590,7 @@ class Pipeline(Stages):
             finally:
                 session.running.discard(running)
                 self.dispatcher.release()
-                ctx._done = True
+                ctx.finish()
                 self._withheld.pop((session.id, call.call_id), None)
             if cancelled:
                 status, message, result = "cancelled", "the call was cancelled", None

@@ -22,7 +22,17 @@ from anyio.abc import TaskGroup
 from clearance.errors import ClosedError
 from clearance.guardrails.base import ArgumentGuardrail, ResultGuardrail
 from clearance.harness._call_state import CallState
-from clearance.harness.approvals import AskCallback, GrantStore, MemoryGrantStore, PermissionAsk
+from clearance.harness.approvals import (
+    Answer,
+    AskCallback,
+    GrantScope,
+    GrantStore,
+    MemoryGrantStore,
+    PermissionAsk,
+    PermissionDecision,
+    coerce_decision,
+)
+from clearance.harness.ask_store import AskStore, MemoryAskStore, StoredAsk
 from clearance.harness.asks import AskDesk, Diagnostics
 from clearance.harness.cancellation import this_task
 from clearance.harness.dispatch import Dispatcher, SessionLock
@@ -72,6 +82,9 @@ class Harness:
         result_guardrails: run in order on results, before the model and journal see them.
         journal: where events go (default: a ``MemoryJournal``).
         grant_store: where ``allow_session``/``allow_always`` grants live.
+        ask_store: where asks wait for their answers (default: memory). A shared store
+            (``SqliteAskStore``) lets another process answer them (``clearance asks``)
+            and a paused ``authorize`` resume after a restart.
         shadow_evaluator: a candidate evaluated beside ``evaluator`` on every call, whose
             disagreements are recorded but never enforced.
         max_concurrency: handlers running at once, harness-wide.
@@ -93,6 +106,7 @@ class Harness:
         result_guardrails: Iterable[ResultGuardrail | Callable[..., Any]] = (),
         journal: Journal | None = None,
         grant_store: GrantStore | None = None,
+        ask_store: AskStore | None = None,
         shadow_evaluator: AuthorityEvaluator | None = None,
         max_concurrency: int = 16,
         max_queue: int = 256,
@@ -119,6 +133,7 @@ class Harness:
         self.result_guardrails = tuple(_as_guardrail(g, ResultGuardrail) for g in result_guardrails)
         self.journal: Journal = journal if journal is not None else MemoryJournal()
         self.grants: GrantStore = grant_store if grant_store is not None else MemoryGrantStore()
+        self.ask_store: AskStore = ask_store if ask_store is not None else MemoryAskStore()
         self.shadow_evaluator = shadow_evaluator
         self.ask_timeout = ask_timeout
         self.max_argument_bytes = max_argument_bytes
@@ -242,6 +257,53 @@ class Harness:
     def events(self) -> EventStream:
         """Events of every session, from now on."""
         return self.hub.subscribe(None)
+
+    def pending_asks(self) -> list[StoredAsk]:
+        """The asks waiting for an answer, in this process or (with a shared ask store)
+        any process."""
+        return self.ask_store.pending()
+
+    async def answer_ask(
+        self,
+        ask_id: str,
+        decision: Answer | PermissionDecision,
+        *,
+        scope: GrantScope | None = None,
+        by: str | None = None,
+        via: str | None = None,
+    ) -> StoredAsk:
+        """Answer a pending ask from anywhere: a call waiting for it (here, or in another
+        process sharing the ask store) goes on, and a paused ``authorize`` with the same
+        call id sees the answer when it is tried again.
+
+        Args:
+            ask_id: the ask.
+            decision: ``allow_once``, ``allow_session``, ``allow_always``, ``deny``, or a
+                ``PermissionDecision``.
+            scope: for ``allow_session``/``allow_always``, one of the ask's
+                ``suggestions`` (default: the exact call).
+            by: who answered (recorded with the answer and any grant).
+            via: through what (``cli``, ``inbox``, ``openai-agents``...).
+
+        Raises:
+            AskError: no such ask, it is not pending, or the answer is not valid.
+        """
+        answer = coerce_decision(decision, scope=scope)
+        if by is not None or via is not None:
+            answer = PermissionDecision(
+                answer.decision,
+                scope=answer.scope,
+                message=answer.message,
+                expires_in=answer.expires_in,
+                decided_by=by or answer.decided_by,
+                via=via or answer.via,
+            )
+        stored = self.ask_store.answer(ask_id, answer, by=by, via=via)
+        for session in list(self.sessions.values()):
+            live = session.asks.find(ask_id)
+            if live is not None and live.open:
+                live.settle(answer)
+        return stored
 
     async def decide(
         self,
@@ -416,6 +478,7 @@ class Session:
         call_id: str | None = None,
         turn_id: str | None = None,
         context: Mapping[str, Any] | None = None,
+        wait: bool | None = None,
     ) -> Authorization:
         """Put a call that the host will run itself through every stage before dispatch,
         exactly as :meth:`call_tool` does (schema, canonical facts, guardrails, evaluator,
@@ -425,13 +488,21 @@ class Session:
         run the tool with those, then report with :meth:`record_result` (or run it inside
         :meth:`execution`). A ``denied`` one carries what the model may be shown.
 
+        An ask is answered by the session's callback or stream and waited for; when nobody
+        here can answer (or ``wait=False``) the authorization comes back ``pending`` with
+        its ``ask_id``: the ask waits in the harness's ask store, to be answered from
+        anywhere (``harness.answer_ask``, ``clearance asks approve``), and the same call
+        (same call id and arguments) tried again, in this session or another, after a
+        restart too, gets the answer: ``allow_once`` authorizes it once. ``wait=True``
+        waits for an answer even with nobody here to give it (up to ``ask_timeout``).
+
         Raises:
             ClosedError: the session or harness is closed.
         """
         if self.closed:
             raise ClosedError(f"session {self.id} is closed")
         return await self.harness.pipeline.authorize(
-            self, name, arguments, call_id=call_id, turn_id=turn_id, context=context
+            self, name, arguments, call_id=call_id, turn_id=turn_id, context=context, wait=wait
         )
 
     async def record_result(

@@ -114,9 +114,17 @@ class AskRecord(_Model):
     policies: list[str]
     ask_id: str | None = None
     answer: str | None = None
+    """``allow_once``, ``allow_session``, ``allow_always``, ``deny``; ``grant`` when a
+    stored grant answered; ``pending`` when the ask waits in the store (``authorize``)."""
     how: str | None = None
-    """``callback``, ``stream``, ``timeout``, ``closed``, ``unanswerable``, ``error``,
-    ``unshowable`` (a deciding argument is withheld, so no person was asked)."""
+    """``callback``, ``stream``, ``store`` (answered through the ask store: another
+    process, ``clearance asks``, ``harness.answer_ask``), ``pending``, ``timeout``,
+    ``closed``, ``unanswerable``, ``error``, ``unshowable`` (a deciding argument is
+    withheld, so no person was asked)."""
+    answered_by: str | None = None
+    """Who answered, when the answer said (``PermissionDecision.decided_by``)."""
+    via: str | None = None
+    """Through what the answer came (``terminal``, ``cli``, ``gateway``, a framework)."""
     grant: str | None = None
     message: str | None = None
     grant_created: dict[str, Any] | None = None
@@ -146,9 +154,20 @@ class CallDecidedData(_ToolIdentity):
     reasons: list[str]
     grant: str | None = None
     outcome: Literal[
-        "dispatched", "denied", "blocked", "invalid", "overloaded", "cancelled", "error"
+        "dispatched",
+        "authorized",
+        "pending",
+        "denied",
+        "blocked",
+        "invalid",
+        "overloaded",
+        "cancelled",
+        "error",
     ]
-    """``dispatched`` (a ``tool_started`` follows) or how the call ended without running."""
+    """``dispatched`` (a ``tool_started`` follows), ``authorized`` (the host runs the call:
+    a ``tool_started`` follows when it reports the run), ``pending`` (its ask waits in the
+    store; the same call tried again is a new entry), or how the call ended without
+    running."""
     message: str | None = None
     correlation_id: str
     timing_us: dict[str, int]
@@ -161,6 +180,8 @@ class ToolStartedData(_ToolIdentity):
     arguments: dict[str, Any] | None
     """The final arguments the handler gets, withheld values replaced."""
     correlation_id: str
+    host: bool | None = None
+    """True when the host ran the call (``authorize`` + ``record_result``)."""
 
 
 class ToolProgressData(_ToolIdentity):
@@ -190,6 +211,8 @@ class ToolFinishedData(_ToolIdentity):
     result_blocked: bool = False
     """A result guardrail withheld the result from the model (it saw ``blocked``)."""
     result: ResultReference | None = None
+    result_guardrails: list[GuardrailRecord] | None = None
+    """Each result guardrail's outcome (advisory ones included)."""
     started_seq: int | None = None
     """On ``interrupted`` records: the ``seq`` of the start they close."""
 
@@ -216,6 +239,10 @@ class PermissionDecidedData(_ToolIdentity):
     ask_id: str
     answer: str
     how: str
+    by: str | None = None
+    """Who answered, when the answer said."""
+    via: str | None = None
+    """Through what the answer came."""
     grant: str | None = None
 
 

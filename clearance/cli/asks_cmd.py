@@ -1,0 +1,217 @@
+"""``clearance asks``: list, show and answer the asks waiting in the ask store.
+
+Asks live in the SQLite ask store beside the grants (``[approvals] grants``, default the
+journal file in the state directory), or the file given with ``--db``. A host paused on an
+ask (``session.authorize`` came back pending) gets the answer when it tries the call
+again; a call waiting in another process goes on within a moment. The answer records who
+gave it (``--by``, default the login name) and that it came through the CLI.
+"""
+
+from __future__ import annotations
+
+import getpass
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from clearance._text import printable
+from clearance.cli._options import config_option, load_cli_config
+from clearance.cli._render import print_json, print_table
+from clearance.cli.main import cli, fail
+from clearance.errors import AskError
+from clearance.harness.approvals import coerce_decision
+from clearance.harness.ask_display import ask_lines
+from clearance.harness.ask_store import StoredAsk
+from clearance.harness.ask_store_sqlite import SqliteAskStore
+
+__all__ = ["approve_command", "asks", "deny_command", "list_command", "show_command"]
+
+_ANSWERS = ("allow_once", "allow_session", "allow_always")
+
+
+def _db_option(fn: click.decorators.FC) -> click.decorators.FC:
+    return click.option(
+        "--db",
+        metavar="PATH",
+        default=None,
+        help="The ask store (default: [approvals] grants of the configuration, else the "
+        "journal file).",
+    )(fn)
+
+
+def _open_store(db: str | None, config_path: str | None) -> SqliteAskStore:
+    path = Path(db) if db is not None else load_cli_config(config_path).grants_path
+    if not path.is_file():
+        fail(f"no ask store at {str(path)!r} (give the file with --db)")
+    return SqliteAskStore(path)
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _find(store: SqliteAskStore, ask_id: str) -> StoredAsk:
+    found = store.get(ask_id)
+    if found is None:
+        fail(f"no ask with id {ask_id!r} in {store.path}")
+    return found
+
+
+@cli.group("asks")
+def asks() -> None:
+    """List and answer the asks waiting for a person (durable asks)."""
+
+
+@asks.command("list")
+@_db_option
+@config_option
+@click.option("--all", "show_all", is_flag=True, help="Also answered and closed asks.")
+@click.option("--json", "as_json", is_flag=True, help="Print the asks as JSON.")
+def list_command(db: str | None, config_path: str | None, show_all: bool, as_json: bool) -> None:
+    """List the pending asks: which principal wants which tool called, and why."""
+    store = _open_store(db, config_path)
+    try:
+        found = store.all() if show_all else store.pending()
+    finally:
+        store.close()
+    if as_json:
+        print_json([a.to_json() for a in found])
+        return
+    if not found:
+        click.echo("no pending asks" if not show_all else "no asks")
+        return
+    print_table(
+        ["ID", "STATUS", "PRINCIPAL", "TOOL", "CALL", "ASKED", "REASON"],
+        [
+            [a.ask_id, a.status, a.principal, a.tool, a.call_id, _when(a.created_at), a.reason]
+            for a in found
+        ],
+    )
+
+
+@asks.command("show")
+@click.argument("ask_id", metavar="ID")
+@_db_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print the ask as JSON.")
+def show_command(ask_id: str, db: str | None, config_path: str | None, as_json: bool) -> None:
+    """Show an ask whole: every argument (the deciding ones first), the facts, the
+    reasons and the scopes an answer may take."""
+    store = _open_store(db, config_path)
+    try:
+        found = _find(store, ask_id)
+    finally:
+        store.close()
+    if as_json:
+        print_json(found.to_json())
+        return
+    click.echo(f"ask      {printable(found.ask_id)} ({found.status})")
+    click.echo(f"who      {printable(found.principal)}")
+    click.echo(f"tool     {printable(found.tool)}  call {printable(found.call_id)}")
+    click.echo(f"why      {printable(found.reason)}")
+    if found.policies:
+        click.echo(f"policies {printable(', '.join(found.policies))}")
+    click.echo("arguments")
+    for line in ask_lines(dict(found.arguments), found.deciding, width=100, elide_values=False):
+        click.echo(f"  {line}")
+    if found.suggestions:
+        click.echo("scopes (--scope N)")
+        for index, scope in enumerate(found.suggestions, 1):
+            click.echo(f"  {index}. {printable(scope.description or scope.kind)}")
+    if found.decision is not None:
+        click.echo(
+            f"answer   {found.decision.decision} by {printable(found.answered_by or '-')} "
+            f"via {printable(found.via or '-')}"
+        )
+
+
+@asks.command("approve")
+@click.argument("ask_id", metavar="ID")
+@_db_option
+@config_option
+@click.option(
+    "--answer",
+    type=click.Choice(_ANSWERS),
+    default="allow_once",
+    show_default=True,
+    help="allow_once: this call; allow_session: while its session lasts; allow_always: kept.",
+)
+@click.option(
+    "--scope",
+    "scope_index",
+    type=int,
+    default=None,
+    help="For allow_session/allow_always: the number of a scope `asks show` lists "
+    "(default: exactly this call).",
+)
+@click.option("--by", default=None, help="Who answers (default: the login name).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answered ask as JSON.")
+def approve_command(
+    ask_id: str,
+    db: str | None,
+    config_path: str | None,
+    answer: str,
+    scope_index: int | None,
+    by: str | None,
+    as_json: bool,
+) -> None:
+    """Approve the ask ID. Exits 2 when there is no such pending ask."""
+    _answer(ask_id, db, config_path, answer, scope_index, by, as_json)
+
+
+@asks.command("deny")
+@click.argument("ask_id", metavar="ID")
+@_db_option
+@config_option
+@click.option("--by", default=None, help="Who answers (default: the login name).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answered ask as JSON.")
+def deny_command(
+    ask_id: str, db: str | None, config_path: str | None, by: str | None, as_json: bool
+) -> None:
+    """Deny the ask ID. Exits 2 when there is no such pending ask."""
+    _answer(ask_id, db, config_path, "deny", None, by, as_json)
+
+
+def _answer(
+    ask_id: str,
+    db: str | None,
+    config_path: str | None,
+    answer: str,
+    scope_index: int | None,
+    by: str | None,
+    as_json: bool,
+) -> None:
+    store = _open_store(db, config_path)
+    try:
+        found = _find(store, ask_id)
+        scope = None
+        if scope_index is not None:
+            if answer not in ("allow_session", "allow_always"):
+                fail("--scope goes with --answer allow_session or allow_always")
+            if not 1 <= scope_index <= len(found.suggestions):
+                fail(f"--scope: ask {ask_id} offers scopes 1 to {len(found.suggestions)}")
+            scope = found.suggestions[scope_index - 1]
+        who = by or _login()
+        try:
+            answered = store.answer(
+                ask_id,
+                coerce_decision(answer, scope=scope),
+                by=who,
+                via="cli",
+            )
+        except AskError as exc:
+            fail(str(exc))
+    finally:
+        store.close()
+    if as_json:
+        print_json(answered.to_json())
+    else:
+        click.echo(f"{answer} {printable(ask_id)} by {printable(who)}")
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

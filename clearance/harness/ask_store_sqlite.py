@@ -1,0 +1,207 @@
+"""``SqliteAskStore``: durable asks in a SQLite file, shared by every process that opens it.
+
+Schema::
+
+    asks(ask_id TEXT PRIMARY KEY, principal TEXT, tool TEXT, call_id TEXT,
+         arguments_hash TEXT, status TEXT, created_at REAL, body TEXT)
+    -- body: StoredAsk.to_json() plus the full answer (scope included), ASCII JSON
+
+Every method is one small transaction; an answer is recorded with a conditional update
+(``... WHERE status = 'pending'``), so two processes answering at once cannot both win, and
+an answer is consumed once (``... WHERE status = 'answered'``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from clearance.errors import AskError, ConfigError
+from clearance.harness.approvals import PermissionDecision
+from clearance.harness.ask_store import (
+    StoredAsk,
+    decision_from_json,
+    decision_to_json,
+)
+from clearance.harness.grants import GrantScope
+
+__all__ = ["SqliteAskStore"]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS asks (ask_id TEXT PRIMARY KEY, principal TEXT NOT NULL, "
+    "tool TEXT NOT NULL, call_id TEXT NOT NULL, arguments_hash TEXT NOT NULL, "
+    "status TEXT NOT NULL, created_at REAL NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS asks_by_call ON asks (principal, tool, call_id, arguments_hash)",
+    "CREATE INDEX IF NOT EXISTS asks_by_status ON asks (status, created_at)",
+)
+_COLUMNS = "ask_id, status, body"
+
+
+class SqliteAskStore:
+    """Durable asks in a SQLite file (see the module docstring).
+
+    Raises:
+        ConfigError: the file cannot be opened or is not a SQLite database.
+    """
+
+    shared = True
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=10
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open the ask store: {exc}", path=self.path) from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def put(self, ask: StoredAsk) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO asks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    ask.ask_id,
+                    ask.principal,
+                    ask.tool,
+                    ask.call_id,
+                    ask.arguments_hash,
+                    ask.status,
+                    ask.created_at,
+                    _body(ask),
+                ),
+            )
+
+    def answer(
+        self,
+        ask_id: str,
+        decision: PermissionDecision,
+        *,
+        by: str | None = None,
+        via: str | None = None,
+    ) -> StoredAsk:
+        with self._lock:
+            found = self.get(ask_id)
+            if found is None:
+                raise AskError(f"no ask {ask_id!r}")
+            answered = replace(
+                found,
+                status="answered",
+                decision=replace(
+                    decision, decided_by=by or decision.decided_by, via=via or decision.via
+                ),
+                answered_by=by or decision.decided_by,
+                via=via or decision.via,
+                answered_at=time.time(),
+            )
+            done = self._db.execute(
+                "UPDATE asks SET status = 'answered', body = ? "
+                "WHERE ask_id = ? AND status = 'pending'",
+                (_body(answered), ask_id),
+            )
+            if done.rowcount != 1:
+                raise AskError(f"ask {ask_id} is {found.status}, not pending")
+            return answered
+
+    def consume(self, ask_id: str) -> bool:
+        with self._lock:
+            found = self.get(ask_id)
+            if found is None or found.status != "answered":
+                return False
+            done = self._db.execute(
+                "UPDATE asks SET status = 'consumed', body = ? "
+                "WHERE ask_id = ? AND status = 'answered'",
+                (_body(replace(found, status="consumed")), ask_id),
+            )
+            return done.rowcount == 1
+
+    def withdraw(self, ask_id: str, why: str) -> None:
+        with self._lock:
+            found = self.get(ask_id)
+            if found is None or found.status != "pending":
+                return
+            self._db.execute(
+                "UPDATE asks SET status = 'closed', body = ? "
+                "WHERE ask_id = ? AND status = 'pending'",
+                (_body(replace(found, status="closed", closed_why=why)), ask_id),
+            )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get(self, ask_id: str) -> StoredAsk | None:
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM asks WHERE ask_id = ?", (ask_id,)
+        ).fetchone()
+        return _row(row) if row is not None else None
+
+    def find(
+        self, principal: str, tool: str, call_id: str, arguments_hash: str
+    ) -> StoredAsk | None:
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM asks WHERE principal = ? AND tool = ? AND call_id = ? "
+            "AND arguments_hash = ? AND status IN ('pending', 'answered') "
+            "ORDER BY created_at DESC LIMIT 1",
+            (principal, tool, call_id, arguments_hash),
+        ).fetchone()
+        return _row(row) if row is not None else None
+
+    def pending(self) -> list[StoredAsk]:
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM asks WHERE status = 'pending' ORDER BY created_at"
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def all(self, *, limit: int = 100) -> list[StoredAsk]:
+        """The newest asks, whatever their status."""
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM asks ORDER BY created_at DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+
+def _body(ask: StoredAsk) -> str:
+    raw = ask.to_json()
+    raw["arguments_hash"] = ask.arguments_hash
+    raw["suggestions"] = [s.to_json() for s in ask.suggestions]
+    raw["decision"] = decision_to_json(ask.decision) if ask.decision is not None else None
+    return json.dumps(raw, ensure_ascii=True, sort_keys=True)
+
+
+def _row(row: tuple[Any, ...]) -> StoredAsk:
+    ask_id, status, body = row
+    raw = json.loads(body)
+    decision = raw.get("decision")
+    return StoredAsk(
+        ask_id=ask_id,
+        principal=raw["principal"],
+        tool=raw["tool"],
+        call_id=raw["call_id"],
+        session_id=raw.get("session_id", ""),
+        arguments_hash=raw["arguments_hash"],
+        arguments=raw.get("arguments") or {},
+        reason=raw.get("reason", ""),
+        policies=tuple(raw.get("policies") or ()),
+        suggestions=tuple(GrantScope.from_json(s) for s in raw.get("suggestions") or ()),
+        deciding=tuple(raw.get("deciding") or ()),
+        facts=raw.get("facts") or {},
+        created_at=float(raw.get("created_at", 0.0)),
+        status=status,
+        decision=decision_from_json(decision) if decision else None,
+        answered_by=raw.get("answered_by"),
+        via=raw.get("via"),
+        answered_at=raw.get("answered_at"),
+        closed_why=raw.get("closed_why"),
+    )

@@ -1,0 +1,173 @@
+"""Durable asks: a pending ask lives in a store, is answered from anywhere, and the same call
+tried again (after a restart too) gets the answer, once."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
+from clearance.errors import AskError
+from clearance.harness.ask_store_sqlite import SqliteAskStore
+from clearance.harness.grants_sqlite import SqliteGrantStore
+from clearance.policy import LocalEvaluator
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Principal("User", "alice")
+
+
+def send(arguments: dict[str, Any], ctx: CallContext) -> str:
+    return f"sent to {arguments['to']}"
+
+
+def registry() -> ToolRegistry:
+    reg = ToolRegistry()
+    reg.register(
+        "mail",
+        [
+            Tool(
+                "send",
+                send,
+                input_schema={
+                    "type": "object",
+                    "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+                    "required": ["to", "body"],
+                    "additionalProperties": False,
+                },
+                facts={"/to": "email"},
+            )
+        ],
+    )
+    return reg
+
+
+def harness(**options: Any) -> Harness:
+    return Harness(registry(), evaluator=LocalEvaluator(ask=["mail.send"]), **options)
+
+
+ARGS = {"to": "Bob@Example.com", "body": "hello"}
+
+
+async def test_a_paused_call_gets_its_answer_once() -> None:
+    journal = MemoryJournal()
+    async with harness(journal=journal) as h:
+        session = await h.create_session(principal=ALICE)  # nobody here answers
+        first = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert first.status == "pending" and first.ask_id is not None
+        assert first.message is not None and first.ask_id in first.message
+        (waiting,) = h.pending_asks()
+        assert waiting.ask_id == first.ask_id and waiting.call_id == "c1"
+        assert waiting.arguments == {"to": "bob@example.com", "body": "hello"}
+        # still pending when tried again before an answer
+        assert (await session.authorize("mail.send", ARGS, call_id="c1")).pending
+        await h.answer_ask(first.ask_id, "allow_once", by="bob", via="cli")
+        assert h.pending_asks() == []
+        with pytest.raises(AskError):
+            await h.answer_ask(first.ask_id, "deny")  # answered once
+        resumed = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert resumed.allowed and resumed.answered_by == "bob"
+        assert resumed.arguments == {"to": "bob@example.com", "body": "hello"}
+        await session.record_result("c1", "sent")
+        # allow_once: another call of the same arguments is asked again
+        assert (await session.authorize("mail.send", ARGS, call_id="c2")).pending
+    decided = [e.data for e in journal.events(call_id="c1") if e.type == "permission_decided"]
+    assert decided[-1]["by"] == "bob" and decided[-1]["via"] == "cli"
+    assert decided[-1]["how"] == "store"
+    outcomes = [e.data["outcome"] for e in journal.events(call_id="c1") if e.type == "call_decided"]
+    assert outcomes == ["pending", "pending", "authorized"]
+
+
+async def test_an_answer_holds_only_for_the_call_it_was_given_for() -> None:
+    async with harness() as h:
+        session = await h.create_session(principal=ALICE)
+        asked = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert asked.ask_id is not None
+        await h.answer_ask(asked.ask_id, "allow_once")
+        other = await session.authorize(
+            "mail.send", {**ARGS, "to": "eve@evil.example"}, call_id="c1"
+        )
+        assert other.pending and other.ask_id != asked.ask_id  # other arguments: a new ask
+        assert (await session.authorize("mail.send", ARGS, call_id="c1")).allowed
+
+
+async def test_allow_session_creates_the_grant_when_the_answer_is_applied() -> None:
+    async with harness() as h:
+        session = await h.create_session(principal=ALICE)
+        asked = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert asked.ask_id is not None
+        await h.answer_ask(asked.ask_id, "allow_session", by="bob")
+        assert (await session.authorize("mail.send", ARGS, call_id="c1")).allowed
+        again = await session.authorize("mail.send", ARGS, call_id="c2")
+        assert again.allowed and again.grant is not None  # the session grant answered
+
+
+async def test_a_denied_answer_denies_and_a_waiting_call_goes_on(tmp_path: Path) -> None:
+    async with harness() as h:
+        session = await h.create_session(principal=ALICE)
+        asked = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert asked.ask_id is not None
+        await h.answer_ask(asked.ask_id, "deny", by="bob")
+        denied = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert denied.status == "denied"
+
+
+async def test_another_process_answers_a_waiting_call_and_a_restart_resumes(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "clearance.db"
+
+    # A host pauses a call (no answerer), then "restarts" (a new harness on the same file).
+    async with harness(ask_store=SqliteAskStore(db), grant_store=SqliteGrantStore(db)) as h:
+        session = await h.create_session(principal=ALICE)
+        paused = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert paused.pending and paused.ask_id is not None
+    answer = textwrap.dedent(
+        f"""
+        from clearance.harness.ask_store_sqlite import SqliteAskStore
+        from clearance.harness.approvals import PermissionDecision
+        store = SqliteAskStore({str(db)!r})
+        (ask,) = store.pending()
+        store.answer(ask.ask_id, PermissionDecision("allow_once"), by="carol", via="cli")
+        """
+    )
+    done = await anyio.run_process([sys.executable, "-c", answer], check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    async with harness(ask_store=SqliteAskStore(db), grant_store=SqliteGrantStore(db)) as h:
+        session = await h.create_session(principal=ALICE)  # a new session after the restart
+        resumed = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert resumed.allowed and resumed.answered_by == "carol"
+        # a call that waits in-process is released by an answer given in another process
+        async with anyio.create_task_group() as tg:
+            outcomes: list[Any] = []
+
+            async def call() -> None:
+                outcomes.append(await session.call_tool("mail.send", ARGS, call_id="c9"))
+
+            async def listen() -> None:
+                async for _ask in session.permission_asks():  # a UI that never answers
+                    pass
+
+            tg.start_soon(listen)
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                while not h.pending_asks():  # noqa: ASYNC110 (a store another process shares)
+                    await anyio.sleep(0.05)
+            (waiting,) = h.pending_asks()
+            SqliteAskStore(db).answer(waiting.ask_id, _once(), by="dave", via="inbox")
+            with anyio.fail_after(10):
+                while not outcomes:  # noqa: ASYNC110 (the call ends when the store is read)
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        assert outcomes[0].status == "ok" and outcomes[0].text == "sent to bob@example.com"
+
+
+def _once() -> Any:
+    from clearance.harness.approvals import PermissionDecision
+
+    return PermissionDecision("allow_once")
