@@ -60,6 +60,9 @@ class CallState:
     wait only when someone here can answer (None)."""
     pending: bool = False
     """The call's ask waits in the store: ``authorize`` comes back pending."""
+    resume_key: str | None = None
+    """What a stored ask of this call is found again by, with its principal, tool and
+    canonical arguments (default: the call id)."""
     running: CallHandle | None = None
     """The handle ``Session.aclose`` cancels the call through (None when deciding only)."""
 

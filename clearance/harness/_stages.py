@@ -436,7 +436,8 @@ class Stages(Recorder):
             return True
         store = h.ask_store
         args_hash = arguments_hash(arguments)
-        stored = store.find(principal, tool.qualified_name, call.call_id, args_hash)
+        key = call.resume_key or call.call_id
+        stored = store.find(principal, tool.qualified_name, key, args_hash)
         blind = withheld_deciding(deciding, call.withheld)
         if blind:
             # Nobody approves what they cannot see (issue 19): a deciding argument that is
@@ -473,7 +474,7 @@ class Stages(Recorder):
         )
         record["ask_id"] = ask.ask_id
         if stored is None:
-            store.put(StoredAsk.of(ask, args_hash))
+            store.put(StoredAsk.of(ask, args_hash, call_key=key))
             await self._record(call, "permission_asked", {**call.identity(), **ask.to_json()})
         if stored is not None and stored.status == "answered" and stored.decision is not None:
             # Answered while the call was paused (elsewhere, or before a restart): the

@@ -68,12 +68,16 @@ class StoredAsk:
     closed_why: str | None = None
 
     @classmethod
-    def of(cls, ask: PermissionAsk, arguments_hash: str) -> StoredAsk:
+    def of(
+        cls, ask: PermissionAsk, arguments_hash: str, *, call_key: str | None = None
+    ) -> StoredAsk:
+        """The stored form of ``ask``; ``call_key`` is what the call is found again by
+        (default: its call id)."""
         return cls(
             ask_id=ask.ask_id,
             principal=ask.principal,
             tool=ask.qualified_name,
-            call_id=ask.call_id,
+            call_id=call_key or ask.call_id,
             session_id=ask.session_id,
             arguments_hash=arguments_hash,
             arguments=dict(ask.arguments),

@@ -91,11 +91,12 @@ class Pipeline(Stages):
         turn_id: str | None = None,
         context: Mapping[str, Any] | None = None,
         wait: bool | None = None,
+        resume_key: str | None = None,
     ) -> Authorization:
         """Every stage up to dispatch, as :meth:`call` runs them, for a host that runs the
         tool itself; see ``Session.authorize``."""
         call = self._new_call(session, name, arguments, call_id, turn_id)
-        call.host, call.wait = True, wait
+        call.host, call.wait, call.resume_key = True, wait, resume_key
         call.running = running = CallHandle()
         session._enter()
         session.running.add(running)
@@ -152,6 +153,29 @@ class Pipeline(Stages):
             ask_id=call.record.get("ask", {}).get("ask_id"),
             answered_by=call.record.get("ask", {}).get("answered_by"),
         )
+
+    async def run_authorized(self, session: Session, call_id: str) -> CallOutcome:
+        """Run an authorized call as :meth:`call` runs it (a slot in the harness's queue,
+        ``tool_started``, the handler, result guardrails, ``tool_finished``); see
+        ``Session.run_authorized``."""
+        call = self._authorized(session, call_id)
+        del session.authorized[call_id]
+        call.running = running = CallHandle()
+        session._enter()
+        session.running.add(running)
+        try:
+            try:
+                ended = await self._admit(call)
+            except Exception as exc:
+                return await self._failed(call, exc)
+            except BaseException as exc:
+                return await self._interrupted(call, running, exc)
+            if ended is not None:
+                return ended
+            return await self._run(call)
+        finally:
+            session.running.discard(running)
+            session._leave()
 
     def _authorized(self, session: Session, call_id: str) -> CallState:
         call = session.authorized.get(call_id)
@@ -505,7 +529,8 @@ class Pipeline(Stages):
             # after both, and the call then ends cancelled without running (R7).
             running.hold()
         try:
-            await self._decided(call, "dispatched", None, decision, reasons, call.grant)
+            if not call.decided_written:  # an authorized call has its call_decided already
+                await self._decided(call, "dispatched", None, decision, reasons, call.grant)
             call.started_written = True
             await self._record(
                 call,

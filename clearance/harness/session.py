@@ -479,6 +479,7 @@ class Session:
         turn_id: str | None = None,
         context: Mapping[str, Any] | None = None,
         wait: bool | None = None,
+        resume_key: str | None = None,
     ) -> Authorization:
         """Put a call that the host will run itself through every stage before dispatch,
         exactly as :meth:`call_tool` does (schema, canonical facts, guardrails, evaluator,
@@ -495,6 +496,9 @@ class Session:
         (same call id and arguments) tried again, in this session or another, after a
         restart too, gets the answer: ``allow_once`` authorizes it once. ``wait=True``
         waits for an answer even with nobody here to give it (up to ``ask_timeout``).
+        ``resume_key`` finds a stored answer by something other than the call id (a
+        client that retries a call under a new id: the same key, tool, principal and
+        canonical arguments).
 
         Raises:
             ClosedError: the session or harness is closed.
@@ -502,8 +506,26 @@ class Session:
         if self.closed:
             raise ClosedError(f"session {self.id} is closed")
         return await self.harness.pipeline.authorize(
-            self, name, arguments, call_id=call_id, turn_id=turn_id, context=context, wait=wait
+            self,
+            name,
+            arguments,
+            call_id=call_id,
+            turn_id=turn_id,
+            context=context,
+            wait=wait,
+            resume_key=resume_key,
         )
+
+    async def run_authorized(self, call_id: str) -> CallOutcome:
+        """Run a call that :meth:`authorize` allowed as :meth:`call_tool` would: clearance
+        runs its handler (queue, limits, cancellation, result guardrails, journal). For a
+        host that decides first and lets clearance run the tool after (``call_tool`` is
+        ``authorize`` then this).
+
+        Raises:
+            NotAuthorizedError: the call was not authorized here, or already run.
+        """
+        return await self.harness.pipeline.run_authorized(self, call_id)
 
     async def record_result(
         self,

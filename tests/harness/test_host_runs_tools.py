@@ -207,3 +207,38 @@ async def test_an_ask_raised_right_after_a_listener_task_was_started_reaches_it(
             tg.start_soon(ui)
             outcome = await session.call_tool("files.write_file", {"path": "n.txt", "content": "x"})
         assert outcome.status == "ok", outcome.text
+
+
+async def test_an_authorized_call_can_be_run_by_clearance(tmp_path: Path) -> None:
+    ran: list[dict[str, Any]] = []
+
+    def echo(arguments: dict[str, Any], ctx: CallContext) -> str:
+        ran.append(arguments)
+        return "done"
+
+    reg = ToolRegistry()
+    reg.register("x", [Tool("echo", echo)])
+    journal = MemoryJournal()
+    async with Harness(reg, evaluator=LocalEvaluator(allow=["x.*"]), journal=journal) as harness:
+        session = await harness.create_session(principal=ALICE)
+        auth = await session.authorize("x.echo", {}, call_id="r1")
+        outcome = await session.run_authorized("r1")
+        assert auth.allowed and outcome.status == "ok" and ran == [{}]
+        with pytest.raises(NotAuthorizedError):
+            await session.run_authorized("r1")
+    assert types(journal, "r1") == ["call_decided", "tool_started", "tool_finished"]
+
+
+async def test_a_resume_key_finds_the_answer_for_a_retry_under_a_new_call_id(
+    tmp_path: Path,
+) -> None:
+    async with Harness(registry(tmp_path), evaluator=LocalEvaluator(ask=["mail.send"])) as h:
+        session = await h.create_session(principal=ALICE)
+        args = {"to": "bob@example.com", "body": "hi"}
+        first = await session.authorize("mail.send", args, call_id="a", resume_key="k")
+        assert first.pending and first.ask_id is not None
+        await h.answer_ask(first.ask_id, "allow_once")
+        other_key = await session.authorize("mail.send", args, call_id="b", resume_key="z")
+        assert other_key.pending  # another key: not this answer
+        retry = await session.authorize("mail.send", args, call_id="c", resume_key="k")
+        assert retry.allowed
