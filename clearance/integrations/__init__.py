@@ -10,4 +10,10 @@ install. Nothing here imports a framework: each module does, when it is imported
   (``pip install 'clearance[claude-agent-sdk]'``): ``PreToolUse``/``PostToolUse`` hooks and a
   ``can_use_tool`` callback over Claude Code's built-in tools, declared as the ``claude``
   toolset with their facts.
+- :mod:`clearance.integrations.pydantic_ai`: PydanticAI (``pip install 'clearance[pydantic-ai]'``):
+  ``ClearanceToolset`` wraps a toolset; an ask becomes a deferred tool call that needs
+  approval, and the host's ``DeferredToolResults`` answer it.
+- :mod:`clearance.integrations.langgraph`: LangGraph with ``langchain-core`` tools
+  (``pip install 'clearance[langgraph]'``): ``ClearanceToolNode`` in place of ``ToolNode``;
+  an ask becomes an ``interrupt()``, resumed with ``Command(resume=...)``, after a restart too.
 """

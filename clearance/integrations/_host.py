@@ -1,0 +1,263 @@
+"""What the framework adapters share: declaring a framework's tools in a clearance registry,
+reading a host's answer to an ask, and what a pending ask shows.
+
+The framework runs its tools itself; clearance decides and records each call through
+``session.authorize`` and ``session.execution``. So the registry holds a *declaration* of
+each framework tool (its name, description, JSON Schema, facts), whose handler refuses to
+run: a call of it through ``session.call_tool`` fails instead of running the tool twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from clearance.errors import AskError, ToolRegistrationError
+from clearance.harness.approvals import ANSWERS, Answer, GrantScope, PermissionDecision
+from clearance.harness.tools import CallContext, Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    import os
+
+    from clearance.harness.outcomes import CallOutcome
+    from clearance.harness.session import Harness, Session
+
+__all__ = [
+    "HostAnswer",
+    "ToolSpec",
+    "answer_ask",
+    "ask_payload",
+    "declare_tools",
+    "model_value",
+    "open_ask_id",
+    "parse_answer",
+    "qualified_name",
+]
+
+_NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
+_ANSWER_KEYS = frozenset({"decision", "scope", "by", "message"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A framework tool as clearance declares it."""
+
+    name: str
+    """The name the framework (and the model) calls it by."""
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+def _refuse(framework: str) -> Any:
+    def handler(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        # The framework runs this tool; clearance only decides and records its calls.
+        raise RuntimeError(
+            f"{ctx.qualified_name} is run by {framework}, not by clearance: call it through "
+            f"the {framework} adapter"
+        )
+
+    return handler
+
+
+def declare_tools(
+    registry: ToolRegistry,
+    namespace: str,
+    specs: Iterable[ToolSpec],
+    *,
+    framework: str,
+    names: Mapping[str, str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    facts: Mapping[str, Mapping[str, Any]] | None = None,
+    read_only: Collection[str] = (),
+    sensitive: Mapping[str, Sequence[str]] | None = None,
+    annotations: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, str]:
+    """Register a declaration of each framework tool under ``namespace``.
+
+    The per-tool options (``names``, ``facts``, ``read_only``, ``sensitive``,
+    ``annotations``) are keyed by the framework's tool name. Returns the framework name ->
+    qualified name of every declared tool.
+
+    Raises:
+        ToolRegistrationError: an option names a tool that is not among ``specs``, a name
+            that is not ``[a-z0-9_-]`` has no entry in ``names``, or the registry refuses a
+            declaration (bad schema, facts, duplicate name).
+    """
+    specs = list(specs)
+    known = {spec.name for spec in specs}
+    names = dict(names or {})
+    facts = dict(facts or {})
+    sensitive = dict(sensitive or {})
+    annotations = dict(annotations or {})
+    for option, keys in (
+        ("names", names),
+        ("facts", facts),
+        ("read_only", read_only),
+        ("sensitive", sensitive),
+        ("annotations", annotations),
+    ):
+        if isinstance(keys, str):
+            raise ToolRegistrationError(namespace, f"{option} must be a collection of tool names")
+        unknown = sorted(set(keys) - known)
+        if unknown:
+            raise ToolRegistrationError(
+                unknown[0], f"{option} names a tool that is not among the {framework} tools given"
+            )
+    tools: list[Tool] = []
+    mapping: dict[str, str] = {}
+    for spec in specs:
+        name = names.get(spec.name, spec.name)
+        if not _NAME.match(name):
+            raise ToolRegistrationError(
+                spec.name,
+                "a clearance tool name is [a-z0-9_-] (at most 64 characters): map it with "
+                f"names={{{spec.name!r}: 'a_name'}}",
+            )
+        tools.append(
+            Tool(
+                name,
+                _refuse(framework),
+                description=spec.description,
+                input_schema=spec.input_schema,
+                read_only=spec.name in read_only,
+                sensitive=tuple(sensitive.get(spec.name, ())),
+                annotations=dict(annotations.get(spec.name, {})),
+                source=framework,
+                root=root,
+                facts=dict(facts.get(spec.name, {})),
+            )
+        )
+        mapping[spec.name] = f"{namespace}.{name}"
+    registry.register(namespace, tools)
+    return mapping
+
+
+def qualified_name(name: str, *, namespace: str | None, names: Mapping[str, str]) -> str:
+    """The clearance name of the framework tool ``name``: its ``names`` entry, else
+    ``namespace.name``, else ``name`` itself (an unknown name is denied by the pipeline)."""
+    if name in names:
+        return names[name]
+    if namespace is not None:
+        return f"{namespace}.{name}"
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class HostAnswer:
+    """An answer to an ask, as a host gave it through its framework."""
+
+    decision: Answer
+    scope: int | None = None
+    """For ``allow_session``/``allow_always``: the index of one of the ask's
+    ``suggestions`` (None: the exact call)."""
+    by: str | None = None
+    message: str | None = None
+
+
+def parse_answer(value: Any, *, by: str | None = None) -> HostAnswer:
+    """Read a host's answer: ``True`` (allow once), ``False`` (deny), one of
+    ``allow_once``/``allow_session``/``allow_always``/``deny``, or a dict with
+    ``decision`` and optionally ``scope`` (a suggestion's index), ``by`` and ``message``.
+
+    Raises:
+        AskError: the value is none of these (the message says what was wrong).
+    """
+    if value is True:
+        return HostAnswer("allow_once", by=by)
+    if value is False:
+        return HostAnswer("deny", by=by)
+    if isinstance(value, str):
+        if value not in ANSWERS:
+            raise AskError(f"an answer is one of {', '.join(ANSWERS)}, not {value!r}")
+        return HostAnswer(value, by=by)  # type: ignore[arg-type]
+    if not isinstance(value, Mapping):
+        raise AskError(
+            f"an answer is True, False, one of {', '.join(ANSWERS)} or a dict with "
+            f"'decision', not {type(value).__name__}"
+        )
+    extra = sorted(str(k) for k in set(value) - _ANSWER_KEYS)
+    if extra:
+        raise AskError(
+            f"an answer's keys are decision, scope, by and message; {extra[0]!r} is not one"
+        )
+    decision = value.get("decision")
+    if not isinstance(decision, str) or decision not in ANSWERS:
+        raise AskError(f"an answer's decision is one of {', '.join(ANSWERS)}, not {decision!r}")
+    scope = value.get("scope")
+    if scope is not None:
+        if isinstance(scope, bool) or not isinstance(scope, int) or scope < 0:
+            raise AskError(f"an answer's scope is the index of a suggestion, not {scope!r}")
+        if decision not in ("allow_session", "allow_always"):
+            raise AskError(f"a scope goes with allow_session or allow_always, not {decision}")
+    who = value.get("by") if value.get("by") is not None else by
+    if who is not None and not isinstance(who, str):
+        raise AskError(f"an answer's 'by' is a name, not {type(who).__name__}")
+    message = value.get("message")
+    if message is not None and not isinstance(message, str):
+        raise AskError(f"an answer's message is text, not {type(message).__name__}")
+    return HostAnswer(decision, scope=scope, by=who, message=message)  # type: ignore[arg-type]
+
+
+async def answer_ask(harness: Harness, ask_id: str, answer: HostAnswer, *, via: str) -> None:
+    """Give ``answer`` to the pending ask ``ask_id`` (``harness.answer_ask``).
+
+    Raises:
+        AskError: no such pending ask, or a scope index that is not one of its suggestions.
+    """
+    stored = harness.ask_store.get(ask_id)
+    if stored is None:
+        raise AskError(f"no ask {ask_id!r}")
+    scope: GrantScope | None = None
+    if answer.scope is not None:
+        if answer.scope >= len(stored.suggestions):
+            raise AskError(
+                f"ask {ask_id} offers {len(stored.suggestions)} scope(s); "
+                f"there is no scope {answer.scope}"
+            )
+        scope = stored.suggestions[answer.scope]
+    decision = PermissionDecision(answer.decision, scope=scope, message=answer.message)
+    await harness.answer_ask(ask_id, decision, by=answer.by, via=via)
+
+
+def open_ask_id(session: Session, name: str, call_id: str) -> str | None:
+    """The id of the pending ask of this session principal's call ``call_id`` of tool
+    ``name`` (asked in this session or an earlier one), if there is one."""
+    tool = session.harness.registry.find(name)
+    if tool is None:
+        return None
+    principal = str(session.principal)
+    for ask in session.harness.pending_asks():
+        if (
+            ask.call_id == call_id
+            and ask.tool == tool.qualified_name
+            and ask.principal == principal
+        ):
+            return ask.ask_id
+    return None
+
+
+def ask_payload(harness: Harness, ask_id: str, *, call_id: str, tool: str) -> dict[str, Any]:
+    """What a pending ask shows a person, as JSON: its reason, the (masked) arguments, the
+    facts that decide it and the scopes a grant could take (``scope`` indexes these)."""
+    stored = harness.ask_store.get(ask_id)
+    payload: dict[str, Any] = {"ask_id": ask_id, "call_id": call_id, "tool": tool}
+    if stored is not None:
+        shown = stored.to_json()
+        for key in ("tool", "arguments", "reason", "policies", "deciding", "facts"):
+            payload[key] = shown[key]
+        payload["suggestions"] = [
+            {"index": i, **s.to_json(public=True)} for i, s in enumerate(stored.suggestions)
+        ]
+    payload["answers"] = list(ANSWERS)
+    return payload
+
+
+def model_value(outcome: CallOutcome) -> Any:
+    """What the model sees of a recorded run: the guarded structured result when there is
+    one, else the text (a failure, a block, a denial: the message)."""
+    result = outcome.result
+    if result is not None and outcome.status == "ok" and result.structured_content is not None:
+        return result.structured_content
+    return outcome.text

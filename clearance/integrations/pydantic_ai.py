@@ -1,0 +1,317 @@
+"""PydanticAI: every tool call of an agent goes through a clearance session.
+
+::
+
+    from pydantic_ai import Agent, DeferredToolRequests
+    from pydantic_ai.toolsets import FunctionToolset
+    from clearance.integrations.pydantic_ai import ClearanceToolset, deferred_results, register_toolset
+
+    tools = FunctionToolset([read_file, send_mail])
+    register_toolset(registry, "files", tools, root=workspace, facts={"read_file": {"/path": "path"}})
+    async with Harness(registry, evaluator=evaluator) as harness:
+        session = await harness.create_session(principal=Principal("User", "alice"))
+        agent = Agent(model, toolsets=[ClearanceToolset(tools, session=session, namespace="files")],
+                      output_type=[str, DeferredToolRequests])
+        result = await agent.run("...")
+        while isinstance(result.output, DeferredToolRequests):   # asks nobody here answered
+            answers = {call.tool_call_id: "allow_session" for call in result.output.approvals}
+            result = await agent.run(message_history=result.all_messages(),
+                                     deferred_tool_results=deferred_results(result.output, answers, by="alice"))
+
+:class:`ClearanceToolset` wraps the toolset the agent would use. Each call is authorized
+(``session.authorize``: schema, canonical facts, guardrails, evaluator, grants, asks):
+
+- allowed: the tool runs once, with the *canonical* arguments (a path fact's resolved path,
+  not what the model wrote), inside ``session.execution``: the journal records its start and
+  end, and result guardrails decide what the model sees;
+- denied: the tool does not run; the model sees the denial (a ``ToolDenied`` return);
+- asked, and the session has an ``on_permission_ask`` callback or a ``permission_asks()``
+  listener: they answer, in-process;
+- asked, and nobody here can answer: the call becomes a PydanticAI deferred call that needs
+  approval (``ApprovalRequired``). The run ends with ``DeferredToolRequests``; its
+  ``metadata[tool_call_id]["clearance"]`` shows the ask (reason, masked arguments, facts,
+  grant ``suggestions``). The ask waits in the harness's ask store, so it may be answered in
+  another process or after a restart too (``clearance asks approve``).
+
+The host answers in ``DeferredToolResults``: :func:`deferred_results` turns answers
+(``True``/``False``, ``"allow_once"``/``"allow_session"``/``"allow_always"``/``"deny"``, or
+``{"decision": ..., "scope": i, "by": ..., "message": ...}``) into results that carry the
+answer back to this toolset, which gives it to the ask (journaled with ``via="pydantic-ai"``
+and who answered) and then decides the call again with the same call id. A plain
+``approvals={id: True}`` is taken as ``allow_once`` too (with ``metadata={id: {"clearance":
+answer}}`` as that answer); a plain ``False``/``ToolDenied`` never reaches the toolset
+(PydanticAI answers it itself), so the call does not run but its ask stays open: use
+:func:`deferred_results` to have the denial recorded.
+
+Not covered: a tool that defers *itself* (raises ``ApprovalRequired``/``CallDeferred`` from
+its body) ends its clearance run there, and its approved retry is refused as a reused call id
+(it never runs twice). ``requires_approval=True`` tools work: PydanticAI asks for them before
+the toolset is called, and clearance decides the approved call as any other. A
+``ToolReturn``'s extra ``content`` (a separate user message) is dropped: only the guarded
+``return_value`` reaches the model.
+"""
+
+from __future__ import annotations
+
+from clearance.errors import MissingExtraError as _MissingExtraError
+
+try:
+    import pydantic_ai  # noqa: F401  (the optional extra: checked before anything uses it)
+except ImportError as exc:
+    raise _MissingExtraError(
+        "pydantic-ai", "The PydanticAI adapter (clearance.integrations.pydantic_ai)"
+    ) from exc
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
+from pydantic_ai.messages import ToolReturn
+from pydantic_ai.tools import (
+    AgentDepsT,
+    DeferredToolRequests,
+    DeferredToolResults,
+    Tool,
+    ToolApproved,
+    ToolDenied,
+)
+from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_core import to_jsonable_python
+
+from clearance.errors import AskError
+from clearance.harness.outcomes import Authorization
+from clearance.harness.session import Session
+from clearance.harness.tools import ToolRegistry
+from clearance.integrations._host import (
+    ToolSpec,
+    answer_ask,
+    ask_payload,
+    declare_tools,
+    model_value,
+    open_ask_id,
+    parse_answer,
+    qualified_name,
+)
+
+__all__ = ["VIA", "ClearanceToolset", "deferred_results", "register_toolset"]
+
+VIA = "pydantic-ai"
+"""How the journal names answers given through PydanticAI's deferred tool results."""
+
+_KEY = "clearance"
+
+
+def register_toolset(
+    registry: ToolRegistry,
+    namespace: str,
+    tools: FunctionToolset[Any] | Sequence[Tool[Any] | Any],
+    *,
+    names: Mapping[str, str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    facts: Mapping[str, Mapping[str, Any]] | None = None,
+    read_only: Collection[str] = (),
+    sensitive: Mapping[str, Sequence[str]] | None = None,
+    annotations: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, str]:
+    """Declare PydanticAI function tools in a clearance registry, under ``namespace``.
+
+    Each tool is declared with its PydanticAI name, description and parameters' JSON
+    Schema. The options are keyed by the PydanticAI tool name: ``facts`` (how arguments
+    are interpreted: ``{"read_file": {"/path": "path"}}``, resolved against ``root``),
+    ``read_only``, ``sensitive`` (JSON pointers withheld from the journal and asks),
+    ``annotations``, and ``names`` for a tool whose name is not ``[a-z0-9_-]``.
+
+    Returns:
+        The PydanticAI name -> clearance qualified name of each tool (pass it to
+        :class:`ClearanceToolset` as ``names`` when a name was mapped).
+
+    Raises:
+        ToolRegistrationError: a bad option, or the registry refused a declaration.
+        TypeError: ``tools`` is neither a ``FunctionToolset`` nor a sequence of tools.
+    """
+    if isinstance(tools, FunctionToolset):
+        toolset = tools
+    elif isinstance(tools, Sequence) and not isinstance(tools, str):
+        toolset = FunctionToolset(list(tools))
+    else:
+        raise TypeError("tools must be a FunctionToolset or a sequence of tools or functions")
+    specs = [
+        ToolSpec(
+            tool.name,
+            tool.tool_def.description or "",
+            dict(tool.tool_def.parameters_json_schema),
+        )
+        for tool in toolset.tools.values()
+    ]
+    return declare_tools(
+        registry,
+        namespace,
+        specs,
+        framework="pydantic-ai",
+        names=names,
+        root=root,
+        facts=facts,
+        read_only=read_only,
+        sensitive=sensitive,
+        annotations=annotations,
+    )
+
+
+@dataclass
+class ClearanceToolset(WrapperToolset[AgentDepsT]):
+    """A toolset whose every call goes through a clearance session (see the module
+    docstring).
+
+    Args:
+        wrapped: the toolset the agent would use otherwise.
+        session: the clearance session the calls belong to (its principal, grants, asks).
+        namespace: the clearance namespace the tools were declared under
+            (``register_toolset``): the tool ``read_file`` is ``namespace.read_file``.
+        names: PydanticAI name -> clearance qualified name, for tools declared under other
+            names (what ``register_toolset`` returns).
+        by: who answers asks through this agent's deferred results, when an answer does
+            not say (recorded in the journal).
+    """
+
+    session: Session = field(kw_only=True)
+    namespace: str | None = field(default=None, kw_only=True)
+    names: Mapping[str, str] = field(default_factory=dict, kw_only=True)
+    by: str | None = field(default=None, kw_only=True)
+
+    async def call_tool(
+        self,
+        name: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[AgentDepsT],
+        tool: ToolsetTool[AgentDepsT],
+    ) -> Any:
+        call_id = ctx.tool_call_id
+        if not call_id:
+            raise RuntimeError(f"PydanticAI called {name!r} without a tool call id")
+        clearance_name = qualified_name(name, namespace=self.namespace, names=self.names)
+        auth = await self._authorize(clearance_name, tool_args, ctx, call_id)
+        if auth.pending:
+            assert auth.ask_id is not None
+            raise ApprovalRequired(
+                metadata={
+                    _KEY: ask_payload(
+                        self.session.harness, auth.ask_id, call_id=call_id, tool=clearance_name
+                    )
+                }
+            )
+        if not auth.allowed:
+            return ToolDenied(auth.message or "the call was denied")
+        assert auth.arguments is not None
+        # What runs is what was authorized (R6, R11): the canonical arguments, typed again
+        # by the tool's own validator.
+        arguments = tool.args_validator.validate_python(
+            auth.arguments, context=ctx.validation_context
+        )
+        retry = False
+        async with self.session.execution(call_id) as run:
+            try:
+                result = await super().call_tool(name, arguments, ctx, tool)
+            except ModelRetry as exc:
+                # The retry message is the tool's output too: result guardrails see it.
+                retry = True
+                run.result(exc.message, status="error")
+            else:
+                if isinstance(result, ToolReturn):
+                    result = result.return_value
+                run.result(to_jsonable_python(result))
+        outcome = run.outcome
+        assert outcome is not None
+        if retry:
+            raise ModelRetry(outcome.text)
+        return model_value(outcome)
+
+    async def _authorize(
+        self,
+        name: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[AgentDepsT],
+        call_id: str,
+    ) -> Authorization:
+        """Authorize the call; a host approval of this call's open ask answers it first."""
+        arguments = to_jsonable_python(tool_args)
+        turn_id = getattr(ctx, "run_id", None)
+        asked = open_ask_id(self.session, name, call_id) if ctx.tool_call_approved else None
+        auth = await self.session.authorize(name, arguments, call_id=call_id, turn_id=turn_id)
+        if auth.pending and asked is not None and auth.ask_id == asked:
+            # The host approved this very ask (same call id and arguments) through
+            # PydanticAI: that is the answer, with the one its metadata carries, if any.
+            metadata = ctx.tool_call_metadata
+            carried = metadata.get(_KEY) if isinstance(metadata, Mapping) else None
+            answer = parse_answer(carried if carried is not None else True, by=self.by)
+            await answer_ask(self.session.harness, asked, answer, via=VIA)
+            auth = await self.session.authorize(name, arguments, call_id=call_id, turn_id=turn_id)
+        return auth
+
+
+def deferred_results(
+    requests: DeferredToolRequests,
+    answers: Mapping[str, Any],
+    *,
+    by: str | None = None,
+) -> DeferredToolResults:
+    """The ``DeferredToolResults`` that answer ``requests``.
+
+    ``answers`` maps a tool call id to its answer. For a call that clearance asked about
+    (its ``requests.metadata`` has a ``"clearance"`` entry) the answer is ``True``,
+    ``False``, ``"allow_once"``, ``"allow_session"``, ``"allow_always"``, ``"deny"``,
+    ``ToolApproved()``/``ToolDenied(message)``, or ``{"decision": ..., "scope": i, "by":
+    ..., "message": ...}`` (``scope`` indexes the ask's ``suggestions``); it travels back
+    to :class:`ClearanceToolset`, which answers the ask and decides the call again (a
+    denial is then recorded, and the model sees clearance's denial). Other deferred calls
+    get their answers as given (``True``/``False``/``ToolApproved``/``ToolDenied``).
+
+    Raises:
+        AskError: an answer names a call that is not among the requests, an answer is not
+            valid, a clearance call's ``ToolApproved`` has ``override_args``, or a call
+            that needs approval has no answer.
+    """
+    approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+    metadata: dict[str, dict[str, Any]] = {}
+    pending = {call.tool_call_id for call in requests.approvals}
+    unknown = sorted(set(answers) - pending)
+    if unknown:
+        raise AskError(f"no approval is requested for tool call {unknown[0]!r}")
+    for call_id in sorted(pending):
+        if call_id not in answers:
+            raise AskError(f"tool call {call_id!r} needs an answer")
+        value = answers[call_id]
+        ours = _KEY in (requests.metadata.get(call_id) or {})
+        if not ours:
+            if not isinstance(value, bool | ToolApproved | ToolDenied):
+                raise AskError(
+                    f"tool call {call_id!r} was not deferred by clearance: answer it with "
+                    "True, False, ToolApproved or ToolDenied"
+                )
+            approvals[call_id] = value
+            continue
+        if isinstance(value, ToolApproved):
+            if value.override_args is not None:
+                raise AskError(
+                    f"tool call {call_id!r}: clearance asked about its arguments; approve "
+                    "them as they are (override_args would be another call)"
+                )
+            value = True
+        elif isinstance(value, ToolDenied):
+            value = {"decision": "deny", "message": value.message}
+        answer = parse_answer(value, by=by)
+        # The answer rides back to the toolset on an approval: only there can the call be
+        # decided again and its denial recorded. Nothing runs unless clearance allows it.
+        approvals[call_id] = ToolApproved()
+        metadata[call_id] = {
+            _KEY: {
+                "decision": answer.decision,
+                "scope": answer.scope,
+                "by": answer.by,
+                "message": answer.message,
+            }
+        }
+    return DeferredToolResults(approvals=approvals, metadata=metadata)

@@ -1,0 +1,524 @@
+"""The PydanticAI adapter, run offline with PydanticAI's own ``FunctionModel`` and
+``TestModel``: real agents, real toolsets, real files and symlinks, real SQLite stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.toolsets import FunctionToolset
+
+from clearance import (
+    Harness,
+    JournalEvent,
+    MemoryJournal,
+    PermissionAsk,
+    PermissionDecision,
+    Principal,
+    SqliteGrantStore,
+    SqliteJournal,
+    ToolRegistry,
+)
+from clearance.errors import AskError, ToolRegistrationError
+from clearance.guardrails import SecretScanner
+from clearance.harness.ask_store_sqlite import SqliteAskStore
+from clearance.integrations.pydantic_ai import (
+    ClearanceToolset,
+    deferred_results,
+    register_toolset,
+)
+from clearance.policy import LocalEvaluator
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Principal("User", "alice")
+SECRET = "AKIA" + "IOSFODNN7EXAMPLE"
+OUTPUT = [str, DeferredToolRequests]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    (ws / "docs" / "a.md").write_text("alpha")
+    (ws / "private").mkdir()
+    (ws / "private" / "b.md").write_text("beta")
+    (ws / "link").symlink_to("docs")
+    return ws
+
+
+def tools(ws: Path, ran: list[tuple[str, Any]]) -> FunctionToolset[Any]:
+    def read_file(path: str) -> str:
+        """Read a text file in the workspace."""
+        ran.append(("read_file", path))
+        return (ws / path).read_text()
+
+    def send_mail(to: str, body: str) -> str:
+        """Send an email."""
+        ran.append(("send_mail", to))
+        return f"sent to {to}"
+
+    def show_env(name: str) -> str:
+        """Show an environment variable."""
+        ran.append(("show_env", name))
+        return f"{name}={SECRET}"
+
+    return FunctionToolset([read_file, send_mail, show_env])
+
+
+def registry(ws: Path, toolset: FunctionToolset[Any]) -> ToolRegistry:
+    reg = ToolRegistry()
+    register_toolset(
+        reg,
+        "files",
+        toolset,
+        root=ws,
+        facts={"read_file": {"/path": "path"}, "send_mail": {"/to": "email"}},
+        read_only={"read_file", "show_env"},
+    )
+    return reg
+
+
+def evaluator() -> LocalEvaluator:
+    return LocalEvaluator(
+        allow=["files.read_file(path=docs/**)", "files.show_env"], ask=["files.send_mail"]
+    )
+
+
+class Script:
+    """A scripted model (``FunctionModel``): each model turn makes the next batch of tool
+    calls; what the model was shown of every tool result is kept in ``seen``."""
+
+    def __init__(self, *turns: list[ToolCallPart]) -> None:
+        self.turns = list(turns)
+        self.seen: list[tuple[str, Any, str]] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart):
+                self.seen.append((part.tool_name, part.content, part.outcome))
+            elif isinstance(part, RetryPromptPart):
+                self.seen.append((part.tool_name or "", part.content, "retry"))
+        if self.turns:
+            return ModelResponse(parts=list(self.turns.pop(0)))
+        return ModelResponse(parts=[TextPart("done")])
+
+    def model(self) -> FunctionModel:
+        return FunctionModel(self)
+
+
+def call(tool: str, call_id: str, **args: Any) -> ToolCallPart:
+    return ToolCallPart(tool, args, tool_call_id=call_id)
+
+
+def final_records(journal: Any, call_id: str) -> list[JournalEvent]:
+    """A call's records, less the asks and the ``pending`` decisions that preceded its
+    answer: what must be one complete record per call."""
+    return [
+        e
+        for e in journal.events(call_id=call_id)
+        if e.type not in ("permission_asked", "permission_decided")
+        and not (e.type == "call_decided" and e.data["outcome"] == "pending")
+    ]
+
+
+def types(events: list[JournalEvent]) -> list[str]:
+    return [e.type for e in events]
+
+
+def everything_the_model_saw(messages: list[ModelMessage]) -> str:
+    return ModelMessagesTypeAdapter.dump_json(messages).decode()
+
+
+async def test_an_allowed_call_runs_once_with_the_canonical_arguments(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script([call("read_file", "c1", path="./link/a.md")])
+    async with Harness(registry(workspace, toolset), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(), toolsets=[ClearanceToolset(toolset, session=session, namespace="files")]
+        )
+        result = await agent.run("read a.md")
+    assert result.output == "done"
+    # What runs is what was checked: the symlink resolved once, to the canonical path.
+    assert ran == [("read_file", "docs/a.md")]
+    assert script.seen == [("read_file", "alpha", "success")]
+    records = final_records(journal, "c1")
+    assert types(records) == ["call_decided", "tool_started", "tool_finished"]
+    assert records[0].data["outcome"] == "authorized"
+    assert records[0].data["decision"] == "allow"
+    assert records[1].data["arguments"] == {"path": "docs/a.md"} and records[1].data["host"]
+    assert records[2].data["status"] == "ok"
+
+
+async def test_a_denied_call_never_runs_and_the_model_sees_the_denial(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        [
+            call("read_file", "d1", path="private/b.md"),  # no rule allows it
+            call("read_file", "d2", path="link/../../outside.md"),  # leaves the workspace
+            call("delete_all", "d3"),  # a tool clearance does not know
+        ]
+    )
+    async with Harness(registry(workspace, toolset), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(), toolsets=[ClearanceToolset(toolset, session=session, namespace="files")]
+        )
+        await agent.run("read b.md")
+    assert ran == []
+    assert [(tool, outcome) for tool, _, outcome in script.seen[:2]] == [
+        ("read_file", "denied"),
+        ("read_file", "denied"),
+    ]
+    for (_, shown, _), call_id in zip(script.seen, ("d1", "d2"), strict=False):
+        records = final_records(journal, call_id)
+        assert types(records) == ["call_decided"]  # decided, never started
+        assert records[0].data["outcome"] in ("denied", "blocked")
+        # The model sees why, with the correlation id that finds the record.
+        assert records[0].data["correlation_id"] in shown
+    assert "no rule allows" in script.seen[0][1]
+    assert "outside the workspace" in script.seen[1][1]
+    # A tool PydanticAI does not know never reaches the toolset at all.
+    assert script.seen[2][0] == "delete_all" and journal.events(call_id="d3") == []
+
+
+async def test_an_ask_answered_allow_session_in_process_is_not_asked_again(
+    workspace: Path,
+) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    journal = MemoryJournal()
+    asked: list[PermissionAsk] = []
+
+    def answer(ask: PermissionAsk) -> PermissionDecision:
+        asked.append(ask)
+        return PermissionDecision("allow_session", decided_by="alice")
+
+    script = Script(
+        [call("send_mail", "m1", to="Bob@Example.com", body="hi")],
+        [call("send_mail", "m2", to="bob@example.com", body="hi")],
+    )
+    async with Harness(registry(workspace, toolset), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE, on_permission_ask=answer)
+        agent = Agent(
+            script.model(), toolsets=[ClearanceToolset(toolset, session=session, namespace="files")]
+        )
+        result = await agent.run("mail bob twice")
+    assert result.output == "done"
+    assert len(asked) == 1 and asked[0].call_id == "m1"
+    # The email fact made both spellings one recipient, so the session grant covers both.
+    assert ran == [("send_mail", "bob@example.com"), ("send_mail", "bob@example.com")]
+    first = final_records(journal, "m1")
+    assert types(first) == ["call_decided", "tool_started", "tool_finished"]
+    assert first[0].data["ask"]["how"] == "callback"
+    assert first[0].data["ask"]["answered_by"] == "alice"
+    second = final_records(journal, "m2")
+    assert types(second) == ["call_decided", "tool_started", "tool_finished"]
+    assert second[0].data["ask"]["answer"] == "grant"
+
+
+async def test_a_redacted_result_never_reaches_the_model(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script([call("show_env", "e1", name="AWS_KEY")])
+    async with Harness(
+        registry(workspace, toolset),
+        evaluator=evaluator(),
+        journal=journal,
+        result_guardrails=[SecretScanner(action="redact")],
+    ) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(), toolsets=[ClearanceToolset(toolset, session=session, namespace="files")]
+        )
+        result = await agent.run("show the key")
+    assert ran == [("show_env", "AWS_KEY")]  # the tool ran: its result was guarded
+    assert script.seen == [("show_env", "AWS_KEY=[REDACTED:aws_access_key_id]", "success")]
+    assert SECRET not in everything_the_model_saw(result.all_messages())
+    assert all(SECRET not in repr(e.data) for e in journal.events())
+    assert types(final_records(journal, "e1")) == ["call_decided", "tool_started", "tool_finished"]
+
+
+async def test_an_ask_nobody_here_answers_becomes_a_deferred_approval(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        [call("send_mail", "m1", to="Bob@Example.com", body="hi")],
+        [call("send_mail", "m2", to="bob@example.com", body="hi")],
+    )
+    async with Harness(registry(workspace, toolset), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(),
+            toolsets=[ClearanceToolset(toolset, session=session, namespace="files")],
+            output_type=OUTPUT,
+        )
+        first = await agent.run("mail bob")
+        requests = first.output
+        assert isinstance(requests, DeferredToolRequests)
+        assert [c.tool_call_id for c in requests.approvals] == ["m1"]
+        shown = requests.metadata["m1"]["clearance"]
+        assert shown["tool"] == "files.send_mail" and shown["call_id"] == "m1"
+        assert shown["arguments"] == {"to": "bob@example.com", "body": "hi"}  # canonical
+        assert shown["reason"] and "allow_session" in shown["answers"]
+        assert ran == []  # nothing runs while the ask is open
+        assert [a.ask_id for a in h.pending_asks()] == [shown["ask_id"]]
+
+        results = deferred_results(requests, {"m1": "allow_session"}, by="alice")
+        second = await agent.run(
+            message_history=first.all_messages(), deferred_tool_results=results
+        )
+    assert second.output == "done"
+    # m1 ran once, after the answer; m2 (the same recipient) needed no second ask.
+    assert ran == [("send_mail", "bob@example.com"), ("send_mail", "bob@example.com")]
+    assert ("send_mail", "sent to bob@example.com", "success") in script.seen
+    records = final_records(journal, "m1")
+    assert types(records) == ["call_decided", "tool_started", "tool_finished"]
+    ask = records[0].data["ask"]
+    assert ask["answer"] == "allow_session" and ask["answered_by"] == "alice"
+    assert ask["via"] == "pydantic-ai"
+    decided = [e.data for e in journal.events(call_id="m1") if e.type == "permission_decided"]
+    assert len(decided) == 1 and decided[0]["by"] == "alice"
+    assert decided[0]["via"] == "pydantic-ai"
+    assert final_records(journal, "m2")[0].data["ask"]["answer"] == "grant"
+    assert h.pending_asks() == []
+
+
+async def test_a_host_denial_is_recorded_and_shown_and_nothing_runs(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script([call("send_mail", "m1", to="bob@example.com", body="hi")])
+    async with Harness(registry(workspace, toolset), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(),
+            toolsets=[ClearanceToolset(toolset, session=session, namespace="files")],
+            output_type=OUTPUT,
+        )
+        first = await agent.run("mail bob")
+        assert isinstance(first.output, DeferredToolRequests)
+        results = deferred_results(first.output, {"m1": ToolDenied("not to bob")}, by="carol")
+        second = await agent.run(
+            message_history=first.all_messages(), deferred_tool_results=results
+        )
+    assert second.output == "done"
+    assert ran == []
+    assert len(script.seen) == 1
+    tool, content, outcome = script.seen[0]
+    assert (tool, outcome) == ("send_mail", "denied") and "not to bob" in content
+    records = final_records(journal, "m1")
+    assert types(records) == ["call_decided"]
+    assert records[0].data["outcome"] == "denied"
+    assert records[0].data["ask"]["answered_by"] == "carol"
+    assert records[0].data["ask"]["via"] == "pydantic-ai"
+
+
+async def test_a_plain_approval_is_allow_once(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        [call("send_mail", "m1", to="bob@example.com", body="hi")],
+        [call("send_mail", "m2", to="bob@example.com", body="hi")],
+    )
+    async with Harness(registry(workspace, toolset), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(),
+            toolsets=[ClearanceToolset(toolset, session=session, namespace="files", by="app")],
+            output_type=OUTPUT,
+        )
+        first = await agent.run("mail bob")
+        assert isinstance(first.output, DeferredToolRequests)
+        second = await agent.run(
+            message_history=first.all_messages(),
+            deferred_tool_results=DeferredToolResults(approvals={"m1": True}),
+        )
+        # allow_once is never stored: the same mail in another call is asked again.
+        assert isinstance(second.output, DeferredToolRequests)
+        assert [c.tool_call_id for c in second.output.approvals] == ["m2"]
+    assert ran == [("send_mail", "bob@example.com")]
+    ask = final_records(journal, "m1")[0].data["ask"]
+    assert ask["answer"] == "allow_once" and ask["answered_by"] == "app"
+
+
+async def test_a_deferred_ask_is_answered_after_a_restart(workspace: Path, tmp_path: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    stores = tmp_path / "state"
+    stores.mkdir()
+
+    def harness() -> Harness:
+        return Harness(
+            registry(workspace, toolset),
+            evaluator=evaluator(),
+            journal=SqliteJournal(stores / "journal.db"),
+            grant_store=SqliteGrantStore(stores / "grants.db"),
+            ask_store=SqliteAskStore(stores / "asks.db"),
+        )
+
+    script = Script([call("send_mail", "m1", to="bob@example.com", body="hi")])
+    async with harness() as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(),
+            toolsets=[ClearanceToolset(toolset, session=session, namespace="files")],
+            output_type=OUTPUT,
+        )
+        first = await agent.run("mail bob")
+        assert isinstance(first.output, DeferredToolRequests)
+        saved_messages = ModelMessagesTypeAdapter.dump_json(first.all_messages())
+        saved_requests = first.output
+    assert ran == []
+
+    # A new process: new harness, session, toolset and agent over the same stores.
+    async with harness() as h:
+        assert [a.call_id for a in h.pending_asks()] == ["m1"]
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(),
+            toolsets=[ClearanceToolset(toolset, session=session, namespace="files")],
+            output_type=OUTPUT,
+        )
+        results = deferred_results(saved_requests, {"m1": {"decision": "allow_once", "by": "bo"}})
+        second = await agent.run(
+            message_history=ModelMessagesTypeAdapter.validate_json(saved_messages),
+            deferred_tool_results=results,
+        )
+        assert second.output == "done"
+        assert h.pending_asks() == []
+    assert ran == [("send_mail", "bob@example.com")]
+    journal = SqliteJournal(stores / "journal.db")
+    try:
+        records = final_records(journal, "m1")
+    finally:
+        await journal.aclose()
+    assert types(records) == ["call_decided", "tool_started", "tool_finished"]
+    assert records[0].data["ask"]["answered_by"] == "bo"
+
+
+async def test_an_answer_cannot_run_other_arguments_or_other_calls(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    script = Script([call("send_mail", "m1", to="bob@example.com", body="hi")])
+    async with Harness(registry(workspace, toolset), evaluator=evaluator()) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(),
+            toolsets=[ClearanceToolset(toolset, session=session, namespace="files")],
+            output_type=OUTPUT,
+        )
+        first = await agent.run("mail bob")
+        requests = first.output
+        assert isinstance(requests, DeferredToolRequests)
+        bad: list[tuple[dict[str, Any], str]] = [
+            (
+                {"m1": ToolApproved(override_args={"to": "eve@example.com", "body": "x"})},
+                "override",
+            ),
+            ({"m1": "yes please"}, "is one of"),
+            ({"m1": {"decision": "allow_once", "scope": 0}}, "scope goes with"),
+            ({"m1": {"decision": "deny", "who": "x"}}, "'who' is not one"),
+            ({"m1": True, "m9": True}, "'m9'"),
+            ({}, "needs an answer"),
+        ]
+        for answers, what in bad:
+            with pytest.raises(AskError, match=what):
+                deferred_results(requests, answers)
+        # A host that approves the call with other arguments gets a new ask, not a run.
+        second = await agent.run(
+            message_history=first.all_messages(),
+            deferred_tool_results=DeferredToolResults(
+                approvals={"m1": ToolApproved(override_args={"to": "eve@example.com", "body": "x"})}
+            ),
+        )
+        assert isinstance(second.output, DeferredToolRequests)
+        assert second.output.metadata["m1"]["clearance"]["arguments"]["to"] == "eve@example.com"
+    assert ran == []
+
+
+async def test_a_tool_retry_message_goes_through_result_guardrails(workspace: Path) -> None:
+    from pydantic_ai.exceptions import ModelRetry
+
+    ran: list[str] = []
+
+    def lookup(name: str) -> str:
+        """Look a name up."""
+        ran.append(name)
+        if len(ran) == 1:
+            raise ModelRetry(f"no such name; did you mean {SECRET}?")
+        return "found"
+
+    toolset = FunctionToolset([lookup])
+    reg = ToolRegistry()
+    register_toolset(reg, "app", toolset)
+    script = Script([call("lookup", "r1", name="x")], [call("lookup", "r2", name="y")])
+    async with Harness(
+        reg,
+        evaluator=LocalEvaluator(allow=["app.*"]),
+        result_guardrails=[SecretScanner(action="redact")],
+    ) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(), toolsets=[ClearanceToolset(toolset, session=session, namespace="app")]
+        )
+        result = await agent.run("look up")
+    assert ran == ["x", "y"]
+    assert SECRET not in everything_the_model_saw(result.all_messages())
+    assert script.seen[0][2] in ("retry", "retried") and "[REDACTED:" in str(script.seen[0][1])
+
+
+async def test_test_model_calls_go_through_clearance(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    journal = MemoryJournal()
+    async with Harness(registry(workspace, toolset), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            TestModel(call_tools=["read_file"]),
+            toolsets=[ClearanceToolset(toolset, session=session, namespace="files")],
+        )
+        await agent.run("read something")
+    # TestModel makes up a path ("a"): no rule allows it, so the tool never ran.
+    assert ran == []
+    decided = [e for e in journal.events() if e.type == "call_decided"]
+    assert len(decided) == 1 and decided[0].data["outcome"] == "denied"
+
+
+def test_register_toolset_refuses_bad_options(workspace: Path) -> None:
+    def Fetch(url: str) -> str:  # a name clearance cannot use as is
+        """Fetch."""
+        return url
+
+    reg = ToolRegistry()
+    with pytest.raises(ToolRegistrationError, match="names="):
+        register_toolset(reg, "web", [Fetch])
+    with pytest.raises(ToolRegistrationError, match="facts names a tool"):
+        register_toolset(reg, "web", [Fetch], names={"Fetch": "fetch"}, facts={"fetsh": {}})
+    with pytest.raises(TypeError):
+        register_toolset(reg, "web", "Fetch")  # type: ignore[arg-type]
+    mapping = register_toolset(reg, "web", [Fetch], names={"Fetch": "fetch"})
+    assert mapping == {"Fetch": "web.fetch"}
+    assert reg.get("web.fetch").source == "pydantic-ai"
