@@ -30,6 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance.facts.base import ATTRIBUTE_TYPES, Canonical, CustomFact, FactError, FactKind
+from clearance.facts.command import CommandFact
+from clearance.facts.numbers import NumberFact
+from clearance.facts.paths import PathFact
+from clearance.facts.web import SPECIAL_SCHEMES, EmailFact, UrlFact
 
 __all__ = [
     "DeclaredFact",
@@ -74,26 +78,16 @@ def set_type(typ: str) -> str:
 
 def _builtin(name: str, root: str | None, pointer: str) -> FactKind:
     if name in ("path", "path_entry"):
-        from clearance.facts.paths import PathFact
-
         if root is None:
             raise FactsError(f"{pointer}: a '{name}' fact needs the tool's root=")
         return PathFact(root, follow_final=name == "path")
     if name == "command":
-        from clearance.facts.command import CommandFact
-
         return CommandFact(root)
     if name == "url":
-        from clearance.facts.web import UrlFact
-
         return UrlFact()
     if name == "email":
-        from clearance.facts.web import EmailFact
-
         return EmailFact()
     if name == "number":
-        from clearance.facts.numbers import NumberFact
-
         return NumberFact()
     raise FactsError(
         f"{pointer}: unknown fact kind {name!r} "
@@ -237,8 +231,6 @@ def pattern_problem(kind: FactKind, pattern: str) -> str | None:
     spelling would be silently dead (``*@Competitor.com`` against lower-case addresses,
     ``https://evil.example:443/**`` against URLs without the default port, an absolute
     path against paths relative to the root)."""
-    from clearance.facts.paths import PathFact
-    from clearance.facts.web import SPECIAL_SCHEMES, EmailFact, UrlFact
 
     if isinstance(kind, EmailFact) and pattern != pattern.lower():
         return f"e-mail addresses are compared in lower case: write {pattern.lower()!r}"
@@ -248,7 +240,7 @@ def pattern_problem(kind: FactKind, pattern: str) -> str | None:
             return None
         authority = rest.split("/", 1)[0]
         if scheme != scheme.lower() or authority != authority.lower():
-            fixed = f"{scheme.lower()}://{authority.lower()}{rest[len(authority):]}"
+            fixed = f"{scheme.lower()}://{authority.lower()}{rest[len(authority) :]}"
             return f"URL schemes and hosts are compared in lower case: write {fixed!r}"
         _, colon, port = authority.rpartition(":")
         if colon and port.isdigit() and SPECIAL_SCHEMES.get(scheme) == int(port):

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -39,6 +39,7 @@ from clearance.harness.dispatch import Dispatcher, SessionLock
 from clearance.harness.journal import EventHub, EventStream, Journal, JournalEvent, MemoryJournal
 from clearance.harness.outcomes import Authorization, CallOutcome, Decision
 from clearance.harness.pipeline import Execution, Pipeline
+from clearance.harness.providers import Provider, Run
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import (
     AllOf,
@@ -49,9 +50,6 @@ from clearance.policy.base import (
     bind,
 )
 from clearance.policy.local import LocalEvaluator
-
-if TYPE_CHECKING:
-    from clearance.harness.providers import Provider, Run
 
 __all__ = ["AgentDefinition", "Harness", "Session"]
 
@@ -424,8 +422,6 @@ class Session:
 
     def run(self, prompt: str, *, provider: Provider, max_turns: int = 50) -> Run:
         """Start an agent run: the provider's tool calls go through the pipeline."""
-        from clearance.harness.providers import Run
-
         return Run(self, prompt, provider, max_turns=max_turns)
 
     def events(self) -> EventStream:
