@@ -1,0 +1,609 @@
+"""The OpenAI Agents SDK: the SDK runs the tools, clearance decides and records every call.
+
+::
+
+    from agents import Agent, Runner, function_tool
+    from clearance.integrations.openai_agents import AgentsGuard, register_function_tools
+
+    register_function_tools(registry, "files", [read_file], root=workspace,
+                            facts={"read_file": {"/path": "path"}})
+    async with Harness(registry, evaluator=evaluator) as harness:
+        session = await harness.create_session(principal=Principal("User", "alice"))
+        guard = AgentsGuard(session, approver="alice")
+        agent = Agent(name="coder", model=model,
+                      tools=guard.wrap([read_file], namespace="files") + guard.function_tools())
+        result = await Runner.run(agent, "Summarize the docs")
+        while result.interruptions:                       # clearance asked: a person answers
+            state = result.to_state()
+            for item in result.interruptions:
+                print(guard.pending_ask(item))            # reason, canonical facts, scopes
+                await guard.answer(state, item, "allow_session")   # or state.approve(item)
+            result = await Runner.run(agent, state)
+
+How a call goes
+---------------
+
+*Tools.* :meth:`AgentsGuard.wrap` takes the SDK ``FunctionTool`` objects the agent would
+use (``@function_tool`` ones included) and returns copies the model sees under the same
+names; each must be declared in the registry first (:func:`register_function_tools`, with
+its facts, read-only flag and withheld arguments), so that policies, guardrails and asks
+know it. :meth:`AgentsGuard.function_tools` turns the session's own clearance tools into
+SDK tools named by their model alias (``files__read_file``), whose handlers the SDK runs.
+
+*Deciding: ``needs_approval``.* The SDK asks a tool's ``needs_approval`` about every call
+it holds no approval decision for, before running it. There the guard authorizes the call
+once: ``session.authorize(name, arguments, call_id=<the SDK's call id>, wait=False)``
+(schema, canonical facts, argument guardrails, evaluator, grants, the journal's
+``call_decided``).
+
+- allowed or denied: ``False``; the SDK invokes the tool, which finds that authorization;
+- an ask: the authorization comes back *pending*, the ask stored in the harness's ask
+  store; ``True``, so the SDK interrupts the run and ``result.interruptions`` holds the call.
+
+*Running: ``on_invoke_tool``.* The tool body is the only place the tool runs, and only for
+an allowed authorization of that call id and those arguments: the SDK tool (or clearance
+handler) gets ``Authorization.arguments``, the canonical ones (a path fact's resolved path,
+not what the model wrote), inside ``session.execution``, so the journal records its start
+and end and the result guardrails decide what comes back. The model sees that outcome's
+text, so a redacted or blocked result never reaches it. A denied call does not run: the
+model sees the denial.
+
+*Answering.* A person answers an interruption in the SDK:
+
+- ``state.approve(item)``: ``allow_once``;
+- ``state.approve(item, always_approve=True)``: ``allow_always`` (``allow_session`` with
+  ``AgentsGuard(session, always_approve="allow_session")``): a grant for that call's exact
+  arguments;
+- ``state.reject(item)``: ``deny``;
+- ``await guard.answer(state, item, decision, scope=...)``: any clearance answer, with a
+  scope from the ask's suggestions (the SDK has no session-wide approval: this is the way to
+  answer ``allow_session``). It approves or rejects the item in the SDK *for that call
+  only*, so later calls come back to clearance, whose grants then decide.
+
+When the run resumes, the guard gives the answer to the stored ask
+(``harness.answer_ask(ask_id, ..., by=approver, via="openai-agents")``) and authorizes the
+call again with the same call id: the pipeline applies the answer once (creating the grant
+of an ``allow_session``/``allow_always``) and the journal's ``call_decided`` and
+``permission_decided`` say who answered and through what. An approved call is answered when
+the SDK invokes it; a rejected one (the SDK never invokes it) when the resumed run lists its
+tools (``is_enabled``). Because the ask lives in the ask store, a run paused with
+``RunState.to_json()`` can resume in another process (with a shared ``SqliteAskStore``),
+and the ask can be answered elsewhere too (``clearance asks approve``): the call runs only
+if clearance's answer and the SDK's both allow it.
+
+*What an SDK ``always_approve`` does not cover.* The SDK then approves every later call of
+that tool in the run without asking ``needs_approval``. clearance does not widen the
+answer that way: its grant covers the approved call's arguments. A later call that
+clearance would ask about and no grant covers was never shown to anyone, so the guard does
+not answer it: it does not run, the model is told it needs approval, and its ask waits in
+the store (answering it ``allow_session`` or ``allow_always`` lets a retry through).
+:meth:`AgentsGuard.answer` avoids the case: it never makes an SDK approval sticky.
+
+Not covered: a call the SDK rejects by itself (``always_reject``, or arguments that are not
+a JSON object, which it sends for approval without asking ``needs_approval``) is decided by
+clearance only when the SDK invokes it. An SDK tool's image or file output
+reaches the model as its JSON description, not as an image.
+"""
+
+from __future__ import annotations
+
+from clearance.errors import MissingExtraError as _MissingExtraError
+
+try:
+    import agents  # noqa: F401  (the optional extra: checked before anything uses it)
+except ImportError as exc:
+    raise _MissingExtraError(
+        "openai-agents", "The OpenAI Agents SDK adapter (clearance.integrations.openai_agents)"
+    ) from exc
+
+import copy
+import inspect
+import json
+import os
+import secrets
+import weakref
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pydantic
+from agents import FunctionTool, RunContextWrapper, RunState, ToolOutputText
+from agents.items import ToolApprovalItem
+from agents.tool_context import ToolContext
+
+from clearance.errors import AskError, UnknownToolError
+from clearance.harness.approvals import ANSWERS, Answer, GrantScope, PermissionDecision
+from clearance.harness.ask_store import StoredAsk
+from clearance.harness.outcomes import Authorization
+from clearance.harness.session import Session
+from clearance.harness.tools import Tool, ToolRegistry
+from clearance.integrations._host import ToolSpec, declare_tools, open_ask_id, qualified_name
+
+__all__ = ["VIA", "AgentsGuard", "register_function_tools"]
+
+VIA = "openai-agents"
+"""How answers given through the SDK are journaled (``via``)."""
+
+_ALWAYS = ("allow_always", "allow_session")
+
+
+def register_function_tools(
+    registry: ToolRegistry,
+    namespace: str,
+    tools: Iterable[FunctionTool],
+    *,
+    names: Mapping[str, str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    facts: Mapping[str, Mapping[str, Any]] | None = None,
+    read_only: Collection[str] = (),
+    sensitive: Mapping[str, Sequence[str]] | None = None,
+    annotations: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, str]:
+    """Declare SDK function tools in a clearance registry, under ``namespace``.
+
+    Each declaration has the tool's name, description and JSON Schema; the per-tool
+    options are keyed by the SDK tool's name: ``facts`` (``{"read_file": {"/path":
+    "path"}}``, with ``root``), ``read_only``, ``sensitive`` (withheld argument pointers),
+    ``annotations``, and ``names`` for an SDK name that is not ``[a-z0-9_-]``. The SDK
+    runs the tool (through :meth:`AgentsGuard.wrap`); a call of the declaration through
+    ``session.call_tool`` fails instead of running it.
+
+    Returns:
+        The SDK name -> qualified name of every declared tool.
+
+    Raises:
+        TypeError: an item is not an SDK ``FunctionTool``.
+        ToolRegistrationError: an option names a tool that is not given, a name does not
+            fit clearance's rules, or the registry refuses a declaration.
+    """
+    specs = []
+    for tool in tools:
+        if not isinstance(tool, FunctionTool):
+            raise TypeError(f"register_function_tools takes SDK FunctionTools, not {tool!r}")
+        specs.append(ToolSpec(tool.name, tool.description, copy.deepcopy(tool.params_json_schema)))
+    return declare_tools(
+        registry,
+        namespace,
+        specs,
+        framework=VIA,
+        names=names,
+        root=root,
+        facts=facts,
+        read_only=read_only,
+        sensitive=sensitive,
+        annotations=annotations,
+    )
+
+
+@dataclass(slots=True)
+class _Call:
+    """One SDK tool call as the guard follows it, by the SDK's call id."""
+
+    tool: Tool
+    sdk_name: str
+    """The name the SDK and the model know the tool by (its approvals are keyed by it)."""
+    arguments: Any
+    """What the model sent (parsed): the call id stands for these arguments only."""
+    auth: Authorization
+    interrupted: bool = False
+    """The guard had the SDK interrupt the run for it: a person was shown this call."""
+    settling: bool = False
+
+
+class AgentsGuard:
+    """Puts an Agents SDK agent's tool calls through one clearance session.
+
+    Args:
+        session: the clearance session whose principal the agent acts for.
+        approver: who answers the SDK's approvals (a person's name), journaled as the
+            answer's ``by``; ``via`` is always ``"openai-agents"``.
+        always_approve: what ``state.approve(item, always_approve=True)`` answers:
+            ``"allow_always"`` (a persisted grant) or ``"allow_session"``.
+
+    Raises:
+        ValueError: ``always_approve`` is neither of those.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        approver: str | None = None,
+        always_approve: Literal["allow_always", "allow_session"] = "allow_always",
+    ) -> None:
+        if not isinstance(session, Session):
+            raise TypeError(f"AgentsGuard needs a clearance Session, not {session!r}")
+        if always_approve not in _ALWAYS:
+            raise ValueError(
+                f"always_approve is 'allow_always' or 'allow_session', not {always_approve!r}"
+            )
+        if approver is not None and not isinstance(approver, str):
+            raise TypeError(f"approver is a name, not {type(approver).__name__}")
+        self.session = session
+        self.approver = approver
+        self.always_approve: Answer = always_approve
+        self._calls: dict[str, _Call] = {}
+        self._swept: weakref.WeakSet[RunContextWrapper[Any]] = weakref.WeakSet()
+
+    # -- the tools the agent gets ---------------------------------------------------------
+
+    def wrap(
+        self,
+        tools: Iterable[FunctionTool],
+        *,
+        namespace: str | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> list[FunctionTool]:
+        """Copies of SDK function tools whose calls clearance decides and records.
+
+        Each copy keeps the tool's name, schema, guardrails and timeout; the tool runs
+        only with an allowed authorization, with the canonical arguments.
+
+        Args:
+            tools: the SDK tools, declared with :func:`register_function_tools`.
+            namespace: the namespace they were declared under.
+            names: SDK name -> qualified name, for tools declared under other names
+                (what :func:`register_function_tools` returned).
+
+        Raises:
+            TypeError: an item is not an SDK ``FunctionTool``.
+            UnknownToolError: a tool is not declared, or not one this session's agent may
+                call.
+        """
+        wrapped = []
+        for tool in tools:
+            if not isinstance(tool, FunctionTool):
+                raise TypeError(f"AgentsGuard.wrap takes SDK FunctionTools, not {tool!r}")
+            name = qualified_name(tool.name, namespace=namespace, names=dict(names or {}))
+            declared = self._session_tool(name)
+            copied = copy.copy(tool)
+            copied.on_invoke_tool = self._invoker(declared, tool.name, tool)
+            copied.needs_approval = self._approval_check(declared, tool.name, tool.needs_approval)
+            copied.is_enabled = self._enabled_check(tool.is_enabled)
+            # What the model gets is clearance's outcome text (after result guardrails), not
+            # the tool's typed output: no output schema to hold it to.
+            copied.output_json_schema = None
+            copied._output_type_adapter = None
+            wrapped.append(copied)
+        return wrapped
+
+    def function_tools(self, names: Iterable[str] | None = None) -> list[FunctionTool]:
+        """SDK tools for the session's clearance tools, named by their model alias; the
+        handlers run as ``session.call_tool`` runs them (limits, timeout, cancellation, progress).
+
+        Args:
+            names: qualified names or aliases; default: every tool of the session's agent
+                except declarations of SDK tools (those come through :meth:`wrap`).
+
+        Raises:
+            UnknownToolError: a name is not one of the session's tools.
+        """
+        if names is None:
+            selected = [t for t in self.session.selected_tools if t.source != VIA]
+        else:
+            selected = [self._session_tool(name) for name in names]
+        return [
+            FunctionTool(
+                name=tool.model_alias,
+                description=tool.description,
+                params_json_schema=copy.deepcopy(dict(tool.input_schema)),
+                on_invoke_tool=self._invoker(tool, tool.model_alias, None),
+                # clearance validates the arguments; a strict schema would make every
+                # property required.
+                strict_json_schema=False,
+                needs_approval=self._approval_check(tool, tool.model_alias, False),
+                is_enabled=self._enabled_check(True),
+            )
+            for tool in selected
+        ]
+
+    def _session_tool(self, name: str) -> Tool:
+        tool = self.session.tools.get(name)
+        if tool is None:
+            known = self.session.harness.registry.find(name) is not None
+            raise UnknownToolError(
+                name
+                if known
+                else f"{name} (declare SDK tools with register_function_tools before "
+                "creating the session)"
+            )
+        return tool
+
+    # -- deciding: needs_approval ---------------------------------------------------------
+
+    def _approval_check(
+        self, tool: Tool, sdk_name: str, own: bool | Callable[..., Any]
+    ) -> Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]:
+        async def needs_approval(
+            ctx: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str
+        ) -> bool:
+            call = await self._authorized(tool, sdk_name, arguments, call_id)
+            if call.arguments != arguments:
+                return False  # the tool refuses to run it: see _invoke
+            if call.auth.pending:
+                call.interrupted = True
+                return True
+            if call.auth.allowed and own is not False:
+                # The SDK tool's own approval rule still applies to what clearance allows.
+                value = own(ctx, arguments, call_id) if callable(own) else own
+                return bool(await value if inspect.isawaitable(value) else value)
+            return False
+
+        return needs_approval
+
+    async def _authorized(self, tool: Tool, sdk_name: str, arguments: Any, call_id: str) -> _Call:
+        """The call's authorization: decided once, again only when its ask was answered."""
+        call = self._calls.get(call_id)
+        if call is None:
+            auth = await self._authorize(tool, arguments, call_id)
+            call = self._calls[call_id] = _Call(tool, sdk_name, arguments, auth)
+        elif call.auth.pending and call.arguments == arguments and self._answered(call):
+            call.auth = await self._authorize(tool, arguments, call_id)
+        return call
+
+    async def _authorize(self, tool: Tool, arguments: Any, call_id: str) -> Authorization:
+        return await self.session.authorize(
+            tool.qualified_name, arguments, call_id=call_id, wait=False
+        )
+
+    def _answered(self, call: _Call) -> bool:
+        """Whether the call's stored ask is no longer pending (answered here or elsewhere)."""
+        assert call.auth.ask_id is not None
+        stored = self.session.harness.ask_store.get(call.auth.ask_id)
+        return stored is None or stored.status != "pending"
+
+    # -- running: on_invoke_tool ----------------------------------------------------------
+
+    def _invoker(
+        self, tool: Tool, sdk_name: str, sdk_tool: FunctionTool | None
+    ) -> Callable[[ToolContext[Any], str], Awaitable[Any]]:
+        async def on_invoke_tool(ctx: ToolContext[Any], raw: str) -> str:
+            return await self._invoke(tool, sdk_name, sdk_tool, ctx, raw)
+
+        return on_invoke_tool
+
+    async def _invoke(
+        self,
+        tool: Tool,
+        sdk_name: str,
+        sdk_tool: FunctionTool | None,
+        ctx: ToolContext[Any],
+        raw: str,
+    ) -> str:
+        call_id = ctx.tool_call_id
+        arguments = _parse(raw)
+        call = self._calls.get(call_id)
+        if call is None:
+            # needs_approval was not asked here: the SDK holds an approval for the tool
+            # (an always_approve), or the run resumed in another process.
+            asked_before = open_ask_id(self.session, tool.qualified_name, call_id)
+            call = await self._authorized(tool, sdk_name, arguments, call_id)
+            call.interrupted = asked_before is not None and asked_before == call.auth.ask_id
+        elif call.arguments != arguments:
+            # A call id stands for one invocation: other arguments under it were never
+            # authorized.
+            return (
+                f"refused: the arguments of call {call_id} are not the ones that were "
+                "authorized; it did not run"
+            )
+        if call.auth.pending:
+            await self._answer_from_sdk(ctx, call)
+        auth = call.auth
+        if auth.pending:
+            return (
+                f"this call needs a person's approval (ask {auth.ask_id}) and has none; it did "
+                "not run"
+            )
+        if not auth.allowed:
+            self._calls.pop(call_id, None)
+            return auth.outcome.text if auth.outcome is not None else auth.message or "denied"
+        try:
+            return await self._run(call, sdk_tool, ctx)
+        finally:
+            self._calls.pop(call_id, None)
+
+    async def _answer_from_sdk(self, ctx: RunContextWrapper[Any], call: _Call) -> None:
+        """Give the SDK's approval of a pending call to its ask, then decide it again."""
+        if not self._answered(call):
+            decision = self._sdk_decision(ctx, call)
+            if decision is None:
+                return
+            await self._give(call, decision)
+        call.auth = await self._authorize(call.tool, call.arguments, call.auth.call_id)
+
+    def _sdk_decision(self, ctx: RunContextWrapper[Any], call: _Call) -> PermissionDecision | None:
+        """The clearance answer an SDK approval of this call stands for, if any."""
+        if ctx.is_tool_approved(call.sdk_name, call.auth.call_id) is not True:
+            return None
+        # A call id nobody used: approved only when the SDK approves the tool as a whole.
+        sticky = ctx.is_tool_approved(call.sdk_name, "clearance-probe-" + secrets.token_hex(8))
+        if sticky is not True:
+            answer: Answer = "allow_once"  # approved for this call: its item was shown
+        elif call.interrupted:
+            answer = self.always_approve
+        else:
+            return None  # approved only by an earlier always_approve: never shown to anyone
+        return PermissionDecision(answer, decided_by=self.approver, via=VIA)
+
+    async def _give(self, call: _Call, decision: PermissionDecision) -> None:
+        assert call.auth.ask_id is not None
+        try:
+            await self.session.harness.answer_ask(
+                call.auth.ask_id, decision, by=decision.decided_by, via=VIA
+            )
+        except AskError:
+            pass  # answered meanwhile elsewhere (clearance asks): that answer stands
+
+    async def _run(self, call: _Call, sdk_tool: FunctionTool | None, ctx: ToolContext[Any]) -> str:
+        auth = call.auth
+        if sdk_tool is None:
+            # A clearance tool: clearance runs its handler as call_tool would (limits,
+            # timeout, cancellation, progress), with the authorized arguments.
+            return (await self.session.run_authorized(auth.call_id)).text
+        arguments = auth.arguments
+        assert arguments is not None
+        async with self.session.execution(auth.call_id) as run:
+            try:
+                run.result(await _run_sdk_tool(sdk_tool, ctx, arguments))
+            except Exception as exc:
+                run.fail(exc)  # the model sees a failure with a correlation id, not the error
+        assert run.outcome is not None
+        return run.outcome.text
+
+    # -- answers --------------------------------------------------------------------------
+
+    def _enabled_check(
+        self, own: bool | Callable[..., Any]
+    ) -> Callable[[RunContextWrapper[Any], Any], Awaitable[bool]]:
+        async def is_enabled(ctx: RunContextWrapper[Any], agent: Any) -> bool:
+            await self._sweep(ctx)
+            value = own(ctx, agent) if callable(own) else own
+            return bool(await value if inspect.isawaitable(value) else value)
+
+        return is_enabled
+
+    async def _sweep(self, ctx: RunContextWrapper[Any]) -> None:
+        """Deny the asks of calls the SDK rejected: it never invokes them, and a run lists
+        its tools (here) before it goes on."""
+        for call in list(self._calls.values()):
+            if not call.auth.pending or call.settling:
+                continue
+            if ctx.is_tool_approved(call.sdk_name, call.auth.call_id) is not False:
+                continue
+            call.settling = True
+            try:
+                if not self._answered(call):
+                    await self._give(
+                        call, PermissionDecision("deny", decided_by=self.approver, via=VIA)
+                    )
+                call.auth = await self._authorize(call.tool, call.arguments, call.auth.call_id)
+            finally:
+                call.settling = False
+            if not call.auth.pending:
+                self._calls.pop(call.auth.call_id, None)
+        if ctx not in self._swept:
+            # Once per run: asks of this principal left by an earlier process.
+            self._swept.add(ctx)
+            await self._sweep_store(ctx)
+
+    async def _sweep_store(self, ctx: RunContextWrapper[Any]) -> None:
+        principal = str(self.session.principal)
+        for ask in self.session.harness.pending_asks():
+            tool = self.session.tools.get(ask.tool)
+            if ask.principal != principal or tool is None or ask.call_id in self._calls:
+                continue
+            names = {tool.model_alias, tool.name}
+            if any(ctx.is_tool_approved(name, ask.call_id) is False for name in names):
+                decision = PermissionDecision("deny", decided_by=self.approver, via=VIA)
+                try:
+                    await self.session.harness.answer_ask(
+                        ask.ask_id, decision, by=self.approver, via=VIA
+                    )
+                except AskError:
+                    pass
+
+    def pending_ask(self, item: ToolApprovalItem) -> StoredAsk | None:
+        """The clearance ask behind an interruption (its reason, the canonical arguments
+        and facts, the grant scopes it offers), to show the person; None when the
+        interruption is not clearance's (the SDK tool's own ``needs_approval``)."""
+        call_id = _call_id(item)
+        call = self._calls.get(call_id)
+        if call is not None and call.auth.ask_id is not None:
+            return self.session.harness.ask_store.get(call.auth.ask_id)
+        principal = str(self.session.principal)
+        for ask in self.session.harness.pending_asks():
+            if ask.call_id == call_id and ask.principal == principal:
+                return ask
+        return None
+
+    async def answer(
+        self,
+        state: RunState[Any, Any],
+        item: ToolApprovalItem,
+        decision: Answer | PermissionDecision,
+        *,
+        scope: GrantScope | None = None,
+        by: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Answer an interruption with any clearance answer, then approve or reject it in
+        the SDK for this call only (never an SDK ``always_approve``: later calls come back
+        to clearance, whose grants decide them).
+
+        Args:
+            state: the paused run's state (``result.to_state()``).
+            item: one of ``result.interruptions``.
+            decision: ``allow_once``, ``allow_session``, ``allow_always``, ``deny``, or a
+                ``PermissionDecision``.
+            scope: for ``allow_session``/``allow_always``: one of the ask's
+                ``suggestions`` (default: the exact call).
+            by: who answered (default: the guard's ``approver``).
+            message: for the record; with ``deny``, also what the model is told.
+
+        Raises:
+            AskError: the decision is not one of the four answers, or clearance refuses it
+                (a scope that was not offered and leaves a deciding argument free).
+        """
+        if isinstance(decision, PermissionDecision):
+            answer = decision
+        elif isinstance(decision, str) and decision in ANSWERS:
+            answer = PermissionDecision(decision, scope=scope, message=message)
+        else:
+            raise AskError(f"an answer is one of {', '.join(ANSWERS)}, not {decision!r}")
+        who = by or answer.decided_by or self.approver
+        ask = self.pending_ask(item)
+        if ask is not None and ask.status == "pending":
+            await self.session.harness.answer_ask(ask.ask_id, answer, by=who, via=VIA)
+        if answer.decision == "deny":
+            state.reject(item, rejection_message=answer.message)
+        else:
+            state.approve(item)
+
+
+def _call_id(item: ToolApprovalItem) -> str:
+    call_id = item.call_id
+    if not isinstance(call_id, str) or not call_id:
+        raise AskError(f"the interruption {item!r} has no call id")
+    return call_id
+
+
+def _parse(raw: str) -> Any:
+    """The model's arguments as JSON, or the raw text (which the pipeline refuses)."""
+    try:
+        return json.loads(raw)
+    except (TypeError, ValueError):
+        return raw
+
+
+async def _run_sdk_tool(
+    tool: FunctionTool, ctx: ToolContext[Any], arguments: dict[str, Any]
+) -> Any:
+    """Run an SDK tool with the authorized arguments: its input and its context's record of
+    the call both carry them, never the model's spelling."""
+    raw = json.dumps(arguments, ensure_ascii=False)
+    tool_call = ctx.tool_call.model_copy(update={"arguments": raw}) if ctx.tool_call else None
+    tool_ctx = ToolContext.from_agent_context(
+        ctx,
+        ctx.tool_call_id,
+        tool_call=tool_call,
+        agent=ctx.agent,
+        tool_name=ctx.tool_name,
+        tool_arguments=raw,
+        tool_namespace=ctx.tool_namespace,
+        run_config=ctx.run_config,
+    )
+    return _as_result(await tool.on_invoke_tool(tool_ctx, raw))
+
+
+def _as_result(output: Any) -> Any:
+    """An SDK tool's output as a clearance result: text stays text, SDK output models
+    become their JSON, anything else its ``str()`` (as the SDK itself does)."""
+    if isinstance(output, ToolOutputText):
+        return output.text
+    if output is None or isinstance(output, str | int | float | bool | dict):
+        return output
+    if isinstance(output, pydantic.BaseModel):
+        return output.model_dump(mode="json", exclude_none=True)
+    if isinstance(output, list | tuple):
+        return [_as_result(part) for part in output]
+    return str(output)

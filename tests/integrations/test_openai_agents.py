@@ -1,0 +1,648 @@
+"""The OpenAI Agents SDK adapter, run offline with the real SDK (``Runner.run``, ``RunState``,
+interruptions) and a scripted ``Model``: real files and symlinks, real SQLite stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    FunctionTool,
+    Runner,
+    RunResult,
+    RunState,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents import (
+    Tool as SdkTool,
+)
+from agents.items import ModelResponse, TResponseOutputItem
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
+from clearance.errors import AskError, UnknownToolError
+from clearance.guardrails import SecretScanner
+from clearance.harness.ask_store_sqlite import SqliteAskStore
+from clearance.harness.grants_sqlite import SqliteGrantStore
+from clearance.integrations.openai_agents import AgentsGuard, register_function_tools
+from clearance.policy import LocalEvaluator
+
+pytestmark = pytest.mark.anyio
+
+set_tracing_disabled(True)  # nothing leaves the machine
+
+ALICE = Principal("User", "alice")
+SECRET = "AKIA" + "Q3EGRKVZ7XJ4PL2M"
+
+
+# -- a scripted model: the SDK's Model interface, no network ---------------------------------
+
+
+class ScriptedModel(Model):
+    """Answers each request with the next scripted turn and keeps what it was sent."""
+
+    def __init__(self, *turns: Sequence[TResponseOutputItem]) -> None:
+        self.turns = [list(turn) for turn in turns]
+        self.inputs: list[list[dict[str, Any]]] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: Any,
+        model_settings: Any,
+        tools: Any,
+        output_schema: Any,
+        handoffs: Any,
+        tracing: Any,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> ModelResponse:
+        self.inputs.append(json.loads(json.dumps(input, default=str)))
+        if not self.turns:
+            raise AssertionError("the model was called more often than scripted")
+        return ModelResponse(output=self.turns.pop(0), usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError("the tests do not stream")
+
+    def outputs(self) -> dict[str, str]:
+        """What the model was shown for each call id (the tool outputs it last saw)."""
+        seen = self.inputs[-1] if self.inputs else []
+        return {
+            item["call_id"]: item["output"]
+            for item in seen
+            if isinstance(item, dict) and item.get("type") == "function_call_output"
+        }
+
+    def everything_seen(self) -> str:
+        return json.dumps(self.inputs)
+
+
+def call(name: str, arguments: dict[str, Any], call_id: str) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(
+        id=call_id,
+        call_id=call_id,
+        type="function_call",
+        name=name,
+        arguments=json.dumps(arguments),
+    )
+
+
+def say(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id="msg",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(text=text, type="output_text", annotations=[], logprobs=[])],
+    )
+
+
+# -- the tools, the workspace, the harness ---------------------------------------------------
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    (ws / "docs" / "a.md").write_text("alpha")
+    (ws / "keys.txt").write_text(f"aws key {SECRET} end")
+    (ws / "link").symlink_to("docs")
+    return ws
+
+
+class Ran:
+    """What the SDK tools' bodies were called with."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        return [args for tool, args in self.calls if tool == name]
+
+
+def sdk_tools(ws: Path, ran: Ran) -> list[FunctionTool]:
+    @function_tool
+    def read_file(path: str) -> str:
+        """Read a text file in the workspace."""
+        ran.calls.append(("read_file", {"path": path}))
+        return (ws / path).read_text()
+
+    @function_tool
+    def write_file(path: str, text: str) -> str:
+        """Write a text file in the workspace."""
+        ran.calls.append(("write_file", {"path": path, "text": text}))
+        (ws / path).write_text(text)
+        return f"wrote {path}"
+
+    return [read_file, write_file]
+
+
+def registry_for(ws: Path, tools: list[FunctionTool], ran: Ran) -> ToolRegistry:
+    registry = ToolRegistry()
+    register_function_tools(
+        registry,
+        "files",
+        tools,
+        root=ws,
+        facts={"read_file": {"/path": "path"}, "write_file": {"/path": "path"}},
+        read_only=["read_file"],
+    )
+
+    def show_keys(arguments: dict[str, Any], ctx: CallContext) -> str:
+        ran.calls.append(("show_keys", dict(arguments)))
+        return (ws / "keys.txt").read_text()
+
+    def deploy(arguments: dict[str, Any], ctx: CallContext) -> str:
+        ran.calls.append(("deploy", dict(arguments)))
+        return f"deployed {arguments['env']}"
+
+    registry.register(
+        "app",
+        [
+            Tool(
+                "deploy",
+                deploy,
+                description="Deploy the app.",
+                input_schema={
+                    "type": "object",
+                    "properties": {"env": {"type": "string"}},
+                    "required": ["env"],
+                    "additionalProperties": False,
+                },
+            ),
+            Tool(
+                "show_keys",
+                show_keys,
+                description="Show the deployment keys.",
+                input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+                read_only=True,
+            ),
+        ],
+    )
+    return registry
+
+
+EVALUATOR_RULES = {
+    "allow": ["files.read_file(path=docs/**)", "app.show_keys"],
+    "ask": ["files.write_file(path=docs/**)", "app.deploy"],
+}
+
+
+class Setup:
+    def __init__(self, ws: Path, **harness: Any) -> None:
+        self.ws = ws
+        self.ran = Ran()
+        self.tools = sdk_tools(ws, self.ran)
+        self.journal = MemoryJournal()
+        self.harness = Harness(
+            registry_for(ws, self.tools, self.ran),
+            evaluator=LocalEvaluator(**EVALUATOR_RULES),  # type: ignore[arg-type]
+            journal=self.journal,
+            result_guardrails=[SecretScanner(action="redact")],
+            **harness,
+        )
+
+    async def guard(self, **options: Any) -> AgentsGuard:
+        session = await self.harness.create_session(principal=ALICE)
+        return AgentsGuard(session, **options)
+
+    def agent(self, guard: AgentsGuard, model: ScriptedModel) -> Agent[Any]:
+        tools: list[SdkTool] = [*guard.wrap(self.tools, namespace="files"), *guard.function_tools()]
+        return Agent(name="coder", instructions="Work in the workspace.", tools=tools, model=model)
+
+    def records(self, call_id: str) -> list[dict[str, Any]]:
+        return [
+            {"type": e.type, **e.data}
+            for e in self.journal.events()
+            if e.call_id == call_id and e.type != "permission_asked"
+        ]
+
+    def types(self, call_id: str) -> list[str]:
+        return [r["type"] for r in self.records(call_id)]
+
+
+@pytest.fixture
+async def setup(workspace: Path) -> AsyncIterator[Setup]:
+    s = Setup(workspace)
+    async with s.harness:
+        yield s
+
+
+def final(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The call's decisions other than the pending ones (a paused call is decided again)."""
+    return [r for r in records if r["type"] == "call_decided" and r["outcome"] != "pending"]
+
+
+# -- allowed, denied ------------------------------------------------------------------------
+
+
+async def test_an_allowed_call_runs_once_with_the_canonical_arguments(setup: Setup) -> None:
+    guard = await setup.guard()
+    model = ScriptedModel([call("read_file", {"path": "./link/a.md"}, "c1")], [say("done")])
+    result = await Runner.run(setup.agent(guard, model), "read it")
+
+    assert result.final_output == "done" and not result.interruptions
+    # The tool got the path the OS opens, relative to the root: not the model's spelling.
+    assert setup.ran.of("read_file") == [{"path": "docs/a.md"}]
+    assert model.outputs() == {"c1": "alpha"}
+    assert setup.types("c1") == ["call_decided", "tool_started", "tool_finished"]
+    decided, started, finished = setup.records("c1")
+    assert decided["outcome"] == "authorized"
+    assert started["arguments"] == {"path": "docs/a.md"} and started["host"] is True
+    assert finished["status"] == "ok"
+
+
+async def test_a_denied_call_never_runs_and_the_model_sees_the_denial(setup: Setup) -> None:
+    guard = await setup.guard()
+    # keys.txt is no rule's: default deny. The symlink spelling is decided as what it is.
+    model = ScriptedModel(
+        [call("read_file", {"path": "keys.txt"}, "c1"), call("read_file", {"path": "../x"}, "c2")],
+        [say("ok")],
+    )
+    result = await Runner.run(setup.agent(guard, model), "read it")
+
+    assert result.final_output == "ok"
+    assert setup.ran.of("read_file") == []
+    shown = model.outputs()
+    assert "denied" in shown["c1"] or "no rule" in shown["c1"], shown
+    assert SECRET not in model.everything_seen()
+    assert shown["c2"] and "alpha" not in shown["c2"]
+    for call_id, outcome in (("c1", "denied"), ("c2", "blocked")):
+        assert setup.types(call_id) == ["call_decided"]
+        assert setup.records(call_id)[0]["outcome"] == outcome
+
+
+async def test_clearance_tools_run_through_the_sdk_too(setup: Setup) -> None:
+    guard = await setup.guard()
+    model = ScriptedModel([call("app__show_keys", {}, "c1")], [say("ok")])
+    await Runner.run(setup.agent(guard, model), "keys?")
+
+    assert setup.ran.of("show_keys") == [{}]
+    assert setup.types("c1") == ["call_decided", "tool_started", "tool_finished"]
+
+
+async def test_an_asked_clearance_tool_runs_once_approved(setup: Setup) -> None:
+    guard = await setup.guard(approver="alice")
+    model = ScriptedModel([call("app__deploy", {"env": "prod"}, "c1")], [say("deployed")])
+    agent = setup.agent(guard, model)
+    result = await Runner.run(agent, "deploy")
+    assert [i.call_id for i in result.interruptions] == ["c1"]
+    assert setup.ran.of("deploy") == []
+    state = result.to_state()
+    state.approve(result.interruptions[0])
+    result = await Runner.run(agent, state)
+
+    assert setup.ran.of("deploy") == [{"env": "prod"}]
+    assert model.outputs() == {"c1": "deployed prod"}
+    assert setup.types("c1")[-2:] == ["tool_started", "tool_finished"]
+
+
+# -- results: what the model sees ------------------------------------------------------------
+
+
+async def test_a_redacted_result_never_reaches_the_model(setup: Setup) -> None:
+    guard = await setup.guard()
+    model = ScriptedModel([call("app__show_keys", {}, "c1")], [say("ok")])
+    await Runner.run(setup.agent(guard, model), "keys?")
+
+    assert setup.ran.of("show_keys") == [{}]  # it ran, and returned the key
+    shown = model.outputs()["c1"]
+    assert "[REDACTED:aws_access_key_id]" in shown and "end" in shown
+    assert SECRET not in model.everything_seen()
+    assert SECRET not in json.dumps([e.data for e in setup.journal.events()], default=str)
+
+
+async def test_a_redacted_sdk_tool_result_never_reaches_the_model(workspace: Path) -> None:
+    (workspace / "docs" / "deploy.md").write_text(f"use {SECRET} to deploy")
+    s = Setup(workspace)
+    async with s.harness:
+        guard = await s.guard()
+        model = ScriptedModel([call("read_file", {"path": "docs/deploy.md"}, "c1")], [say("ok")])
+        await Runner.run(s.agent(guard, model), "read")
+    assert s.ran.of("read_file") == [{"path": "docs/deploy.md"}]
+    assert "[REDACTED:aws_access_key_id]" in model.outputs()["c1"]
+    assert SECRET not in model.everything_seen()
+
+
+# -- asks: SDK interruptions -----------------------------------------------------------------
+
+
+async def ask_once(
+    setup: Setup, guard: AgentsGuard, call_id: str
+) -> tuple[RunResult, ScriptedModel]:
+    model = ScriptedModel(
+        [call("write_file", {"path": "./link/b.md", "text": "beta"}, call_id)], [say("written")]
+    )
+    result = await Runner.run(setup.agent(guard, model), "write it")
+    return result, model
+
+
+async def test_an_ask_is_an_sdk_interruption_and_nothing_runs_until_answered(
+    setup: Setup,
+) -> None:
+    guard = await setup.guard(approver="alice")
+    result, _ = await ask_once(setup, guard, "c1")
+
+    assert [i.call_id for i in result.interruptions] == ["c1"]
+    assert setup.ran.of("write_file") == []
+    ask = guard.pending_ask(result.interruptions[0])
+    assert ask is not None and ask.status == "pending"
+    assert ask.arguments["path"] == "docs/b.md"  # the person sees the canonical path
+    assert ask.tool == "files.write_file" and ask.policies == (
+        "ask:files.write_file(path=docs/**)",
+    )
+    assert [a.ask_id for a in setup.harness.pending_asks()] == [ask.ask_id]
+    assert setup.records("c1")[0]["outcome"] == "pending"
+
+
+@pytest.mark.parametrize("how", ["guard.answer", "sdk always_approve"])
+async def test_allow_session_is_not_asked_again_in_that_session(setup: Setup, how: str) -> None:
+    guard = await setup.guard(approver="alice", always_approve="allow_session")
+    result, model = await ask_once(setup, guard, "c1")
+    state = result.to_state()
+    [item] = result.interruptions
+    if how == "guard.answer":
+        await guard.answer(state, item, "allow_session")
+    else:
+        state.approve(item, always_approve=True)
+    result = await Runner.run(setup.agent(guard, model), state)
+
+    assert result.final_output == "written" and not result.interruptions
+    assert setup.ran.of("write_file") == [{"path": "docs/b.md", "text": "beta"}]
+    assert model.outputs()["c1"] == "wrote docs/b.md"
+    [decided] = final(setup.records("c1"))
+    assert decided["ask"]["answer"] == "allow_session"
+    assert decided["ask"]["answered_by"] == "alice" and decided["ask"]["via"] == "openai-agents"
+
+    # A new SDK run in the same session: the session grant answers, nobody is asked.
+    again, _ = await ask_once(setup, guard, "c2")
+    assert not again.interruptions and again.final_output == "written"
+    assert len(setup.ran.of("write_file")) == 2
+    [decided] = final(setup.records("c2"))
+    assert decided["ask"]["answer"] == "grant"
+    asked = [e for e in setup.journal.events() if e.type == "permission_asked"]
+    assert [e.call_id for e in asked] == ["c1"]
+
+    # allow_session ends with the session: another session is asked again.
+    other = await setup.guard(approver="alice")
+    third, _ = await ask_once(setup, other, "c3")
+    assert [i.call_id for i in third.interruptions] == ["c3"]
+    assert len(setup.ran.of("write_file")) == 2
+
+
+async def test_approve_is_allow_once(setup: Setup) -> None:
+    guard = await setup.guard(approver="alice")
+    result, model = await ask_once(setup, guard, "c1")
+    state = result.to_state()
+    state.approve(result.interruptions[0])
+    result = await Runner.run(setup.agent(guard, model), state)
+
+    assert setup.ran.of("write_file") == [{"path": "docs/b.md", "text": "beta"}]
+    [decided] = final(setup.records("c1"))
+    assert decided["ask"]["answer"] == "allow_once"
+    # allow_once is never stored: the same call again is asked again.
+    again, _ = await ask_once(setup, guard, "c2")
+    assert [i.call_id for i in again.interruptions] == ["c2"]
+    assert len(setup.ran.of("write_file")) == 1
+
+
+@pytest.mark.parametrize("how", ["sdk reject", "guard.answer deny"])
+async def test_a_rejected_call_never_runs_and_its_denial_is_journaled(
+    setup: Setup, how: str
+) -> None:
+    guard = await setup.guard(approver="alice")
+    result, model = await ask_once(setup, guard, "c1")
+    state = result.to_state()
+    [item] = result.interruptions
+    if how == "sdk reject":
+        state.reject(item, rejection_message="not now")
+    else:
+        await guard.answer(state, item, "deny", message="not now")
+    result = await Runner.run(setup.agent(guard, model), state)
+
+    assert result.final_output == "written"
+    assert setup.ran.of("write_file") == []
+    assert model.outputs()["c1"] == "not now"
+    assert "tool_started" not in setup.types("c1")
+    [decided] = final(setup.records("c1"))
+    assert decided["outcome"] == "denied"
+    assert decided["ask"]["answer"] == "deny"
+    assert decided["ask"]["answered_by"] == "alice" and decided["ask"]["via"] == "openai-agents"
+    assert setup.harness.pending_asks() == []
+
+
+async def test_the_journal_holds_one_complete_record_per_call(setup: Setup) -> None:
+    guard = await setup.guard(approver="alice")
+    model = ScriptedModel(
+        [
+            call("read_file", {"path": "link/a.md"}, "ok1"),
+            call("read_file", {"path": "keys.txt"}, "no1"),
+            call("write_file", {"path": "docs/c.md", "text": "gamma"}, "ask1"),
+        ],
+        [say("done")],
+    )
+    agent = setup.agent(guard, model)
+    result = await Runner.run(agent, "go")
+    assert [i.call_id for i in result.interruptions] == ["ask1"]
+    state = result.to_state()
+    await guard.answer(state, result.interruptions[0], "allow_once", by="bob")
+    result = await Runner.run(agent, state)
+    assert result.final_output == "done"
+
+    assert setup.ran.of("read_file") == [{"path": "docs/a.md"}]
+    assert setup.ran.of("write_file") == [{"path": "docs/c.md", "text": "gamma"}]
+    for call_id, ran in (("ok1", True), ("no1", False), ("ask1", True)):
+        records = setup.records(call_id)
+        types = [r["type"] for r in records]
+        assert len(final(records)) == 1, (call_id, types)
+        assert types.count("tool_started") == types.count("tool_finished") == int(ran)
+        if ran:
+            assert types[-2:] == ["tool_started", "tool_finished"]
+    [decided] = final(setup.records("ask1"))
+    assert decided["ask"]["answered_by"] == "bob" and decided["ask"]["via"] == "openai-agents"
+    [answered] = [
+        e.data
+        for e in setup.journal.events()
+        if e.type == "permission_decided" and e.call_id == "ask1"
+    ]
+    assert answered["by"] == "bob" and answered["via"] == "openai-agents"
+
+
+async def test_an_sdk_always_approve_does_not_cover_calls_nobody_saw(setup: Setup) -> None:
+    """The SDK stops asking needs_approval for a tool approved with always_approve; clearance's
+    grant covers only the approved arguments, so a later call with others does not run."""
+    guard = await setup.guard(approver="alice")
+    model = ScriptedModel(
+        [call("write_file", {"path": "docs/b.md", "text": "beta"}, "c1")],
+        [call("write_file", {"path": "docs/evil.md", "text": "pwned"}, "c2")],
+        [say("done")],
+    )
+    agent = setup.agent(guard, model)
+    result = await Runner.run(agent, "write")
+    state = result.to_state()
+    state.approve(result.interruptions[0], always_approve=True)
+    result = await Runner.run(agent, state)
+
+    assert not result.interruptions  # the SDK did not ask about c2: it holds a sticky approval
+    assert setup.ran.of("write_file") == [{"path": "docs/b.md", "text": "beta"}]
+    assert not (setup.ws / "docs" / "evil.md").exists()
+    assert "needs a person's approval" in model.outputs()["c2"]
+    assert "tool_started" not in setup.types("c2")
+    [pending] = setup.harness.pending_asks()
+    assert pending.call_id == "c2"  # waits for a person (clearance asks approve)
+
+
+async def test_an_answer_given_elsewhere_stands(setup: Setup) -> None:
+    """A deny given through clearance (the CLI, an inbox) is not overridden by the SDK."""
+    guard = await setup.guard(approver="alice")
+    result, model = await ask_once(setup, guard, "c1")
+    [ask] = setup.harness.pending_asks()
+    await setup.harness.answer_ask(ask.ask_id, "deny", by="security", via="cli")
+    state = result.to_state()
+    state.approve(result.interruptions[0])
+    await Runner.run(setup.agent(guard, model), state)
+
+    assert setup.ran.of("write_file") == []
+    [decided] = final(setup.records("c1"))
+    assert decided["outcome"] == "denied" and decided["ask"]["answered_by"] == "security"
+
+
+async def test_a_paused_run_resumes_in_another_process(workspace: Path, tmp_path: Path) -> None:
+    """RunState.to_json, the harness gone, a new one on the same SQLite stores: the approval
+    given to the restored state answers the stored ask."""
+    stores = {
+        "ask_store": SqliteAskStore(tmp_path / "asks.db"),
+        "grant_store": SqliteGrantStore(tmp_path / "grants.db"),
+    }
+    first = Setup(workspace, **stores)
+    async with first.harness:
+        guard = await first.guard(approver="alice")
+        result, _ = await ask_once(first, guard, "c1")
+        saved = result.to_state().to_json()
+    assert first.ran.of("write_file") == []
+
+    stores = {
+        "ask_store": SqliteAskStore(tmp_path / "asks.db"),
+        "grant_store": SqliteGrantStore(tmp_path / "grants.db"),
+    }
+    second = Setup(workspace, **stores)
+    async with second.harness:
+        guard = await second.guard(approver="alice")
+        model = ScriptedModel([say("written")])
+        agent = second.agent(guard, model)
+        state = await RunState.from_json(agent, saved)
+        [item] = state.get_interruptions()
+        state.approve(item, always_approve=True)
+        result = await Runner.run(agent, state)
+    assert result.final_output == "written"
+    assert second.ran.of("write_file") == [{"path": "docs/b.md", "text": "beta"}]
+    [decided] = final(second.records("c1"))
+    assert decided["ask"]["answer"] == "allow_always" and decided["ask"]["answered_by"] == "alice"
+
+
+# -- misuse -----------------------------------------------------------------------------------
+
+
+async def test_other_arguments_under_an_authorized_call_id_do_not_run(setup: Setup) -> None:
+    guard = await setup.guard()
+    [read_file, _] = guard.wrap(setup.tools, namespace="files")
+    assert callable(read_file.needs_approval)
+    from agents import RunContextWrapper
+    from agents.tool_context import ToolContext
+
+    run_ctx = RunContextWrapper(context=None)
+    assert await read_file.needs_approval(run_ctx, {"path": "docs/a.md"}, "c1") is False
+    raw = json.dumps({"path": "keys.txt"})
+    tool_ctx = ToolContext(
+        context=None, tool_name="read_file", tool_call_id="c1", tool_arguments=raw
+    )
+    shown = await read_file.on_invoke_tool(tool_ctx, raw)
+    assert "not the ones that were authorized" in shown
+    assert setup.ran.of("read_file") == []
+
+
+async def test_wrap_needs_declared_tools(setup: Setup) -> None:
+    guard = await setup.guard()
+
+    @function_tool
+    def undeclared(x: int) -> int:
+        """Not in the registry."""
+        return x
+
+    with pytest.raises(UnknownToolError, match="register_function_tools"):
+        guard.wrap([undeclared], namespace="files")
+    with pytest.raises(TypeError, match="FunctionTool"):
+        guard.wrap([lambda: None], namespace="files")  # type: ignore[list-item]
+
+
+async def test_bad_options_and_answers_are_refused(setup: Setup) -> None:
+    session = await setup.harness.create_session(principal=ALICE)
+    with pytest.raises(ValueError, match="always_approve"):
+        AgentsGuard(session, always_approve="allow_once")  # type: ignore[arg-type]
+    guard = AgentsGuard(session)
+    result, _ = await ask_once(setup, guard, "c1")
+    with pytest.raises(AskError, match="allow_once"):
+        await guard.answer(result.to_state(), result.interruptions[0], "yes")  # type: ignore[arg-type]
+    assert setup.harness.pending_asks()[0].status == "pending"
+
+
+HIDE_AGENTS = """
+import importlib.abc
+import sys
+
+
+class HideAgents(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "agents":
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, HideAgents())
+"""
+
+
+def test_without_the_sdk_the_import_says_what_to_install(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(HIDE_AGENTS)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
+    code = textwrap.dedent(
+        """
+        import clearance
+        from clearance.errors import MissingExtraError
+        try:
+            import clearance.integrations.openai_agents
+        except MissingExtraError as exc:
+            print(exc.extra)
+            print(exc)
+        else:
+            raise SystemExit("imported without the SDK")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    extra, message = done.stdout.splitlines()
+    assert extra == "openai-agents"
+    assert message.endswith("pip install 'clearance[openai-agents]'")
