@@ -16,4 +16,8 @@ install. Nothing here imports a framework: each module does, when it is imported
 - :mod:`clearance.integrations.langgraph`: LangGraph with ``langchain-core`` tools
   (``pip install 'clearance[langgraph]'``): ``ClearanceToolNode`` in place of ``ToolNode``;
   an ask becomes an ``interrupt()``, resumed with ``Command(resume=...)``, after a restart too.
+- :mod:`clearance.integrations.openai_agents`: the OpenAI Agents SDK
+  (``pip install 'clearance[openai-agents]'``): ``AgentsGuard`` wraps the agent's function
+  tools; clearance decides in ``needs_approval`` (an ask is an SDK interruption) and
+  ``RunState.approve``/``reject`` answer it.
 """
