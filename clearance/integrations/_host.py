@@ -28,6 +28,7 @@ __all__ = [
     "HostAnswer",
     "ToolSpec",
     "answer_ask",
+    "answer_scope",
     "ask_payload",
     "declare_tools",
     "model_value",
@@ -200,23 +201,32 @@ def parse_answer(value: Any, *, by: str | None = None) -> HostAnswer:
     return HostAnswer(decision, scope=scope, by=who, message=message)  # type: ignore[arg-type]
 
 
+def answer_scope(harness: Harness, ask_id: str, answer: HostAnswer) -> GrantScope | None:
+    """The grant scope ``answer`` picks among the ask's suggestions (None: the exact call).
+
+    Raises:
+        AskError: no such ask, or a scope index that is not one of its suggestions.
+    """
+    stored = harness.ask_store.get(ask_id)
+    if stored is None:
+        raise AskError(f"no ask {ask_id!r}")
+    if answer.scope is None:
+        return None
+    if answer.scope >= len(stored.suggestions):
+        raise AskError(
+            f"ask {ask_id} offers {len(stored.suggestions)} scope(s); "
+            f"there is no scope {answer.scope}"
+        )
+    return stored.suggestions[answer.scope]
+
+
 async def answer_ask(harness: Harness, ask_id: str, answer: HostAnswer, *, via: str) -> None:
     """Give ``answer`` to the pending ask ``ask_id`` (``harness.answer_ask``).
 
     Raises:
         AskError: no such pending ask, or a scope index that is not one of its suggestions.
     """
-    stored = harness.ask_store.get(ask_id)
-    if stored is None:
-        raise AskError(f"no ask {ask_id!r}")
-    scope: GrantScope | None = None
-    if answer.scope is not None:
-        if answer.scope >= len(stored.suggestions):
-            raise AskError(
-                f"ask {ask_id} offers {len(stored.suggestions)} scope(s); "
-                f"there is no scope {answer.scope}"
-            )
-        scope = stored.suggestions[answer.scope]
+    scope = answer_scope(harness, ask_id, answer)
     decision = PermissionDecision(answer.decision, scope=scope, message=answer.message)
     await harness.answer_ask(ask_id, decision, by=answer.by, via=via)
 

@@ -1,0 +1,430 @@
+"""LangGraph (with ``langchain-core`` tools): a tool node whose every call goes through a
+clearance session, and whose asks are LangGraph interrupts.
+
+::
+
+    from langgraph.types import Command
+    from clearance.integrations.langgraph import ClearanceToolNode, register_tools
+
+    register_tools(registry, "files", [read_file, send_mail], root=workspace,
+                   facts={"read_file": {"/path": "path"}})
+    async with Harness(registry, evaluator=evaluator, ask_store=SqliteAskStore("asks.db")) as harness:
+        session = await harness.create_session(principal=Principal("User", "alice"))
+        builder.add_node("tools", ClearanceToolNode([read_file, send_mail], session=session,
+                                                    namespace="files"))
+        graph = builder.compile(checkpointer=checkpointer)
+        state = await graph.ainvoke({"messages": [...]}, config)
+        while "__interrupt__" in state:                       # asks nobody here answered
+            state = await graph.ainvoke(Command(resume="allow_session"), config)
+
+:class:`ClearanceToolNode` stands where ``langgraph.prebuilt.ToolNode`` would (it runs one,
+inside). For the tool calls of the latest AI message (or one call sent with ``Send``), it
+first decides every call (``session.authorize``: schema, canonical facts, guardrails,
+evaluator, grants, asks), then runs the allowed ones:
+
+- allowed: the tool runs once, with the *canonical* arguments (a path fact's resolved path,
+  not what the model wrote), inside ``session.execution``: the journal records its start
+  and end, and result guardrails decide what the model sees (the ``ToolMessage`` content);
+- denied: the tool does not run; the model sees the denial (an error ``ToolMessage``);
+- asked, and the session has an ``on_permission_ask`` callback or a ``permission_asks()``
+  listener: they answer, in-process;
+- asked, and nobody here can answer: the node calls ``interrupt()`` with the open asks
+  (``{"clearance": [{"ask_id", "call_id", "tool", "arguments", "reason", "facts",
+  "suggestions", ...}]}``) *before anything runs*. Resume with ``Command(resume=answer)``:
+  ``"allow_once"``, ``"allow_session"``, ``"allow_always"``, ``"deny"``, ``True``/``False``, or
+  ``{"decision": ..., "scope": i, "by": ..., "message": ...}`` (``scope`` indexes the ask's
+  ``suggestions``); when the model made several tool calls, a dict from ask id (or tool call
+  id) to answer. An answer that is not valid is not raised (LangGraph would give it to
+  every later run of the node): the asks are put again, with an ``"error"`` saying why.
+  Each answer goes to the ask (journaled with ``via="langgraph"`` and who answered), the
+  calls are decided again with the same call ids, and asks still open interrupt again.
+
+The asks live in the harness's ask store and the paused graph in its checkpointer, so a
+graph resumed in a new process (a new harness over the same ask store, a new session, a new
+node, the same checkpointer and thread) goes on where it stopped; an ask may also be answered
+meanwhile with ``clearance asks approve``. Because LangGraph runs an interrupted node again
+from its start, nothing runs until no ask is open: each tool runs once.
+
+The node is async (``ainvoke``/``astream``). A tool that returns a ``Command`` (a state
+update) is refused: its update would reach the state, unguarded. A ``ToolMessage``'s
+``artifact`` is dropped, and only text content reaches the model: what it sees is what the
+result guardrails let through.
+"""
+
+from __future__ import annotations
+
+from clearance.errors import MissingExtraError as _MissingExtraError
+
+try:
+    import langchain_core  # noqa: F401  (the optional extra: checked before anything uses it)
+    import langgraph  # noqa: F401
+except ImportError as exc:
+    raise _MissingExtraError(
+        "langgraph", "The LangGraph adapter (clearance.integrations.langgraph)"
+    ) from exc
+
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langchain_core.tools import tool as as_tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command, interrupt
+
+from clearance.errors import AskError
+from clearance.harness.outcomes import Authorization
+from clearance.harness.session import Session
+from clearance.harness.tools import CallToolResult, ToolRegistry
+from clearance.integrations._host import (
+    HostAnswer,
+    ToolSpec,
+    answer_ask,
+    answer_scope,
+    ask_payload,
+    declare_tools,
+    parse_answer,
+    qualified_name,
+)
+
+__all__ = ["VIA", "ClearanceToolNode", "SessionSource", "register_tools"]
+
+VIA = "langgraph"
+"""How the journal names answers given by resuming a LangGraph interrupt."""
+
+SessionSource = Session | Callable[[RunnableConfig], "Session | Awaitable[Session]"]
+"""A session, or a function of the run's config that finds one (e.g. by ``thread_id``)."""
+
+_KEY = "clearance"
+_HELD_LIMIT = 10_000
+
+# The decisions of the node run in progress, for the wrapper around each tool's execution.
+_DECIDED: ContextVar[tuple[Session, Mapping[str, Authorization]] | None] = ContextVar(
+    "clearance_langgraph_decided", default=None
+)
+
+
+def _as_tools(tools: Sequence[BaseTool | Callable[..., Any]]) -> list[BaseTool]:
+    if isinstance(tools, str) or not isinstance(tools, Sequence):
+        raise TypeError("tools must be a sequence of langchain-core tools or functions")
+    return [t if isinstance(t, BaseTool) else as_tool(t) for t in tools]
+
+
+def register_tools(
+    registry: ToolRegistry,
+    namespace: str,
+    tools: Sequence[BaseTool | Callable[..., Any]],
+    *,
+    names: Mapping[str, str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    facts: Mapping[str, Mapping[str, Any]] | None = None,
+    read_only: Collection[str] = (),
+    sensitive: Mapping[str, Sequence[str]] | None = None,
+    annotations: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, str]:
+    """Declare langchain-core tools in a clearance registry, under ``namespace``.
+
+    Each tool is declared with its name, description and the JSON Schema of what the model
+    sends (``tool_call_schema``: injected arguments left out). The options are keyed by the
+    tool's name: ``facts`` (``{"read_file": {"/path": "path"}}``, resolved against
+    ``root``), ``read_only``, ``sensitive`` (JSON pointers withheld from the journal and
+    asks), ``annotations``, and ``names`` for a tool whose name is not ``[a-z0-9_-]``.
+
+    Returns:
+        The tool name -> clearance qualified name of each tool.
+
+    Raises:
+        ToolRegistrationError: a bad option, or the registry refused a declaration.
+        TypeError: ``tools`` is not a sequence of tools or functions.
+    """
+    specs = []
+    for tool in _as_tools(tools):
+        # The parameters the model is shown (injected arguments left out).
+        parameters = convert_to_openai_tool(tool)["function"]["parameters"]
+        specs.append(ToolSpec(tool.name, tool.description or "", dict(parameters)))
+    return declare_tools(
+        registry,
+        namespace,
+        specs,
+        framework="langgraph",
+        names=names,
+        root=root,
+        facts=facts,
+        read_only=read_only,
+        sensitive=sensitive,
+        annotations=annotations,
+    )
+
+
+class ClearanceToolNode:
+    """A LangGraph node that runs langchain-core tools through a clearance session (see the
+    module docstring).
+
+    Args:
+        tools: the tools, as for ``ToolNode``.
+        session: the clearance session the calls belong to, or a function of the run's
+            config that returns it (sync or async).
+        namespace: the clearance namespace the tools were declared under
+            (``register_tools``): the tool ``read_file`` is ``namespace.read_file``.
+        names: tool name -> clearance qualified name, for tools declared under other
+            names (what ``register_tools`` returns).
+        by: who answers asks by resuming this graph, when an answer does not say.
+        messages_key: the state key of the messages, as for ``ToolNode``.
+        handle_tool_errors: as for ``ToolNode``.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool | Callable[..., Any]],
+        *,
+        session: SessionSource,
+        namespace: str | None = None,
+        names: Mapping[str, str] | None = None,
+        by: str | None = None,
+        messages_key: str = "messages",
+        handle_tool_errors: Any = None,
+    ) -> None:
+        self.session = session
+        self.namespace = namespace
+        self.names = dict(names or {})
+        self.by = by
+        self.messages_key = messages_key
+        options: dict[str, Any] = {}
+        if handle_tool_errors is not None:
+            options["handle_tool_errors"] = handle_tool_errors
+        self.tool_node = ToolNode(
+            _as_tools(tools), messages_key=messages_key, awrap_tool_call=self._run, **options
+        )
+        """The ``ToolNode`` that runs the allowed calls."""
+        # Decisions made in an attempt of the node that was interrupted, by (session, call
+        # id): LangGraph runs the node again from its start when it is resumed, and a call
+        # authorized (or denied) before the interrupt must not be decided twice.
+        self._held: dict[tuple[str, str], Authorization] = {}
+
+    async def __call__(self, state: Any, config: RunnableConfig) -> Any:
+        session = await self._session(config)
+        calls, turn_id = self._tool_calls(state)
+        decided = await self._decide(session, calls, turn_id)
+        token = _DECIDED.set((session, decided))
+        try:
+            return await self.tool_node.ainvoke(state, config)
+        finally:
+            _DECIDED.reset(token)
+            for call in calls:
+                self._held.pop((session.id, call["id"] or ""), None)
+
+    # -- deciding --------------------------------------------------------------------------
+
+    async def _session(self, config: RunnableConfig) -> Session:
+        if isinstance(self.session, Session):
+            return self.session
+        found = self.session(config)
+        if inspect.isawaitable(found):
+            found = await found
+        if not isinstance(found, Session):
+            raise TypeError("the session function must return a clearance Session")
+        return found
+
+    def _tool_calls(self, state: Any) -> tuple[list[ToolCall], str | None]:
+        """The calls this node runs (as ``ToolNode`` finds them) and the AI message's id."""
+        if isinstance(state, list) and state and isinstance(state[-1], dict):
+            if state[-1].get("type") == "tool_call":
+                return list(state), None
+        if isinstance(state, dict) and state.get("__type") == "tool_call_with_context":
+            return [state["tool_call"]], None
+        if isinstance(state, list):
+            messages = state
+        elif isinstance(state, dict):
+            messages = state.get(self.messages_key, [])
+        else:
+            messages = getattr(state, self.messages_key, [])
+        for message in reversed(messages):
+            if isinstance(message, AIMessage):
+                return list(message.tool_calls), message.id
+        raise ValueError("no AIMessage found in the input")
+
+    async def _decide(
+        self, session: Session, calls: list[ToolCall], turn_id: str | None
+    ) -> dict[str, Authorization]:
+        """Decide every call; interrupt while asks are open. Nothing runs before this
+        returns, so a node run again after a resume runs each tool once."""
+        decided: dict[str, Authorization] = {}
+        for call in calls:
+            decided[call["id"] or ""] = await self._authorize(session, call, turn_id)
+        problem: str | None = None
+        while True:
+            pending = [decided[c["id"] or ""] for c in calls if decided[c["id"] or ""].pending]
+            if not pending:
+                return decided
+            harness = session.harness
+            payload: dict[str, Any] = {
+                _KEY: [
+                    ask_payload(harness, a.ask_id or "", call_id=a.call_id, tool=self._name(a))
+                    for a in pending
+                ]
+            }
+            if problem is not None:
+                payload["error"] = problem
+            try:
+                answers = _answers(interrupt(payload), decided, session, by=self.by)
+            except AskError as exc:
+                # A resume value stays in the thread for good (LangGraph gives it to every
+                # later run of this node), so a bad one is not raised, which would make the
+                # thread fail for good: the asks are put again, with what was wrong.
+                problem = str(exc)
+                continue
+            problem = None
+            for call_id, answer in answers.items():
+                auth = decided[call_id]
+                stored = harness.ask_store.get(auth.ask_id or "")
+                # Answered meanwhile elsewhere (``clearance asks approve``): the first
+                # answer stands, and deciding the call again applies it.
+                if stored is not None and stored.status == "pending":
+                    await answer_ask(harness, auth.ask_id or "", answer, via=VIA)
+            for call in calls:
+                # Every open call again, not only the answered ones: a grant an answer just
+                # made may cover another.
+                if decided[call["id"] or ""].pending:
+                    decided[call["id"] or ""] = await self._authorize(session, call, turn_id)
+
+    async def _authorize(
+        self, session: Session, call: ToolCall, turn_id: str | None
+    ) -> Authorization:
+        call_id = call["id"]
+        if not call_id:
+            raise ValueError(f"the tool call of {call['name']!r} has no id")
+        key = (session.id, call_id)
+        held = self._held.get(key)
+        if held is not None and (not held.allowed or call_id in session.authorized):
+            return held
+        name = qualified_name(call["name"], namespace=self.namespace, names=self.names)
+        auth = await session.authorize(name, call["args"], call_id=call_id, turn_id=turn_id)
+        if not auth.pending:
+            if len(self._held) >= _HELD_LIMIT:
+                self._held.pop(next(iter(self._held)))
+            self._held[key] = auth
+        return auth
+
+    def _name(self, auth: Authorization) -> str:
+        return auth.qualified_name or auth.tool
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def _run(
+        self,
+        request: ToolCallRequest,
+        execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Run one decided call: an allowed one with its canonical arguments, inside
+        ``session.execution``; any other is answered without running."""
+        call = request.tool_call
+        current = _DECIDED.get()
+        auth = current[1].get(call["id"] or "") if current is not None else None
+        if current is None or auth is None or not auth.allowed:
+            # Fail closed: a call this node did not authorize never runs.
+            message = auth.message if auth is not None else None
+            return ToolMessage(
+                content=message or "the call was not authorized",
+                name=call["name"],
+                tool_call_id=call["id"] or "",
+                status="error",
+            )
+        session = current[0]
+        assert auth.arguments is not None
+        authorized = request.override(tool_call={**call, "args": auth.arguments})
+        async with session.execution(auth.call_id) as run:
+            output = await execute(authorized)
+            if isinstance(output, ToolMessage):
+                run.result(
+                    _result(output.content), status="error" if output.status == "error" else None
+                )
+            else:
+                run.fail("the tool returned a state update (Command), which clearance refuses")
+        outcome = run.outcome
+        assert outcome is not None
+        return ToolMessage(
+            content=outcome.text,
+            name=call["name"],
+            tool_call_id=call["id"] or "",
+            status="success" if outcome.ok else "error",
+        )
+
+
+def _result(content: Any) -> Any:
+    """A ToolMessage's content as a clearance result (text, or content blocks)."""
+    if isinstance(content, str):
+        return content
+    blocks = [b if isinstance(b, dict) else {"type": "text", "text": str(b)} for b in content]
+    return CallToolResult(blocks)
+
+
+def _answers(
+    value: Any, decided: Mapping[str, Authorization], session: Session, *, by: str | None
+) -> dict[str, HostAnswer]:
+    """The answers a resume value gives to the open asks, by tool call id.
+
+    LangGraph hands a node that runs again every resume value it was given before, in
+    order, so a value may name calls decided since: those are left alone, and a value must
+    say which calls it answers unless the node has one.
+
+    Raises:
+        AskError: the value is not an answer, or (with several asks open) not a dict from
+            ask or tool call ids to answers, it names an ask of no call of this node, or a
+            scope that its ask does not offer.
+    """
+    keyed = isinstance(value, Mapping) and "decision" not in value
+    if not keyed:
+        # An answer that does not say which call it answers is taken only where it cannot
+        # mean another: when the node has one call. (With several, the calls open when it
+        # is given again may not be those open when it was given: it would answer an ask
+        # nobody was shown.)
+        if len(decided) != 1:
+            raise AskError(
+                f"the model made {len(decided)} tool calls: resume with a dict from the ask "
+                "id (or tool call id) of each open ask to its answer"
+            )
+        ((call_id, auth),) = decided.items()
+        answer = parse_answer(value, by=by)
+        if not auth.pending:
+            return {}
+        answer_scope(session.harness, auth.ask_id or "", answer)
+        return {call_id: answer}
+    asks = {auth.ask_id: call_id for call_id, auth in decided.items() if auth.ask_id}
+    answers: dict[str, HostAnswer] = {}
+    for key, raw in value.items():
+        call_id = _call_of(key, decided, asks, session)
+        if call_id is None:
+            raise AskError(f"{key!r} is not an ask of this node's tool calls, nor one of them")
+        if call_id in answers:
+            raise AskError(f"tool call {call_id!r} is answered twice")
+        answer = parse_answer(raw, by=by)
+        auth = decided[call_id]
+        if auth.pending:
+            answer_scope(session.harness, auth.ask_id or "", answer)  # checked before any is given
+            answers[call_id] = answer
+    return answers
+
+
+def _call_of(
+    key: Any, decided: Mapping[str, Authorization], asks: Mapping[str, str], session: Session
+) -> str | None:
+    """The tool call of this node that ``key`` names: its id, or the id of its ask (an
+    earlier one too, as after a restart: the store knows which call it asked about)."""
+    if not isinstance(key, str):
+        return None
+    if key in decided:
+        return key
+    if key in asks:
+        return asks[key]
+    stored = session.harness.ask_store.get(key)
+    if stored is not None and stored.call_id in decided:
+        tool = decided[stored.call_id].qualified_name
+        if stored.tool == tool and stored.principal == str(session.principal):
+            return stored.call_id
+    return None

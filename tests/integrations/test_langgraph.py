@@ -1,0 +1,496 @@
+"""The LangGraph adapter, run offline: real graphs with a checkpointer, langchain-core tools,
+a scripted ``GenericFakeChatModel``, real files and symlinks, real SQLite stores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import tools_condition
+from langgraph.types import Command
+
+from clearance import (
+    Harness,
+    JournalEvent,
+    MemoryJournal,
+    PermissionAsk,
+    PermissionDecision,
+    Principal,
+    SqliteGrantStore,
+    SqliteJournal,
+    ToolRegistry,
+)
+from clearance.errors import ToolRegistrationError
+from clearance.guardrails import SecretScanner
+from clearance.harness.ask_store_sqlite import SqliteAskStore
+from clearance.integrations.langgraph import ClearanceToolNode, register_tools
+from clearance.policy import LocalEvaluator
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Principal("User", "alice")
+SECRET = "AKIA" + "IOSFODNN7EXAMPLE"
+THREAD: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    (ws / "docs" / "a.md").write_text("alpha")
+    (ws / "private").mkdir()
+    (ws / "private" / "b.md").write_text("beta")
+    (ws / "link").symlink_to("docs")
+    return ws
+
+
+def make_tools(ws: Path, ran: list[tuple[str, Any]]) -> list[BaseTool]:
+    @tool
+    def read_file(path: str) -> str:
+        """Read a text file in the workspace."""
+        ran.append(("read_file", path))
+        return (ws / path).read_text()
+
+    @tool
+    def send_mail(to: str, body: str) -> str:
+        """Send an email."""
+        ran.append(("send_mail", to))
+        return f"sent to {to}"
+
+    @tool
+    def show_env(name: str) -> str:
+        """Show an environment variable."""
+        ran.append(("show_env", name))
+        return f"{name}={SECRET}"
+
+    return [read_file, send_mail, show_env]
+
+
+def registry(ws: Path, tools: list[BaseTool]) -> ToolRegistry:
+    reg = ToolRegistry()
+    register_tools(
+        reg,
+        "files",
+        tools,
+        root=ws,
+        facts={"read_file": {"/path": "path"}, "send_mail": {"/to": "email"}},
+        read_only={"read_file", "show_env"},
+    )
+    return reg
+
+
+def evaluator() -> LocalEvaluator:
+    return LocalEvaluator(
+        allow=["files.read_file(path=docs/**)", "files.show_env"], ask=["files.send_mail"]
+    )
+
+
+def ai(*calls: tuple[str, str, dict[str, Any]]) -> AIMessage:
+    return AIMessage(
+        "", tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, i, a in calls]
+    )
+
+
+class Script:
+    """A scripted chat model in an agent node; ``seen`` holds the messages of each model
+    turn (what the model was shown)."""
+
+    def __init__(self, *turns: AIMessage) -> None:
+        self.model = GenericFakeChatModel(messages=self._messages(list(turns)))
+        self.seen: list[list[AnyMessage]] = []
+
+    @staticmethod
+    def _messages(turns: list[AIMessage]) -> Iterator[AIMessage]:
+        yield from turns
+        while True:
+            yield AIMessage("done")
+
+    async def agent(self, state: MessagesState) -> dict[str, Any]:
+        self.seen.append(list(state["messages"]))
+        return {"messages": [await self.model.ainvoke(state["messages"])]}
+
+    def tool_messages(self) -> list[ToolMessage]:
+        return [m for m in self.seen[-1] if isinstance(m, ToolMessage)] if self.seen else []
+
+
+def graph(script: Script, node: ClearanceToolNode, checkpointer: InMemorySaver) -> Any:
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", script.agent)
+    builder.add_node("tools", node)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def start() -> dict[str, Any]:
+    return {"messages": [HumanMessage("go")]}
+
+
+def final_records(journal: Any, call_id: str) -> list[JournalEvent]:
+    """A call's records, less the asks and the ``pending`` decisions that preceded its
+    answer: what must be one complete record per call."""
+    return [
+        e
+        for e in journal.events(call_id=call_id)
+        if e.type not in ("permission_asked", "permission_decided")
+        and not (e.type == "call_decided" and e.data["outcome"] == "pending")
+    ]
+
+
+def types(events: list[JournalEvent]) -> list[str]:
+    return [e.type for e in events]
+
+
+def asks_of(state: dict[str, Any]) -> list[dict[str, Any]]:
+    (pause,) = state["__interrupt__"]
+    shown: list[dict[str, Any]] = pause.value["clearance"]
+    return shown
+
+
+async def test_an_allowed_call_runs_once_with_the_canonical_arguments(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(ai(("read_file", "c1", {"path": "./link/a.md"})))
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(
+            script, ClearanceToolNode(tools, session=session, namespace="files"), InMemorySaver()
+        )
+        state = await app.ainvoke(start(), THREAD)
+    assert state["messages"][-1].content == "done"
+    assert ran == [("read_file", "docs/a.md")]  # the symlink resolved once: what ran was checked
+    (shown,) = script.tool_messages()
+    assert (shown.content, shown.status, shown.tool_call_id) == ("alpha", "success", "c1")
+    records = final_records(journal, "c1")
+    assert types(records) == ["call_decided", "tool_started", "tool_finished"]
+    assert records[0].data["outcome"] == "authorized"
+    assert records[1].data["arguments"] == {"path": "docs/a.md"}
+    assert records[2].data["status"] == "ok"
+
+
+async def test_a_denied_call_never_runs_and_the_model_sees_the_denial(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        ai(
+            ("read_file", "d1", {"path": "private/b.md"}),  # no rule allows it
+            ("read_file", "d2", {"path": "link/../../outside.md"}),  # leaves the workspace
+            ("delete_all", "d3", {}),  # a tool nobody declared
+        )
+    )
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(
+            script, ClearanceToolNode(tools, session=session, namespace="files"), InMemorySaver()
+        )
+        await app.ainvoke(start(), THREAD)
+    assert ran == []
+    shown = {m.tool_call_id: m for m in script.tool_messages()}
+    assert sorted(shown) == ["d1", "d2", "d3"]
+    assert all(m.status == "error" for m in shown.values())
+    assert "no rule allows" in str(shown["d1"].content)
+    assert "outside the workspace" in str(shown["d2"].content)
+    for call_id in ("d1", "d2", "d3"):
+        records = final_records(journal, call_id)
+        assert types(records) == ["call_decided"]  # decided, never started
+        assert records[0].data["correlation_id"] in str(shown[call_id].content)
+
+
+async def test_an_ask_answered_allow_session_in_process_is_not_asked_again(
+    workspace: Path,
+) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    asked: list[PermissionAsk] = []
+
+    def answer(ask: PermissionAsk) -> PermissionDecision:
+        asked.append(ask)
+        return PermissionDecision("allow_session", decided_by="alice")
+
+    script = Script(
+        ai(("send_mail", "m1", {"to": "Bob@Example.com", "body": "hi"})),
+        ai(("send_mail", "m2", {"to": "bob@example.com", "body": "hi"})),
+    )
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE, on_permission_ask=answer)
+        app = graph(
+            script, ClearanceToolNode(tools, session=session, namespace="files"), InMemorySaver()
+        )
+        state = await app.ainvoke(start(), THREAD)
+    assert "__interrupt__" not in state
+    assert [a.call_id for a in asked] == ["m1"]
+    assert ran == [("send_mail", "bob@example.com")] * 2
+    first = final_records(journal, "m1")
+    assert types(first) == ["call_decided", "tool_started", "tool_finished"]
+    assert first[0].data["ask"]["how"] == "callback"
+    assert first[0].data["ask"]["answered_by"] == "alice"
+    assert final_records(journal, "m2")[0].data["ask"]["answer"] == "grant"
+
+
+async def test_a_redacted_result_never_reaches_the_model(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    saver = InMemorySaver()
+    script = Script(ai(("show_env", "e1", {"name": "AWS_KEY"})))
+    async with Harness(
+        registry(workspace, tools),
+        evaluator=evaluator(),
+        journal=journal,
+        result_guardrails=[SecretScanner(action="redact")],
+    ) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(script, ClearanceToolNode(tools, session=session, namespace="files"), saver)
+        state = await app.ainvoke(start(), THREAD)
+        history = [snapshot async for snapshot in app.aget_state_history(THREAD)]
+    assert ran == [("show_env", "AWS_KEY")]
+    (shown,) = script.tool_messages()
+    assert shown.content == "AWS_KEY=[REDACTED:aws_access_key_id]"
+    # Not in the state, in any checkpoint, or in the journal.
+    assert SECRET not in repr(state)
+    assert all(SECRET not in repr(snapshot.values) for snapshot in history)
+    assert all(SECRET not in repr(e.data) for e in journal.events())
+
+
+async def test_an_ask_nobody_here_answers_is_an_interrupt(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        ai(("send_mail", "m1", {"to": "Bob@Example.com", "body": "hi"})),
+        ai(("send_mail", "m2", {"to": "bob@example.com", "body": "hi"})),
+    )
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(
+            script, ClearanceToolNode(tools, session=session, namespace="files"), InMemorySaver()
+        )
+        paused = await app.ainvoke(start(), THREAD)
+        (shown,) = asks_of(paused)
+        assert shown["call_id"] == "m1" and shown["tool"] == "files.send_mail"
+        assert shown["arguments"] == {"to": "bob@example.com", "body": "hi"}  # canonical
+        assert shown["reason"] and shown["answers"][1] == "allow_session"
+        assert ran == []  # nothing runs while the ask is open
+        state = await app.ainvoke(
+            Command(resume={"decision": "allow_session", "by": "alice"}), THREAD
+        )
+    assert "__interrupt__" not in state and state["messages"][-1].content == "done"
+    # m1 ran once, after the answer; m2 (the same recipient) needed no second ask.
+    assert ran == [("send_mail", "bob@example.com")] * 2
+    records = final_records(journal, "m1")
+    assert types(records) == ["call_decided", "tool_started", "tool_finished"]
+    ask = records[0].data["ask"]
+    assert (ask["answer"], ask["answered_by"], ask["via"]) == (
+        "allow_session",
+        "alice",
+        "langgraph",
+    )
+    decided = [e.data for e in journal.events(call_id="m1") if e.type == "permission_decided"]
+    assert [(d["by"], d["via"]) for d in decided] == [("alice", "langgraph")]
+    assert final_records(journal, "m2")[0].data["ask"]["answer"] == "grant"
+
+
+async def test_several_asks_in_one_turn_run_nothing_until_all_are_answered(
+    workspace: Path,
+) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        ai(
+            ("read_file", "r1", {"path": "docs/a.md"}),
+            ("send_mail", "m1", {"to": "bob@example.com", "body": "hi"}),
+            ("send_mail", "m2", {"to": "carol@example.com", "body": "hi"}),
+        )
+    )
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        node = ClearanceToolNode(tools, session=session, namespace="files", by="ops")
+        app = graph(script, node, InMemorySaver())
+        paused = await app.ainvoke(start(), THREAD)
+        shown = {a["call_id"]: a for a in asks_of(paused)}
+        assert sorted(shown) == ["m1", "m2"]
+        assert ran == []  # not even the allowed read: the node runs again on resume
+        # One answer for two asks says nothing about which: refused, nothing happens.
+        again = await app.ainvoke(Command(resume="allow_once"), THREAD)
+        assert "3 tool calls" in again["__interrupt__"][0].value["error"]
+        assert sorted(a["call_id"] for a in asks_of(again)) == ["m1", "m2"]
+        assert ran == [] and len(h.pending_asks()) == 2
+        # Bob's by ask id; Carol's stays open and is asked again.
+        paused = await app.ainvoke(Command(resume={shown["m1"]["ask_id"]: "allow_once"}), THREAD)
+        assert [a["call_id"] for a in asks_of(paused)] == ["m2"]
+        assert ran == []
+        # Still several calls: a bare answer could mean any of them, so it is refused.
+        again = await app.ainvoke(Command(resume="deny"), THREAD)
+        assert "3 tool calls" in again["__interrupt__"][0].value["error"]
+        assert ran == []
+        state = await app.ainvoke(Command(resume={"m2": "deny"}), THREAD)
+    assert "__interrupt__" not in state
+    assert ran == [("read_file", "docs/a.md"), ("send_mail", "bob@example.com")]
+    denied = next(m for m in script.tool_messages() if m.tool_call_id == "m2")
+    assert denied.status == "error"
+    # One complete record per call, though the node ran three times.
+    assert types(final_records(journal, "r1")) == ["call_decided", "tool_started", "tool_finished"]
+    assert types(final_records(journal, "m1")) == ["call_decided", "tool_started", "tool_finished"]
+    carol = final_records(journal, "m2")
+    assert types(carol) == ["call_decided"] and carol[0].data["outcome"] == "denied"
+    assert (carol[0].data["ask"]["answered_by"], carol[0].data["ask"]["via"]) == (
+        "ops",
+        "langgraph",
+    )
+
+
+async def test_an_interrupted_graph_resumes_after_a_restart(
+    workspace: Path, tmp_path: Path
+) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    stores = tmp_path / "state"
+    stores.mkdir()
+    saver = InMemorySaver()  # the checkpointer outlives the process in this test
+
+    def harness() -> Harness:
+        return Harness(
+            registry(workspace, tools),
+            evaluator=evaluator(),
+            journal=SqliteJournal(stores / "journal.db"),
+            grant_store=SqliteGrantStore(stores / "grants.db"),
+            ask_store=SqliteAskStore(stores / "asks.db"),
+        )
+
+    script = Script(
+        ai(
+            ("read_file", "r1", {"path": "docs/a.md"}),
+            ("send_mail", "m1", {"to": "bob@example.com", "body": "hi"}),
+        )
+    )
+    async with harness() as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(script, ClearanceToolNode(tools, session=session, namespace="files"), saver)
+        (shown,) = asks_of(await app.ainvoke(start(), THREAD))
+    assert ran == []
+
+    # A new process: a new harness, session, node and graph over the same stores and thread.
+    async with harness() as h:
+        assert [a.ask_id for a in h.pending_asks()] == [shown["ask_id"]]
+        session = await h.create_session(principal=ALICE)
+        app = graph(script, ClearanceToolNode(tools, session=session, namespace="files"), saver)
+        state = await app.ainvoke(
+            Command(resume={"m1": {"decision": "allow_once", "by": "bo"}}), THREAD
+        )
+        assert h.pending_asks() == []
+    assert "__interrupt__" not in state
+    assert ran == [("read_file", "docs/a.md"), ("send_mail", "bob@example.com")]
+    journal = SqliteJournal(stores / "journal.db")
+    try:
+        mail = final_records(journal, "m1")
+        read = [e for e in final_records(journal, "r1") if e.type != "call_decided"]
+    finally:
+        await journal.aclose()
+    assert types(mail) == ["call_decided", "tool_started", "tool_finished"]
+    assert (mail[0].data["ask"]["answered_by"], mail[0].data["ask"]["via"]) == ("bo", "langgraph")
+    assert types(read) == ["tool_started", "tool_finished"]  # the read ran once
+
+
+async def test_an_ask_answered_elsewhere_keeps_its_first_answer(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(ai(("send_mail", "m1", {"to": "bob@example.com", "body": "hi"})))
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(
+            script, ClearanceToolNode(tools, session=session, namespace="files"), InMemorySaver()
+        )
+        (shown,) = asks_of(await app.ainvoke(start(), THREAD))
+        await h.answer_ask(shown["ask_id"], "deny", by="sec", via="cli")
+        await app.ainvoke(Command(resume="allow_once"), THREAD)
+    assert ran == []
+    ask = final_records(journal, "m1")[0].data["ask"]
+    assert (ask["answer"], ask["answered_by"], ask["via"]) == ("deny", "sec", "cli")
+
+
+async def test_a_bad_resume_value_is_refused_and_changes_nothing(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    script = Script(ai(("send_mail", "m1", {"to": "bob@example.com", "body": "hi"})))
+    async with Harness(registry(workspace, tools), evaluator=evaluator()) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(
+            script, ClearanceToolNode(tools, session=session, namespace="files"), InMemorySaver()
+        )
+        (shown,) = asks_of(await app.ainvoke(start(), THREAD))
+        bad: list[tuple[Any, str]] = [
+            ("yes", "is one of"),
+            ({"decision": "allow_once", "scope": 0}, "scope goes with"),
+            ({"decision": "allow_session", "scope": 99}, "no scope 99"),
+            ({"ask_nope": "allow_once"}, "not an ask of this node"),
+            (3, "not int"),
+        ]
+        for value, what in bad:
+            again = await app.ainvoke(Command(resume=value), THREAD)
+            (pause,) = again["__interrupt__"]
+            assert what in pause.value["error"]
+            assert [a["ask_id"] for a in pause.value["clearance"]] == [shown["ask_id"]]
+            assert ran == [] and [a.ask_id for a in h.pending_asks()] == [shown["ask_id"]]
+        state = await app.ainvoke(Command(resume="allow_once"), THREAD)
+    assert "__interrupt__" not in state
+    assert ran == [("send_mail", "bob@example.com")]
+
+
+async def test_a_tool_returning_a_state_update_is_refused(workspace: Path) -> None:
+    ran: list[str] = []
+
+    @tool
+    def set_mode(mode: str, call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
+        """Set the mode."""
+        ran.append(mode)
+        return Command(update={"messages": [ToolMessage(f"mode={SECRET}", tool_call_id=call_id)]})
+
+    reg = ToolRegistry()
+    register_tools(reg, "app", [set_mode])
+    journal = MemoryJournal()
+    script = Script(ai(("set_mode", "s1", {"mode": "fast"})))
+    async with Harness(reg, evaluator=LocalEvaluator(allow=["app.*"]), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(
+            script, ClearanceToolNode([set_mode], session=session, namespace="app"), InMemorySaver()
+        )
+        state = await app.ainvoke(start(), THREAD)
+    assert SECRET not in repr(state)
+    (shown,) = script.tool_messages()
+    assert shown.status == "error"
+    records = final_records(journal, "s1")
+    assert types(records) == ["call_decided", "tool_started", "tool_finished"]
+    assert records[2].data["status"] == "failed"
+
+
+def test_register_tools_refuses_bad_options(workspace: Path) -> None:
+    @tool("Fetch")
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        return url
+
+    reg = ToolRegistry()
+    with pytest.raises(ToolRegistrationError, match="names="):
+        register_tools(reg, "web", [fetch])
+    with pytest.raises(ToolRegistrationError, match="read_only names a tool"):
+        register_tools(reg, "web", [fetch], names={"Fetch": "fetch"}, read_only={"fecth"})
+    with pytest.raises(TypeError):
+        register_tools(reg, "web", "fetch")  # type: ignore[arg-type]
+    assert register_tools(reg, "web", [fetch], names={"Fetch": "fetch"}) == {"Fetch": "web.fetch"}
+    declared = reg.get("web.fetch")
+    assert declared.source == "langgraph" and declared.description == "Fetch a page."
+    assert declared.input_schema["properties"] == {"url": {"type": "string"}}
