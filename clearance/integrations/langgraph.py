@@ -389,18 +389,19 @@ def _answers(
                 f"the model made {len(decided)} tool calls: resume with a dict from the ask "
                 "id (or tool call id) of each open ask to its answer"
             )
-        ((call_id, auth),) = decided.items()
+        ((only, auth),) = decided.items()
         answer = parse_answer(value, by=by)
         if not auth.pending:
             return {}
         answer_scope(session.harness, auth.ask_id or "", answer)
-        return {call_id: answer}
+        return {only: answer}
     asks = {auth.ask_id: call_id for call_id, auth in decided.items() if auth.ask_id}
     answers: dict[str, HostAnswer] = {}
     for key, raw in value.items():
-        call_id = _call_of(key, decided, asks, session)
-        if call_id is None:
+        found = _call_of(key, decided, asks, session)
+        if found is None:
             raise AskError(f"{key!r} is not an ask of this node's tool calls, nor one of them")
+        call_id = found
         if call_id in answers:
             raise AskError(f"tool call {call_id!r} is answered twice")
         answer = parse_answer(raw, by=by)
