@@ -14,7 +14,8 @@ Two ways in, one pipeline: ``session.call_tool`` (clearance runs the handler) an
 themselves; both pass every stage above, in this order, once per call. Every failure before
 dispatch ends the call denied or blocked, with a correlation id, and the handler never runs
 (rule R1). Evaluators and guardrails return values; only this module turns them into
-outcomes. The stages live in :mod:`clearance.harness._stages`; this module is the order.
+outcomes. The stages live in :mod:`clearance.harness._stages`, ``_approval``, ``_running``
+and ``_host_runs``; this module is the order.
 """
 
 from __future__ import annotations
@@ -23,19 +24,18 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from clearance.errors import ClosedError, NotAuthorizedError
+from clearance.harness._approval import Approval
 from clearance.harness._call_state import CallState, elapsed_us, new_correlation_id
-from clearance.harness._redaction import scrub, visible
+from clearance.harness._host_runs import Execution, HostRuns
+from clearance.harness._redaction import visible
 from clearance.harness._stages import Stages
 from clearance.harness.cancellation import CallHandle
 from clearance.harness.outcomes import Authorization, CallOutcome, Decision, OutcomeStatus
-from clearance.harness.tools import CallContext, CallToolResult, ResultError, normalize_result
 
 if TYPE_CHECKING:
     from clearance.harness.session import Harness, Session
@@ -45,8 +45,11 @@ __all__ = ["CallOutcome", "Decision", "Execution", "OutcomeStatus", "Pipeline"]
 log = logging.getLogger("clearance")
 
 
-class Pipeline(Stages):
-    """Runs calls for a :class:`~clearance.harness.session.Harness`."""
+class Pipeline(Stages, Approval, HostRuns):
+    """Runs calls for a :class:`~clearance.harness.session.Harness`: the stages
+    (:mod:`~clearance.harness._stages`), the approval (:mod:`~clearance.harness._approval`),
+    the run (:mod:`~clearance.harness._running`) and the host's reports
+    (:mod:`~clearance.harness._host_runs`), in the order this class gives them."""
 
     def __init__(self, harness: Harness) -> None:
         super().__init__(harness)
@@ -176,137 +179,6 @@ class Pipeline(Stages):
         finally:
             session.running.discard(running)
             session._leave()
-
-    def _authorized(self, session: Session, call_id: str) -> CallState:
-        call = session.authorized.get(call_id)
-        if call is None:
-            raise NotAuthorizedError(call_id)
-        return call
-
-    @asynccontextmanager
-    async def execution(self, session: Session, call_id: str) -> AsyncIterator[Execution]:
-        """Record the run of an authorized call around the host's own execution: the start
-        on entry, the end (with result guardrails) on exit; see ``Session.execution``."""
-        call = self._authorized(session, call_id)
-        del session.authorized[call_id]
-        execution = Execution(call)
-        await self._start(call)
-        started = time.perf_counter()
-        try:
-            yield execution
-        except BaseException as exc:
-            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
-            if not cancelled:
-                self._diagnose(call, exc, stage="host")
-            with anyio.CancelScope(shield=True):
-                execution.outcome = await self._end_run(
-                    call,
-                    "cancelled" if cancelled else "failed",
-                    None,
-                    "the call was cancelled"
-                    if cancelled
-                    else f"the tool failed (correlation id {call.correlation_id})",
-                    started,
-                )
-            raise
-        if not execution.reported:
-            execution.outcome = await self._end_run(
-                call, "failed", None, "the host reported no result", started
-            )
-            return
-        execution.outcome = await self._finish_host_result(
-            call, execution.value, execution.error, execution.status, started
-        )
-
-    async def record_result(
-        self,
-        session: Session,
-        call_id: str,
-        result: Any = None,
-        *,
-        error: BaseException | str | None = None,
-        status: str | None = None,
-    ) -> CallOutcome:
-        """Record the end of an authorized call that the host ran; see
-        ``Session.record_result``."""
-        call = self._authorized(session, call_id)
-        del session.authorized[call_id]
-        await self._start(call)
-        return await self._finish_host_result(call, result, error, status, time.perf_counter())
-
-    async def _start(self, call: CallState) -> None:
-        """Write the ``tool_started`` of a host-run call (the host already ran it, or is about
-        to: the start is on record before the end, R7)."""
-        call.started_written = True
-        await self._record(
-            call,
-            "tool_started",
-            {
-                **call.identity(),
-                "arguments": visible(call.arguments, call.withheld),
-                "correlation_id": call.correlation_id,
-                "host": True,
-            },
-        )
-
-    async def _finish_host_result(
-        self,
-        call: CallState,
-        value: Any,
-        error: BaseException | str | None,
-        status: str | None,
-        started: float,
-    ) -> CallOutcome:
-        if error is not None:
-            if isinstance(error, BaseException):
-                self._diagnose(call, error, stage="host")
-            return await self._end_run(
-                call,
-                "failed",
-                None,
-                f"the tool failed (correlation id {call.correlation_id})",
-                started,
-            )
-        if status in ("cancelled", "timeout", "failed"):
-            return await self._end_run(call, status, None, f"the call ended: {status}", started)  # type: ignore[arg-type]
-        try:
-            result = normalize_result(value)
-        except ResultError as exc:
-            self._diagnose(call, exc, stage="result")
-            message = scrub(f"the tool returned an invalid result: {exc}", call.secrets)
-            return await self._end_run(call, "failed", None, message, started)
-        return await self._end_run(
-            call, "error" if result.is_error or status == "error" else "ok", result, None, started
-        )
-
-    async def _end_run(
-        self,
-        call: CallState,
-        status: OutcomeStatus,
-        result: CallToolResult | None,
-        message: str | None,
-        started: float,
-    ) -> CallOutcome:
-        """Result guardrails, then the call's one ``tool_finished``; the outcome."""
-        ran_status = status
-        if result is not None:
-            status, result, message = await self._guard_result(call, status, result)
-        await self._finished(
-            call,
-            ran_status if status == "blocked" else status,
-            result,
-            message,
-            started,
-            result_blocked=status == "blocked",
-        )
-        return self._outcome(
-            call,
-            status,
-            message,
-            call.record.get("decision", "allow"),
-            call.record.get("reasons", ()),
-            result,
-        )
 
     # -- deciding only --------------------------------------------------------------------
 
@@ -559,114 +431,3 @@ class Pipeline(Stages):
         if running is not None:
             await running.release()
         return None
-
-    # -- running the handler ----------------------------------------------------------------
-
-    async def _run(self, call: CallState) -> CallOutcome:
-        """Dispatch an admitted call; always writes exactly one ``tool_finished``."""
-        tool, session = call.tool, call.session
-        assert tool is not None
-        ctx = CallContext(
-            session_id=session.id,
-            turn_id=call.turn_id,
-            call_id=call.call_id,
-            qualified_name=tool.qualified_name,
-            model_alias=tool.model_alias,
-            principal=session.principal,
-            pipeline=self,
-        )
-        status: OutcomeStatus = "failed"
-        result: CallToolResult | None = None
-        message: str | None = None
-        started = time.perf_counter()
-        finished = False
-        running = call.running
-        assert running is not None
-        if call.secrets:
-            self._withheld[session.id, call.call_id] = call.secrets
-        try:
-            try:
-                cancelled = False
-                try:
-                    if running.task is None:  # not asyncio: an anyio cancel scope
-                        running.scope = anyio.CancelScope()
-                        with running.scope:
-                            status, raw, message = await self._dispatch(call, tool, ctx)
-                        cancelled = running.scope.cancelled_caught
-                    else:
-                        status, raw, message = await self._dispatch(call, tool, ctx)
-                except asyncio.CancelledError:
-                    if not running.caught():
-                        raise
-                    cancelled = True
-                else:
-                    if running.delivered and running.task is not None and running.scope is None:
-                        # The handler swallowed our cancellation: take the request back so
-                        # that the task's cancel count stays true for everyone else.
-                        running.task.uncancel()
-                if not cancelled and status == "ok":
-                    try:
-                        result = normalize_result(raw)
-                        status = "error" if result.is_error else "ok"
-                    except ResultError as exc:
-                        status = "failed"
-                        message = scrub(f"the tool returned an invalid result: {exc}", call.secrets)
-                        self._diagnose(call, exc, stage="result")
-            finally:
-                session.running.discard(running)
-                self.dispatcher.release()
-                ctx.finish()
-                self._withheld.pop((session.id, call.call_id), None)
-            if cancelled:
-                status, message, result = "cancelled", "the call was cancelled", None
-            finished = True
-            return await self._end_run(call, status, result, message, call.started_at or started)
-        finally:
-            if not finished:  # cancelled from outside: still end the call exactly once (R7)
-                with anyio.CancelScope(shield=True):
-                    await self._finished(
-                        call,
-                        "cancelled",
-                        None,
-                        "the call was cancelled",
-                        call.started_at or started,
-                    )
-
-
-class Execution:
-    """A host's run of an authorized call (``async with session.execution(call_id) as run``).
-
-    Report what the tool returned with :meth:`result` (or a failure with :meth:`fail`);
-    when the block ends, the run is journaled and result guardrails run, and
-    :attr:`outcome` holds what the model may see. An exception that leaves the block is
-    recorded as a failure (and goes on).
-    """
-
-    def __init__(self, call: CallState) -> None:
-        self._call = call
-        self.value: Any = None
-        self.error: BaseException | str | None = None
-        self.status: str | None = None
-        self.reported = False
-        self.outcome: CallOutcome | None = None
-
-    @property
-    def call_id(self) -> str:
-        return self._call.call_id
-
-    @property
-    def arguments(self) -> dict[str, Any]:
-        """The authorized, canonical arguments to run the tool with (a copy)."""
-        return self._call.handler_arguments()
-
-    def result(self, value: Any, *, status: str | None = None) -> None:
-        """What the tool returned (a string, JSON value, ``CallToolResult``...)."""
-        if self.reported:
-            raise ClosedError(f"call {self.call_id!r}: a result was already reported")
-        self.value, self.status, self.reported = value, status, True
-
-    def fail(self, error: BaseException | str) -> None:
-        """The tool failed (the model sees a generic failure with a correlation id)."""
-        if self.reported:
-            raise ClosedError(f"call {self.call_id!r}: a result was already reported")
-        self.error, self.reported = error, True

@@ -1,0 +1,265 @@
+"""The approval stage: a grant answers an ask, or a person or the app does (rules R3, R5).
+
+A call whose evaluator (or an argument guardrail) asks is first put to the grant store;
+failing a grant, to the ask store (an answer given while the call was paused applies to it
+once), then to the session's answerer (:class:`~clearance.harness.asks.AskDesk`): its
+callback or its stream, and, with a store other processes share, an answer given there.
+A host that can pause (``authorize``) gets ``pending`` instead of waiting when nobody here
+can answer. Nobody is asked to approve a call whose deciding argument is withheld.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from typing import Any
+
+import anyio
+
+from clearance.errors import AskError
+from clearance.harness._call_state import CallState, elapsed_us
+from clearance.harness._recorder import Recorder
+from clearance.harness._redaction import scrub, visible, visible_facts, withheld_deciding
+from clearance.harness.approvals import (
+    PermissionAsk,
+    PermissionDecision,
+    arguments_hash,
+    grant_from_answer,
+    suggest_scopes,
+)
+from clearance.harness.ask_store import StoredAsk
+from clearance.harness.outcomes import CallOutcome
+
+__all__ = ["Approval"]
+
+_STORE_POLL = 0.2
+"""Seconds between looks at a shared ask store while a call waits for its answer."""
+
+
+class Approval(Recorder):
+    """The approval stage (see the module docstring)."""
+
+    # -- approval -------------------------------------------------------------------------
+
+    async def _approve(self, call: CallState) -> CallOutcome | None:
+        """A matching grant answers an ask; otherwise a person or the app does. In a dry
+        run the ask is reported, not put."""
+        verdict = call.verdict
+        assert verdict is not None
+        asks = call.guard_asks
+        if verdict.effect == "ask" or asks:
+            t = time.perf_counter()
+            policies = tuple(verdict.reasons if verdict.effect == "ask" else ()) + tuple(
+                g for g, _ in asks
+            )
+            why = (
+                "; ".join(
+                    ([verdict.message] if verdict.effect == "ask" and verdict.message else [])
+                    + [r for _, r in asks]
+                )
+                or "approval required"
+            )
+            if call.dry:
+                call.record.update(stage="ask", decision="ask", reasons=policies, message=why)
+                return None
+            try:
+                allowed = await self._ask(call, scrub(why, call.secrets) or why, policies)
+            except Exception as exc:  # the journal or grant store failed: fail closed (R1)
+                self._diagnose(call, exc, stage="ask")
+                call.record.setdefault("ask", {})["message"] = "the approval could not be recorded"
+                allowed = False
+                call.grant = None
+            call.timing["ask"] = elapsed_us(t)
+            if not allowed:
+                return await self._end_early(
+                    call,
+                    "denied",
+                    call.record["ask"].get("message") or "the approval was denied",
+                    stage="ask",
+                    decision="ask",
+                    reasons=policies,
+                    outcome="pending" if call.pending else None,
+                )
+        if call.dry:
+            call.record.update(stage="evaluator", decision="allow", reasons=verdict.reasons)
+            return None
+        call.record["decision"] = "allow" if verdict.effect == "allow" else "ask"
+        call.record["reasons"] = verdict.reasons
+        return None
+
+    async def _ask(self, call: CallState, reason: str, policies: tuple[str, ...]) -> bool:
+        """Put the call to its grants, then to a person or the app: whether it is allowed
+        (``call.grant`` holds the grant used or created)."""
+        tool, session, h = call.tool, call.session, self.harness
+        assert tool is not None
+        arguments: dict[str, Any] = call.arguments
+        principal = str(session.principal)
+        # A grant's scope must constrain every field that decides what the call does.
+        deciding = tuple(f.field for f in tool.declared_facts)
+        path_fields = (
+            tuple(f.field for f in tool.declared_facts if f.kind.name == "path")
+            if deciding
+            else None
+        )
+        other_facts = tuple(f.field for f in tool.declared_facts if f.kind.name != "path")
+        record: dict[str, Any] = {"reason": reason, "policies": list(policies)}
+        call.record["ask"] = record
+        grant = h.grants.find(principal, tool.qualified_name, arguments, session.id)
+        if grant is not None:
+            record.update(answer="grant", grant=grant.grant_id)
+            call.grant = grant
+            return True
+        store = h.ask_store
+        args_hash = arguments_hash(arguments)
+        key = call.resume_key or call.call_id
+        stored = store.find(principal, tool.qualified_name, key, args_hash)
+        blind = withheld_deciding(deciding, call.withheld)
+        if blind:
+            # Nobody approves what they cannot see (issue 19): a deciding argument that is
+            # withheld (sensitive, or redacted by a guardrail) cannot be shown, so the
+            # call is not put to a person at all.
+            record.update(
+                answer="deny",
+                how="unshowable",
+                message="this call needs approval, but what decides it ("
+                + ", ".join(f"/{name}" for name in blind)
+                + ") is withheld and cannot be shown to a person; denied",
+            )
+            return False
+        ask = PermissionAsk(
+            ask_id=stored.ask_id if stored is not None else "ask_" + secrets.token_hex(6),
+            session_id=session.id,
+            turn_id=call.turn_id,
+            call_id=call.call_id,
+            tool=tool.model_alias,
+            qualified_name=tool.qualified_name,
+            model_alias=tool.model_alias,
+            principal=principal,
+            arguments=visible(arguments, call.withheld),
+            reason=reason,
+            policies=policies,
+            deciding=deciding,
+            facts=visible_facts(call.facts or {}, call.withheld),
+            suggestions=suggest_scopes(
+                arguments,
+                withheld=call.withheld,
+                path_fields=path_fields,
+                other_facts=other_facts,
+            ),
+        )
+        record["ask_id"] = ask.ask_id
+        if stored is None:
+            store.put(StoredAsk.of(ask, args_hash, call_key=key))
+            await self._record(call, "permission_asked", {**call.identity(), **ask.to_json()})
+        if stored is not None and stored.status == "answered" and stored.decision is not None:
+            # Answered while the call was paused (elsewhere, or before a restart): the
+            # answer applies to this call, once.
+            if store.consume(stored.ask_id):
+                ask.settle(stored.decision)
+        elif call.host and (
+            call.wait is False or (call.wait is None and not session.asks.answerable)
+        ):
+            # A host that can pause: the ask waits in the store, the call comes back
+            # pending, and the same call tried again sees the answer.
+            record.update(
+                answer="pending",
+                how="pending",
+                message=f"approval pending (ask {ask.ask_id}); try the call again once it "
+                "is answered",
+            )
+            call.pending = True
+            return False
+        running = call.running
+        if running is not None and session.on_permission_ask is None:
+            # Closing the session answers an ask that waits in the stream ("closed":
+            # denied, as documented), so the close need not cancel this call; an ask
+            # callback may never return, so a call waiting for one is cancelled.
+            running.quiet = True
+        decision: PermissionDecision | None
+        if ask.decision is not None:
+            decision, how = ask.decision, "store"
+        else:
+            decision, how = await self._wait_for_answer(ask, session, store)
+            if decision is not None and how != "store":
+                with contextlib.suppress(AskError):
+                    store.answer(ask.ask_id, decision, via=decision.via or how)
+                store.consume(ask.ask_id)
+            elif decision is None:
+                store.withdraw(ask.ask_id, how)
+        if session.closed and decision is not None:
+            # Answered, but the session closed meanwhile: no grant may outlive it (R5).
+            decision, how = None, "closed"
+        record.update(answer=decision.decision if decision else "deny", how=how)
+        if decision is not None and decision.decided_by:
+            record["answered_by"] = decision.decided_by
+        if decision is not None and decision.via:
+            record["via"] = decision.via
+        if decision is not None and decision.message:
+            record["message"] = scrub(decision.message, call.secrets)
+        new_grant = None
+        if decision is not None and decision.decision != "deny":
+            try:
+                new_grant = grant_from_answer(
+                    ask, decision, arguments, path_fields=path_fields, other_facts=other_facts
+                )
+                if new_grant is not None:
+                    h.grants.add(new_grant)
+                    record["grant_created"] = new_grant.to_json(public=True)
+            except Exception as exc:
+                self._diagnose(call, exc, stage="grant")
+                decision, record["answer"] = None, "deny"
+                record["message"] = "the answer could not be applied; denied"
+        allowed = decision is not None and decision.decision != "deny"
+        if allowed and running is not None:
+            running.quiet = False  # answered before any close: cancellable again
+        if not allowed and "message" not in record:
+            record["message"] = {
+                "timeout": "nobody answered the approval request in time; denied",
+                "closed": "the session closed before the approval was answered; denied",
+                "unanswerable": "this call needs approval and no one is set up to answer; denied",
+                "error": "the approval callback failed; denied",
+            }.get(how, "the approval was denied")
+        await self._record(
+            call,
+            "permission_decided",
+            {
+                **call.identity(),
+                "ask_id": ask.ask_id,
+                "answer": record["answer"],
+                "how": how,
+                "by": record.get("answered_by"),
+                "via": record.get("via"),
+                "grant": new_grant.grant_id if new_grant else None,
+            },
+        )
+        call.grant = new_grant
+        return allowed
+
+    async def _wait_for_answer(
+        self, ask: PermissionAsk, session: Any, store: Any
+    ) -> tuple[PermissionDecision | None, str]:
+        """The session's answerer (callback or stream) answers; with a store other
+        processes share, an answer given there (``clearance asks approve``) counts too."""
+        if not store.shared:
+            decision, how = await session.asks.answer(ask)
+            return decision, how
+        found: list[PermissionDecision] = []
+
+        async def from_store() -> None:
+            while ask.open:
+                await anyio.sleep(_STORE_POLL)
+                stored = store.get(ask.ask_id)
+                if stored is not None and stored.status == "answered" and stored.decision:
+                    if ask.open and store.consume(ask.ask_id):
+                        found.append(stored.decision)
+                        ask.settle(stored.decision)
+                    return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(from_store)
+            decision, how = await session.asks.answer(ask)
+            tg.cancel_scope.cancel()
+        if found and decision is found[0]:
+            how = "store"
+        return decision, how

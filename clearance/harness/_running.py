@@ -1,0 +1,248 @@
+"""Running a call's handler, and ending a run: a slot in the harness's queue, the handler
+under its timeout and cancellation, the result normalized, result guardrails, and the run's
+one ``tool_finished`` (rule R7), whoever ran the tool."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import anyio
+
+from clearance import _pointer
+from clearance.guardrails.base import GuardrailContext
+from clearance.harness._call_state import CallState
+from clearance.harness._guards import FAILED, check_guardrail
+from clearance.harness._recorder import Recorder
+from clearance.harness._records import result_from_json
+from clearance.harness._redaction import scrub
+from clearance.harness.outcomes import CallOutcome, OutcomeStatus
+from clearance.harness.tools import (
+    CallContext,
+    CallToolResult,
+    ResultError,
+    Tool,
+    normalize_result,
+)
+
+__all__ = ["Running"]
+
+
+class Running(Recorder):
+    """Runs handlers and ends runs (see the module docstring)."""
+
+    def __init__(self, harness: Any) -> None:
+        super().__init__(harness)
+        self._result_guards: dict[str, tuple[Any, ...]] = {}
+
+    async def _run(self, call: CallState) -> CallOutcome:
+        """Dispatch an admitted call; always writes exactly one ``tool_finished``."""
+        tool, session = call.tool, call.session
+        assert tool is not None
+        ctx = CallContext(
+            session_id=session.id,
+            turn_id=call.turn_id,
+            call_id=call.call_id,
+            qualified_name=tool.qualified_name,
+            model_alias=tool.model_alias,
+            principal=session.principal,
+            pipeline=self,
+        )
+        status: OutcomeStatus = "failed"
+        result: CallToolResult | None = None
+        message: str | None = None
+        started = time.perf_counter()
+        finished = False
+        running = call.running
+        assert running is not None
+        if call.secrets:
+            self._withheld[session.id, call.call_id] = call.secrets
+        try:
+            try:
+                cancelled = False
+                try:
+                    if running.task is None:  # not asyncio: an anyio cancel scope
+                        running.scope = anyio.CancelScope()
+                        with running.scope:
+                            status, raw, message = await self._dispatch(call, tool, ctx)
+                        cancelled = running.scope.cancelled_caught
+                    else:
+                        status, raw, message = await self._dispatch(call, tool, ctx)
+                except asyncio.CancelledError:
+                    if not running.caught():
+                        raise
+                    cancelled = True
+                else:
+                    if running.delivered and running.task is not None and running.scope is None:
+                        # The handler swallowed our cancellation: take the request back so
+                        # that the task's cancel count stays true for everyone else.
+                        running.task.uncancel()
+                if not cancelled and status == "ok":
+                    try:
+                        result = normalize_result(raw)
+                        status = "error" if result.is_error else "ok"
+                    except ResultError as exc:
+                        status = "failed"
+                        message = scrub(f"the tool returned an invalid result: {exc}", call.secrets)
+                        self._diagnose(call, exc, stage="result")
+            finally:
+                session.running.discard(running)
+                self.dispatcher.release()
+                ctx.finish()
+                self._withheld.pop((session.id, call.call_id), None)
+            if cancelled:
+                status, message, result = "cancelled", "the call was cancelled", None
+            finished = True
+            return await self._end_run(call, status, result, message, call.started_at or started)
+        finally:
+            if not finished:  # cancelled from outside: still end the call exactly once (R7)
+                with anyio.CancelScope(shield=True):
+                    await self._finished(
+                        call,
+                        "cancelled",
+                        None,
+                        "the call was cancelled",
+                        call.started_at or started,
+                    )
+
+    async def _end_run(
+        self,
+        call: CallState,
+        status: OutcomeStatus,
+        result: CallToolResult | None,
+        message: str | None,
+        started: float,
+    ) -> CallOutcome:
+        """Result guardrails, then the call's one ``tool_finished``; the outcome."""
+        ran_status = status
+        if result is not None:
+            status, result, message = await self._guard_result(call, status, result)
+        await self._finished(
+            call,
+            ran_status if status == "blocked" else status,
+            result,
+            message,
+            started,
+            result_blocked=status == "blocked",
+        )
+        return self._outcome(
+            call,
+            status,
+            message,
+            call.record.get("decision", "allow"),
+            call.record.get("reasons", ()),
+            result,
+        )
+
+    async def _dispatch(
+        self, call: CallState, tool: Tool, ctx: CallContext
+    ) -> tuple[OutcomeStatus, Any, str | None]:
+        """Wait for a slot, then run the handler; the slot is released however it ends."""
+        lock = call.session.lock
+        if not self.dispatcher.try_acquire_slot(tool, lock):
+            await self.dispatcher.acquire_slot(tool, lock)
+        try:
+            if call.running is not None and call.running.requested:
+                # The session closed before the handler could start (a backend where the
+                # close only flags the call): it never starts.
+                return "cancelled", None, "the call was cancelled"
+            call.started_at = time.perf_counter()
+            return await self._invoke(call, tool, ctx)
+        finally:
+            self.dispatcher.release_slot(tool, lock)
+
+    async def _invoke(
+        self, call: CallState, tool: Tool, ctx: CallContext
+    ) -> tuple[OutcomeStatus, Any, str | None]:
+        deadline: anyio.CancelScope | None = None
+        try:
+            if tool.timeout is None:
+                if tool.is_async:  # the common case, one coroutine less
+                    return "ok", await tool.handler(call.dispatch_arguments, ctx), None
+                return (
+                    "ok",
+                    await self.dispatcher.call_handler(tool, call.dispatch_arguments, ctx),
+                    None,
+                )
+            with anyio.move_on_after(tool.timeout) as deadline:
+                return (
+                    "ok",
+                    await self.dispatcher.call_handler(tool, call.dispatch_arguments, ctx),
+                    None,
+                )
+        except Exception as exc:
+            if deadline is None or not deadline.cancel_called:
+                self._diagnose(call, exc, stage="handler")
+                if ctx.cancelled:
+                    return "cancelled", None, "the call was cancelled"
+                return "failed", None, f"the tool failed (correlation id {call.correlation_id})"
+        ctx.cancel()
+        return "timeout", None, f"the call timed out after {tool.timeout:g}s"
+
+    async def _guard_result(
+        self, call: CallState, status: OutcomeStatus, result: CallToolResult
+    ) -> tuple[OutcomeStatus, CallToolResult | None, str | None]:
+        """The result guardrails, in order: the result the model sees, or why it is
+        withheld."""
+        tool, session, h = call.tool, call.session, self.harness
+        assert tool is not None
+        guards = self._result_guards.get(tool.qualified_name)
+        if guards is None:
+            guards = self._result_guards[tool.qualified_name] = tuple(
+                g for g in h.result_guardrails if g.applies_to(tool.qualified_name)
+            )
+        if not guards:
+            return status, result, None
+        gctx = GuardrailContext(
+            tool.qualified_name,
+            tool.model_alias,
+            session.principal,
+            session.id,
+            call.turn_id,
+            call.call_id,
+            "result",
+        )
+        value = result.to_json()
+        entries: list[dict[str, Any]] = []
+        call.record["result_guardrails"] = entries
+        for guard in guards:
+            outcome, _ = await check_guardrail(
+                guard,
+                value,
+                gctx,
+                entries,
+                secret_values=call.secrets,
+                diagnose=lambda exc, stage: self._diagnose(call, exc, stage=stage),
+            )
+            if outcome is FAILED:
+                return (
+                    "blocked",
+                    None,
+                    f"result guardrail {guard.name!r} failed; the result was withheld "
+                    f"(correlation id {call.correlation_id})",
+                )
+            if outcome is None:
+                continue
+            if outcome.action == "block":
+                return (
+                    "blocked",
+                    None,
+                    f"the result was withheld by guardrail {guard.name!r}: "
+                    f"{scrub(outcome.message, call.secrets)}",
+                )
+            if outcome.action == "redact":
+                value = _pointer.redact(value, outcome.pointers)
+            elif outcome.action == "replace":
+                value = outcome.value
+        try:
+            final = result_from_json(value)
+        except (ResultError, KeyError, TypeError) as exc:
+            self._diagnose(call, exc, stage="result guardrails")
+            return (
+                "blocked",
+                None,
+                "result guardrails produced an invalid result "
+                f"(correlation id {call.correlation_id})",
+            )
+        return ("error" if final.is_error else "ok"), final, None

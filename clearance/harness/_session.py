@@ -1,0 +1,325 @@
+"""A session: one conversation of one principal with one agent, and its two ways in
+(``call_tool``; ``authorize`` + ``record_result`` for hosts that run their own tools).
+
+Created by :meth:`Harness.create_session <clearance.harness.session.Harness.create_session>`;
+both names are importable from :mod:`clearance.harness.session`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from clearance.errors import ClosedError
+from clearance.harness._call_state import CallState
+from clearance.harness.approvals import (
+    AskCallback,
+    PermissionAsk,
+)
+from clearance.harness.asks import AskDesk
+from clearance.harness.cancellation import this_task
+from clearance.harness.dispatch import SessionLock
+from clearance.harness.journal import EventStream, JournalEvent
+from clearance.harness.outcomes import Authorization, CallOutcome
+from clearance.harness.pipeline import Execution
+from clearance.harness.providers import Provider, Run
+from clearance.harness.tools import Tool
+from clearance.policy.base import (
+    AuthorityEvaluator,
+    Principal,
+    SessionInfo,
+)
+
+__all__ = ["AgentDefinition", "Session"]
+
+if TYPE_CHECKING:
+    from clearance.harness.session import Harness
+
+log = logging.getLogger("clearance")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    """An agent: its name, the tools it may see, and its instructions."""
+
+    name: str
+    tools: Sequence[str] | None = None
+    """Qualified-name globs of the tools this agent may call; ``None`` means all."""
+    instructions: str = ""
+    capabilities: Sequence[str] | None = None
+    """Extra local allow rules that narrow the harness evaluator for this agent's sessions
+    (a call must pass both); ``None`` adds nothing."""
+
+
+class Session:
+    """One conversation of one principal with one agent. Create with
+    :meth:`Harness.create_session`."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        session_id: str,
+        principal: Principal,
+        agent: AgentDefinition,
+        selected: Mapping[str, Tool],
+        evaluator: AuthorityEvaluator,
+        on_permission_ask: AskCallback | None,
+    ) -> None:
+        self.harness = harness
+        self.id = session_id
+        self.principal = principal
+        self.agent = agent
+        self.evaluator = evaluator
+        self.tools: dict[str, Tool] = {}
+        for tool in selected.values():
+            self.tools[tool.qualified_name] = tool
+            self.tools[tool.model_alias] = tool
+        self.call_ids: set[str] = set()
+        self.lock = SessionLock()
+        self.running: set[Any] = set()
+        """Handles of the calls in the pipeline now (being decided, queued or running
+        their handler); ``cancel()`` ends each before or while its handler runs."""
+        self.closed = False
+        self._inflight = 0
+        self._idle_at = 0
+        self._infos: dict[str | None, SessionInfo] = {}
+        self._idle: anyio.Event | None = None
+        self.asks = AskDesk(
+            callback=on_permission_ask,
+            timeout=harness.ask_timeout,
+            diagnostics=harness.diagnostics,
+        )
+        """Where this session's asks are answered (see :class:`AskDesk`)."""
+        self.authorized: dict[str, CallState] = {}
+        """Calls ``authorize`` allowed whose run the host has not recorded yet, by call id."""
+
+    @property
+    def on_permission_ask(self) -> AskCallback | None:
+        """The callback that answers this session's asks (None: the ask stream does)."""
+        return self.asks.callback
+
+    @on_permission_ask.setter
+    def on_permission_ask(self, callback: AskCallback | None) -> None:
+        self.asks.callback = callback
+
+    @property
+    def selected_tools(self) -> list[Tool]:
+        """The tools this session's agent may call (each once)."""
+        return list({t.qualified_name: t for t in self.tools.values()}.values())
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Any,
+        *,
+        call_id: str | None = None,
+        turn_id: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> CallOutcome:
+        """Run one tool call through the pipeline and return how it ended.
+
+        ``name`` is the model alias (``files__read_file``) or the qualified name. Denials,
+        blocks, invalid arguments and tool failures come back as a ``CallOutcome`` the
+        model can be shown; only misuse (a closed session) raises.
+
+        Raises:
+            ClosedError: the session or harness is closed.
+        """
+        if self.closed:
+            raise ClosedError(f"session {self.id} is closed")
+        return await self.harness.pipeline.call(
+            self, name, arguments, call_id=call_id, turn_id=turn_id, context=context
+        )
+
+    def run(self, prompt: str, *, provider: Provider, max_turns: int = 50) -> Run:
+        """Start an agent run: the provider's tool calls go through the pipeline."""
+        return Run(self, prompt, provider, max_turns=max_turns)
+
+    def events(self) -> EventStream:
+        """This session's events, from now on (bounded buffer; see ``EventItem.dropped``)."""
+        return self.harness.hub.subscribe(self.id)
+
+    def permission_asks(self) -> AsyncIterator[PermissionAsk]:
+        """Asks of this session, to answer with ``await ask.respond(...)``.
+
+        Used when the session has no ``on_permission_ask`` callback. While at least one
+        iterator is open, asks wait here (up to the harness ``ask_timeout``); with none
+        open and no callback, an ask waits a moment for one (a UI task that was just
+        started) and is then denied. The iterator counts from this call, not from its
+        first step.
+        """
+        return self.asks.listen()
+
+    def info(self, turn_id: str | None) -> SessionInfo:
+        """The session as evaluators see it (one shared value per turn)."""
+        info = self._infos.get(turn_id)
+        if info is None:
+            if len(self._infos) > 1024:
+                self._infos.clear()
+            info = self._infos[turn_id] = SessionInfo(self.id, turn_id)
+        return info
+
+    @property
+    def in_flight(self) -> int:
+        """Calls of this session that entered the pipeline and have not ended yet."""
+        return self._inflight
+
+    def _enter(self) -> None:
+        self._inflight += 1
+
+    def _leave(self) -> None:
+        self._inflight -= 1
+        if self._inflight <= self._idle_at and self._idle is not None:
+            self._idle.set()
+
+    @property
+    def open_asks(self) -> list[PermissionAsk]:
+        """The asks of this session waiting for an answer now."""
+        return self.asks.open_asks
+
+    async def authorize(
+        self,
+        name: str,
+        arguments: Any,
+        *,
+        call_id: str | None = None,
+        turn_id: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        wait: bool | None = None,
+        resume_key: str | None = None,
+    ) -> Authorization:
+        """Put a call that the host will run itself through every stage before dispatch,
+        exactly as :meth:`call_tool` does (schema, canonical facts, guardrails, evaluator,
+        grants, asks, the journal's ``call_decided``).
+
+        An ``allowed`` authorization carries the final, canonical arguments: the host must
+        run the tool with those, then report with :meth:`record_result` (or run it inside
+        :meth:`execution`). A ``denied`` one carries what the model may be shown.
+
+        An ask is answered by the session's callback or stream and waited for; when nobody
+        here can answer (or ``wait=False``) the authorization comes back ``pending`` with
+        its ``ask_id``: the ask waits in the harness's ask store, to be answered from
+        anywhere (``harness.answer_ask``, ``clearance asks approve``), and the same call
+        (same call id and arguments) tried again, in this session or another, after a
+        restart too, gets the answer: ``allow_once`` authorizes it once. ``wait=True``
+        waits for an answer even with nobody here to give it (up to ``ask_timeout``).
+        ``resume_key`` finds a stored answer by something other than the call id (a
+        client that retries a call under a new id: the same key, tool, principal and
+        canonical arguments).
+
+        Raises:
+            ClosedError: the session or harness is closed.
+        """
+        if self.closed:
+            raise ClosedError(f"session {self.id} is closed")
+        return await self.harness.pipeline.authorize(
+            self,
+            name,
+            arguments,
+            call_id=call_id,
+            turn_id=turn_id,
+            context=context,
+            wait=wait,
+            resume_key=resume_key,
+        )
+
+    async def run_authorized(self, call_id: str) -> CallOutcome:
+        """Run a call that :meth:`authorize` allowed as :meth:`call_tool` would: clearance
+        runs its handler (queue, limits, cancellation, result guardrails, journal). For a
+        host that decides first and lets clearance run the tool after (``call_tool`` is
+        ``authorize`` then this).
+
+        Raises:
+            NotAuthorizedError: the call was not authorized here, or already run.
+        """
+        return await self.harness.pipeline.run_authorized(self, call_id)
+
+    async def record_result(
+        self,
+        call_id: str,
+        result: Any = None,
+        *,
+        error: BaseException | str | None = None,
+        status: str | None = None,
+    ) -> CallOutcome:
+        """Record the run of a call that :meth:`authorize` allowed: journal its start and
+        end, run the result guardrails, and return what the model may see.
+
+        Args:
+            call_id: the authorized call.
+            result: what the tool returned (a string, JSON value, ``CallToolResult``...).
+            error: the tool failed (the model sees a generic failure with a correlation
+                id; an exception goes to the ``diagnostics`` callback).
+            status: ``"cancelled"`` or ``"timeout"`` for a run that ended so; ``"error"``
+                for a domain error the result describes.
+
+        Raises:
+            NotAuthorizedError: the call was not authorized here, or already recorded.
+        """
+        return await self.harness.pipeline.record_result(
+            self, call_id, result, error=error, status=status
+        )
+
+    def execution(self, call_id: str) -> AbstractAsyncContextManager[Execution]:
+        """Record the run of an authorized call around the host's own execution::
+
+            async with session.execution(auth.call_id) as run:
+                run.result(await my_tool(**run.arguments))
+            model_sees = run.outcome
+
+        The start is journaled on entry (before the tool runs: R7), the end with result
+        guardrails on exit; an exception that leaves the block is recorded as a failure.
+
+        Raises:
+            NotAuthorizedError: the call was not authorized here, or already recorded.
+        """
+        return self.harness.pipeline.execution(self, call_id)
+
+    async def aclose(self) -> None:
+        """Close the session: deny open asks, cancel running and queued calls, drop its
+        session grants and event streams.
+
+        Calls still being decided are cancelled too, and the close waits until every
+        call of the session has ended (a journal write in progress is finished first):
+        once it returns, no handler of this session starts, and every call has its one
+        end on record (R7). A call that is already past its handler (result guardrails,
+        its ``tool_finished``) is waited for, not cancelled."""
+        if self.closed:
+            return
+        self.closed = True
+        self.asks.close()
+        # A handler may close its own session: its call is not cancelled (it is the one
+        # closing) and not waited for (it would wait for itself); it ends on its own.
+        current = this_task()
+        own = [r for r in self.running if current is not None and r.task is current]
+        for running in list(self.running):
+            if running not in own:
+                running.cancel()
+        # Let cancelled calls write their tool_finished before the session is gone.
+        if self._inflight > len(own):
+            self._idle_at = len(own)
+            self._idle = anyio.Event()
+            with anyio.CancelScope(shield=True):
+                await self._idle.wait()
+        self.authorized.clear()
+        self.harness.grants.end_session(self.id)
+        self.harness.hub.close_session(self.id)
+        self.harness.sessions.pop(self.id, None)
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.harness.journal.append(
+                    JournalEvent("session_closed", self.id, None, None, {})
+                )
+            except Exception as exc:
+                log.warning("journal failed to record session close: %r", exc)
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
