@@ -108,6 +108,7 @@ from typing import Any, Literal
 
 import pydantic
 from agents import FunctionTool, RunContextWrapper, RunState, ToolOutputText
+from agents import Tool as SdkTool
 from agents.items import ToolApprovalItem
 from agents.tool_context import ToolContext
 
@@ -125,6 +126,8 @@ VIA = "openai-agents"
 """How answers given through the SDK are journaled (``via``)."""
 
 _ALWAYS = ("allow_always", "allow_session")
+_RUNNABLE = ("callback", "mcp")
+"""The sources of tools whose handlers clearance runs (not framework declarations)."""
 
 
 def register_function_tools(
@@ -233,7 +236,7 @@ class AgentsGuard:
         *,
         namespace: str | None = None,
         names: Mapping[str, str] | None = None,
-    ) -> list[FunctionTool]:
+    ) -> list[SdkTool]:
         """Copies of SDK function tools whose calls clearance decides and records.
 
         Each copy keeps the tool's name, schema, guardrails and timeout; the tool runs
@@ -250,7 +253,7 @@ class AgentsGuard:
             UnknownToolError: a tool is not declared, or not one this session's agent may
                 call.
         """
-        wrapped = []
+        wrapped: list[SdkTool] = []
         for tool in tools:
             if not isinstance(tool, FunctionTool):
                 raise TypeError(f"AgentsGuard.wrap takes SDK FunctionTools, not {tool!r}")
@@ -267,19 +270,21 @@ class AgentsGuard:
             wrapped.append(copied)
         return wrapped
 
-    def function_tools(self, names: Iterable[str] | None = None) -> list[FunctionTool]:
+    def function_tools(self, names: Iterable[str] | None = None) -> list[SdkTool]:
         """SDK tools for the session's clearance tools, named by their model alias; the
-        handlers run as ``session.call_tool`` runs them (limits, timeout, cancellation, progress).
+        handlers run as ``session.call_tool`` runs them (limits, timeout, cancellation,
+        progress).
 
         Args:
             names: qualified names or aliases; default: every tool of the session's agent
-                except declarations of SDK tools (those come through :meth:`wrap`).
+                that clearance runs itself (``source`` ``"callback"`` or ``"mcp"``; not the
+                declarations of framework tools, which come through :meth:`wrap`).
 
         Raises:
             UnknownToolError: a name is not one of the session's tools.
         """
         if names is None:
-            selected = [t for t in self.session.selected_tools if t.source != VIA]
+            selected = [t for t in self.session.selected_tools if t.source in _RUNNABLE]
         else:
             selected = [self._session_tool(name) for name in names]
         return [

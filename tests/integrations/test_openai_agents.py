@@ -22,9 +22,6 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
-from agents import (
-    Tool as SdkTool,
-)
 from agents.items import ModelResponse, TResponseOutputItem
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -225,7 +222,7 @@ class Setup:
         return AgentsGuard(session, **options)
 
     def agent(self, guard: AgentsGuard, model: ScriptedModel) -> Agent[Any]:
-        tools: list[SdkTool] = [*guard.wrap(self.tools, namespace="files"), *guard.function_tools()]
+        tools = guard.wrap(self.tools, namespace="files") + guard.function_tools()
         return Agent(name="coder", instructions="Work in the workspace.", tools=tools, model=model)
 
     def records(self, call_id: str) -> list[dict[str, Any]]:
@@ -564,7 +561,7 @@ async def test_a_paused_run_resumes_in_another_process(workspace: Path, tmp_path
 async def test_other_arguments_under_an_authorized_call_id_do_not_run(setup: Setup) -> None:
     guard = await setup.guard()
     [read_file, _] = guard.wrap(setup.tools, namespace="files")
-    assert callable(read_file.needs_approval)
+    assert isinstance(read_file, FunctionTool) and callable(read_file.needs_approval)
     from agents import RunContextWrapper
     from agents.tool_context import ToolContext
 
@@ -646,3 +643,23 @@ def test_without_the_sdk_the_import_says_what_to_install(tmp_path: Path) -> None
     extra, message = done.stdout.splitlines()
     assert extra == "openai-agents"
     assert message.endswith("pip install 'clearance[openai-agents]'")
+
+
+def test_the_example_runs_offline() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "openai_agents_example.py"
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    done = subprocess.run(
+        [sys.executable, str(example)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "journal  read-1: ran with {'path': 'docs/a.md'}" in lines
+    assert "journal  read-2: denied" in lines
+    assert "journal  write-1: authorized by alice via openai-agents" in lines
+    assert any(line.startswith("model    saw read-2: no rule allows") for line in lines)
+    assert not any("not-for-the-model" in line for line in lines)
