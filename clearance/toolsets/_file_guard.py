@@ -1,0 +1,89 @@
+"""What the file tools refuse beyond their root: protected segments, protected files and
+read-only paths, checked on the canonical path (see :mod:`clearance.toolsets.files`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from clearance.guardrails.paths import PathScope
+from clearance.harness.tools import CallToolResult
+from clearance.toolsets._results import error_result
+
+__all__ = ["PROTECTED", "SQLITE_SIDE_FILES", "FileGuard"]
+
+PROTECTED: tuple[str, ...] = (".git", ".gitconfig")
+"""Path segments the bundled mutating file tools refuse by default."""
+
+SQLITE_SIDE_FILES: tuple[str, ...] = ("", "-wal", "-shm", "-journal", "-starts", ".lock")
+"""Suffixes of the files SQLite (and clearance's journal) keep beside a database."""
+
+
+class FileGuard:
+    """What the handlers refuse beyond the root: protected segments for writes and moves;
+    protected files (with their SQLite side files) for every tool; read-only paths (files
+    or directories) for writes and moves. A write or move of a directory above a protected
+    or read-only path is refused too: it would carry them away."""
+
+    __slots__ = ("files", "read_only", "scope", "segments")
+
+    def __init__(
+        self,
+        scope: PathScope,
+        segments: Sequence[str],
+        files: Sequence[str | os.PathLike[str]],
+        read_only: Sequence[str | os.PathLike[str]] = (),
+    ) -> None:
+        self.scope = scope
+        self.segments = frozenset(s.lower() for s in segments)
+        self.files = frozenset(
+            os.path.realpath(os.fspath(f)) + suffix for f in files for suffix in SQLITE_SIDE_FILES
+        )
+        self.read_only = frozenset(os.path.realpath(os.fspath(p)) for p in read_only)
+
+    def refused(self, tool: str, path: str, *, mutating: bool) -> CallToolResult | None:
+        """An error result when ``path`` (canonical: no symlink, no '..' on it) is
+        protected; None when the tool may go on."""
+        if mutating and (segment := _protected(path, self.segments)) is not None:
+            return error_result(
+                f"{tool}: {segment!r} is protected and cannot be changed", "protected"
+            )
+        if not self.files and not self.read_only:
+            return None
+        target = self.absolute(path)
+        if target in self.files:
+            return error_result(
+                f"{tool}: {path!r} is clearance's own journal or grant store", "protected"
+            )
+        if mutating:
+            if any(_within(target, p) for p in self.read_only):
+                return error_result(
+                    f"{tool}: {path!r} is clearance's configuration or policies; "
+                    "it cannot be changed from here",
+                    "protected",
+                )
+            if any(_within(p, target) for p in (*self.files, *self.read_only)):
+                return error_result(
+                    f"{tool}: {path!r} holds clearance's own journal, grants or "
+                    "configuration; it cannot be changed from here",
+                    "protected",
+                )
+        return None
+
+    def absolute(self, path: str) -> str:
+        root = str(self.scope.root)
+        return root if path in ("", ".") else os.path.normpath(os.path.join(root, path))
+
+
+def _within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or below it (both absolute and normalized)."""
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _protected(path: str, protected: frozenset[str]) -> str | None:
+    """The protected segment ``path`` touches, if any (compared case-insensitively: some
+    file systems fold case)."""
+    for segment in path.replace("\\", "/").split("/"):
+        if segment.lower() in protected:
+            return segment
+    return None
