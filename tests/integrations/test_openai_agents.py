@@ -25,6 +25,7 @@ from agents import (
 from agents.items import ModelResponse, TResponseOutputItem
 from agents.models.interface import Model
 from agents.usage import Usage
+from doc_examples import DOCS, python_blocks, run_block
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -663,3 +664,18 @@ def test_the_example_runs_offline() -> None:
     assert "journal  write-1: authorized by alice via openai-agents" in lines
     assert any(line.startswith("model    saw read-2: no rule allows") for line in lines)
     assert not any("not-for-the-model" in line for line in lines)
+
+
+def section_blocks(page: str, heading: str) -> list[tuple[int, str]]:
+    """The ```python blocks of one ``## heading`` section of ``docs/<page>``."""
+    lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return [(line, code) for line, code in python_blocks(page) if start < line <= end]
+
+
+@pytest.mark.parametrize(
+    "line,code", section_blocks("integrations.md", "## OpenAI Agents SDK"), ids=lambda v: str(v)
+)
+def test_the_docs_section_runs(line: int, code: str) -> None:
+    run_block("integrations.md", line, code)
