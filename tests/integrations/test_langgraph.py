@@ -3,6 +3,8 @@ a scripted ``GenericFakeChatModel``, real files and symlinks, real SQLite stores
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -494,3 +496,22 @@ def test_register_tools_refuses_bad_options(workspace: Path) -> None:
     declared = reg.get("web.fetch")
     assert declared.source == "langgraph" and declared.description == "Fetch a page."
     assert declared.input_schema["properties"] == {"url": {"type": "string"}}
+
+
+def test_the_example_runs() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "langgraph_example.py"
+    done = subprocess.run(
+        [sys.executable, str(example)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("asked    write-1: files.write_file")
+    assert "model    saw read-1: alpha (success)" in lines
+    assert any(line.startswith("model    saw read-2: no rule allows") for line in lines)
+    assert "journal  write-1: authorized by alice via langgraph" in lines
+    assert "journal  read-1: ran with {'path': 'docs/a.md'}" in lines
+    assert not any(line.startswith("journal  read-2: ran") for line in lines)
