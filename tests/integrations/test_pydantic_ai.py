@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doc_examples import DOCS, python_blocks, run_block
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -543,3 +544,18 @@ def test_the_example_runs() -> None:
     assert "journal  write-1: authorized by alice via pydantic-ai" in lines
     assert "journal  read-1: ran with {'path': 'docs/a.md'}" in lines
     assert not any(line.startswith("journal  read-2: ran") for line in lines)
+
+
+def section_blocks(page: str, heading: str) -> list[tuple[int, str]]:
+    """The ```python blocks of one ``## heading`` section of ``docs/<page>``."""
+    lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return [(line, code) for line, code in python_blocks(page) if start < line <= end]
+
+
+@pytest.mark.parametrize(
+    ("line", "code"), section_blocks("integrations.md", "## PydanticAI"), ids=lambda v: str(v)
+)
+def test_the_docs_section_runs(line: int, code: str) -> None:
+    run_block("integrations.md", line, code)
