@@ -564,3 +564,30 @@ def test_words_naming_entries_are_resolved(tmp_path: Path) -> None:
     got = CommandFact(tmp_path).canonicalize("head settings.txt --file=./src missing").fact
     assert got["paths"] == [".env", "src"]
     assert got["resolved"] == "head .env --file=src missing"
+
+
+def test_every_public_name_imports_from_the_command_module() -> None:
+    """The kind lives in smaller modules (words, argv, paths); users still import every
+    public name from ``clearance.facts.command``, and ``__all__`` lists them all."""
+    import clearance.facts.command as command
+
+    public = {
+        "ARGUMENT_FILE_PROGRAMS",
+        "GIT_GLOBAL_OPTIONS",
+        "MAX_COMMAND_LENGTH",
+        "SUBCOMMAND_PROGRAMS",
+        "CommandFact",
+        "GlobalOptions",
+        "ParsedCommand",
+        "check_words",
+        "outside_root",
+        "parse_argv",
+        "refuse_argument_files",
+        "resolve_words",
+        "split_command",
+    }
+    assert set(command.__all__) == public
+    for name in public:
+        assert getattr(command, name) is not None, name
+    assert command.parse_argv(["git", "diff"]).subcommand == "diff"
+    assert command.SUBCOMMAND_PROGRAMS["git"].flags == GIT_GLOBAL_OPTIONS
