@@ -192,6 +192,10 @@ class _Call:
     """The guard had the SDK interrupt the run for it: a person was shown this call."""
     settling: bool = False
 
+    def is_for(self, tool: Tool, arguments: Any) -> bool:
+        """Whether this is the call of ``tool`` with ``arguments`` (what was authorized)."""
+        return self.tool is tool and self.arguments == arguments
+
 
 class AgentsGuard:
     """Puts an Agents SDK agent's tool calls through one clearance session.
@@ -323,7 +327,7 @@ class AgentsGuard:
             ctx: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str
         ) -> bool:
             call = await self._authorized(tool, sdk_name, arguments, call_id)
-            if call.arguments != arguments:
+            if not call.is_for(tool, arguments):
                 return False  # the tool refuses to run it: see _invoke
             if call.auth.pending:
                 call.interrupted = True
@@ -342,7 +346,7 @@ class AgentsGuard:
         if call is None:
             auth = await self._authorize(tool, arguments, call_id)
             call = self._calls[call_id] = _Call(tool, sdk_name, arguments, auth)
-        elif call.auth.pending and call.arguments == arguments and self._answered(call):
+        elif call.auth.pending and call.is_for(tool, arguments) and self._answered(call):
             call.auth = await self._authorize(tool, arguments, call_id)
         return call
 
@@ -384,12 +388,12 @@ class AgentsGuard:
             asked_before = open_ask_id(self.session, tool.qualified_name, call_id)
             call = await self._authorized(tool, sdk_name, arguments, call_id)
             call.interrupted = asked_before is not None and asked_before == call.auth.ask_id
-        elif call.arguments != arguments:
-            # A call id stands for one invocation: other arguments under it were never
-            # authorized.
+        elif not call.is_for(tool, arguments):
+            # A call id stands for one invocation: another tool or other arguments under it
+            # were never authorized.
             return (
-                f"refused: the arguments of call {call_id} are not the ones that were "
-                "authorized; it did not run"
+                f"refused: call {call_id} is not the tool call that was authorized under "
+                "that id; it did not run"
             )
         if call.auth.pending:
             await self._answer_from_sdk(ctx, call)
@@ -541,13 +545,15 @@ class AgentsGuard:
             decision: ``allow_once``, ``allow_session``, ``allow_always``, ``deny``, or a
                 ``PermissionDecision``.
             scope: for ``allow_session``/``allow_always``: one of the ask's
-                ``suggestions`` (default: the exact call).
+                ``suggestions`` (``guard.pending_ask(item).suggestions``; default: the
+                exact call).
             by: who answered (default: the guard's ``approver``).
             message: for the record; with ``deny``, also what the model is told.
 
         Raises:
-            AskError: the decision is not one of the four answers, or clearance refuses it
-                (a scope that was not offered and leaves a deciding argument free).
+            AskError: the decision is not one of the four answers, or the scope is not one
+                of the ask's suggestions or goes with an answer that creates no grant.
+                Nothing is answered then.
         """
         if isinstance(decision, PermissionDecision):
             answer = decision
@@ -555,8 +561,18 @@ class AgentsGuard:
             answer = PermissionDecision(decision, scope=scope, message=message)
         else:
             raise AskError(f"an answer is one of {', '.join(ANSWERS)}, not {decision!r}")
-        who = by or answer.decided_by or self.approver
         ask = self.pending_ask(item)
+        if answer.scope is not None:
+            if answer.decision not in ("allow_session", "allow_always"):
+                raise AskError(
+                    f"a scope goes with allow_session or allow_always, not {answer.decision}"
+                )
+            if ask is None or answer.scope not in ask.suggestions:
+                raise AskError(
+                    "the scope is not one of the ask's suggestions "
+                    "(guard.pending_ask(item).suggestions)"
+                )
+        who = by or answer.decided_by or self.approver
         if ask is not None and ask.status == "pending":
             await self.session.harness.answer_ask(ask.ask_id, answer, by=who, via=VIA)
         if answer.decision == "deny":

@@ -35,6 +35,7 @@ from openai.types.responses import (
 from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance.errors import AskError, UnknownToolError
 from clearance.guardrails import SecretScanner
+from clearance.harness.approvals import GrantScope
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.harness.grants_sqlite import SqliteGrantStore
 from clearance.integrations.openai_agents import AgentsGuard, register_function_tools
@@ -150,7 +151,14 @@ def sdk_tools(ws: Path, ran: Ran) -> list[FunctionTool]:
         (ws / path).write_text(text)
         return f"wrote {path}"
 
-    return [read_file, write_file]
+    @function_tool
+    def delete_file(path: str) -> str:
+        """Delete a file in the workspace."""
+        ran.calls.append(("delete_file", {"path": path}))
+        (ws / path).unlink()
+        return f"deleted {path}"
+
+    return [read_file, write_file, delete_file]
 
 
 def registry_for(ws: Path, tools: list[FunctionTool], ran: Ran) -> ToolRegistry:
@@ -160,7 +168,11 @@ def registry_for(ws: Path, tools: list[FunctionTool], ran: Ran) -> ToolRegistry:
         "files",
         tools,
         root=ws,
-        facts={"read_file": {"/path": "path"}, "write_file": {"/path": "path"}},
+        facts={
+            "read_file": {"/path": "path"},
+            "write_file": {"/path": "path"},
+            "delete_file": {"/path": "path"},
+        },
         read_only=["read_file"],
     )
 
@@ -447,6 +459,36 @@ async def test_a_rejected_call_never_runs_and_its_denial_is_journaled(
     assert setup.harness.pending_asks() == []
 
 
+async def test_a_scope_from_the_suggestions_widens_the_grant(setup: Setup) -> None:
+    guard = await setup.guard(approver="alice")
+    result, model = await ask_once(setup, guard, "c1")
+    [item] = result.interruptions
+    ask = guard.pending_ask(item)
+    assert ask is not None
+    state = result.to_state()
+    unoffered = GrantScope.prefix_of("/path", "secrets/")
+    with pytest.raises(AskError, match="suggestions"):
+        await guard.answer(state, item, "allow_session", scope=unoffered)
+    with pytest.raises(AskError, match="allow_session or allow_always"):
+        await guard.answer(state, item, "allow_once", scope=ask.suggestions[0])
+    assert [a.ask_id for a in setup.harness.pending_asks()] == [ask.ask_id]  # nothing answered
+
+    [folder] = [s for s in ask.suggestions if s.kind == "prefix"]
+    await guard.answer(state, item, "allow_session", scope=folder)
+    await Runner.run(setup.agent(guard, model), state)
+    assert setup.ran.of("write_file") == [{"path": "docs/b.md", "text": "beta"}]
+
+    model = ScriptedModel(
+        [call("write_file", {"path": "docs/other.md", "text": "x"}, "c2")],
+        [call("write_file", {"path": "keys.txt", "text": "x"}, "c3")],
+        [say("done")],
+    )
+    result = await Runner.run(setup.agent(guard, model), "write more")
+    assert not result.interruptions  # docs/other.md: the folder grant; keys.txt: no rule
+    assert [a["path"] for a in setup.ran.of("write_file")] == ["docs/b.md", "docs/other.md"]
+    assert "tool_started" not in setup.types("c3")
+
+
 async def test_the_journal_holds_one_complete_record_per_call(setup: Setup) -> None:
     guard = await setup.guard(approver="alice")
     model = ScriptedModel(
@@ -561,8 +603,9 @@ async def test_a_paused_run_resumes_in_another_process(workspace: Path, tmp_path
 
 async def test_other_arguments_under_an_authorized_call_id_do_not_run(setup: Setup) -> None:
     guard = await setup.guard()
-    [read_file, _] = guard.wrap(setup.tools, namespace="files")
+    [read_file, _, delete_file] = guard.wrap(setup.tools, namespace="files")
     assert isinstance(read_file, FunctionTool) and callable(read_file.needs_approval)
+    assert isinstance(delete_file, FunctionTool)
     from agents import RunContextWrapper
     from agents.tool_context import ToolContext
 
@@ -573,8 +616,17 @@ async def test_other_arguments_under_an_authorized_call_id_do_not_run(setup: Set
         context=None, tool_name="read_file", tool_call_id="c1", tool_arguments=raw
     )
     shown = await read_file.on_invoke_tool(tool_ctx, raw)
-    assert "not the ones that were authorized" in shown
+    assert "not the tool call that was authorized" in shown
     assert setup.ran.of("read_file") == []
+
+    # Nor another tool under that call id, with the same arguments.
+    raw = json.dumps({"path": "docs/a.md"})
+    tool_ctx = ToolContext(
+        context=None, tool_name="delete_file", tool_call_id="c1", tool_arguments=raw
+    )
+    shown = await delete_file.on_invoke_tool(tool_ctx, raw)
+    assert "not the tool call that was authorized" in shown
+    assert setup.ran.of("delete_file") == [] and (setup.ws / "docs" / "a.md").exists()
 
 
 async def test_wrap_needs_declared_tools(setup: Setup) -> None:
