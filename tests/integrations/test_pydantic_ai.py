@@ -559,3 +559,45 @@ def section_blocks(page: str, heading: str) -> list[tuple[int, str]]:
 )
 def test_the_docs_section_runs(line: int, code: str) -> None:
     run_block("integrations.md", line, code)
+
+
+async def test_a_framework_approval_does_not_answer_an_ask_it_was_not_shown(
+    workspace: Path,
+) -> None:
+    ran: list[str] = []
+
+    def purge(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return "purged"
+
+    toolset = FunctionToolset([purge], requires_approval=True)  # PydanticAI's own approval
+    reg = ToolRegistry()
+    register_toolset(reg, "files", toolset, root=workspace, facts={"purge": {"/path": "path"}})
+    journal = MemoryJournal()
+    script = Script([call("purge", "p1", path="docs/a.md")])
+    async with Harness(reg, evaluator=LocalEvaluator(ask=["files.purge"]), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(),
+            toolsets=[ClearanceToolset(toolset, session=session, namespace="files")],
+            output_type=OUTPUT,
+        )
+        first = await agent.run("purge")
+        assert isinstance(first.output, DeferredToolRequests)
+        assert "clearance" not in first.output.metadata.get("p1", {})  # PydanticAI asked
+        assert journal.events(call_id="p1") == []  # clearance has not seen the call yet
+        second = await agent.run(
+            message_history=first.all_messages(),
+            deferred_tool_results=deferred_results(first.output, {"p1": True}),
+        )
+        # That approval was for PydanticAI's question; clearance asks its own.
+        assert isinstance(second.output, DeferredToolRequests)
+        assert second.output.metadata["p1"]["clearance"]["tool"] == "files.purge"
+        assert ran == []
+        third = await agent.run(
+            message_history=second.all_messages(),
+            deferred_tool_results=deferred_results(second.output, {"p1": "allow_once"}, by="al"),
+        )
+    assert third.output == "done" and ran == ["docs/a.md"]
+    assert final_records(journal, "p1")[0].data["ask"]["answered_by"] == "al"
