@@ -16,9 +16,9 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
-from langgraph.types import Command
+from langgraph.types import Command, Send
 
 from clearance import (
     Harness,
@@ -531,3 +531,45 @@ def section_blocks(page: str, heading: str) -> list[tuple[int, str]]:
 )
 def test_the_docs_section_runs(line: int, code: str) -> None:
     run_block("integrations.md", line, code)
+
+
+async def test_calls_sent_one_per_task_are_asked_and_answered_each(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        ai(
+            ("send_mail", "m1", {"to": "bob@example.com", "body": "hi"}),
+            ("send_mail", "m2", {"to": "carol@example.com", "body": "hi"}),
+        )
+    )
+
+    def fan_out(state: MessagesState) -> Any:
+        last = state["messages"][-1]
+        if not isinstance(last, AIMessage) or not last.tool_calls:
+            return END
+        return [
+            Send("tools", {"__type": "tool_call_with_context", "tool_call": c, "state": state})
+            for c in last.tool_calls
+        ]
+
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        builder = StateGraph(MessagesState)
+        builder.add_node("agent", script.agent)
+        builder.add_node("tools", ClearanceToolNode(tools, session=session, namespace="files"))
+        builder.add_edge(START, "agent")
+        builder.add_conditional_edges("agent", fan_out, ["tools", END])
+        builder.add_edge("tools", "agent")
+        app = builder.compile(checkpointer=InMemorySaver())
+        paused = await app.ainvoke(start(), THREAD)
+        pauses = {p.value["clearance"][0]["call_id"]: p.id for p in paused["__interrupt__"]}
+        assert sorted(pauses) == ["m1", "m2"] and ran == []
+        # Each task has one call: a bare answer per interrupt says which call it answers.
+        state = await app.ainvoke(
+            Command(resume={pauses["m1"]: "allow_once", pauses["m2"]: "deny"}), THREAD
+        )
+    assert "__interrupt__" not in state
+    assert ran == [("send_mail", "bob@example.com")]
+    assert types(final_records(journal, "m1")) == ["call_decided", "tool_started", "tool_finished"]
+    assert final_records(journal, "m2")[0].data["outcome"] == "denied"
