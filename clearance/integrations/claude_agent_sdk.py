@@ -63,10 +63,11 @@ the hook returns ``updatedToolOutput``, which Claude Code puts in place of the o
 before the model sees it. Claude Code accepts a replacement for a built-in tool only when it
 matches that tool's output schema, and keeps the original otherwise; so the adapter keeps
 the original's shape: a redaction that left it (strings redacted in place, as
-``SecretScanner(action="redact")`` does) is sent as is, and anything else (a block, a
-replaced value, a redaction that changed a type) becomes the original with every text field
-replaced by ``[withheld by clearance: ...]``, numbers zeroed and lists emptied (``Read``: a
-text result whose content is that message). ``PostToolUseFailure`` records the failure.
+``SecretScanner(action="redact")`` does) is sent as is; anything else is a text put in that
+shape (its first text field holds it, other texts are emptied, numbers zeroed, lists
+emptied, variant tags such as ``type`` kept; ``Read`` gets a text result): for a value a
+guardrail replaced, that value's text; for a block, ``[withheld by clearance: ...]``.
+``PostToolUseFailure`` records the failure.
 A call whose output arrives without an authorization, or with other input than the one
 authorized, is recorded as failed (when it can be), its output withheld and the run stopped
 (``continue: false``).
@@ -489,7 +490,9 @@ def _model_output(sdk_name: str, response: Any, outcome: CallOutcome) -> HookJSO
         redacted = outcome.result.structured_content
         if redacted != response and _same_shape(response, redacted):
             return _replace_output(redacted)
-    return _withhold(sdk_name, response, outcome.message or "a result guardrail changed it")
+        # Reshaped by a guardrail: its text, in the tool's shape.
+        return _replace_output(_in_shape(sdk_name, response, outcome.text))
+    return _withhold(sdk_name, response, outcome.message or "a result guardrail withheld it")
 
 
 def _replace_output(value: Any) -> HookJSONOutput:
@@ -497,47 +500,62 @@ def _replace_output(value: Any) -> HookJSONOutput:
 
 
 def _withhold(sdk_name: str, response: Any, why: str, *, stop: bool = False) -> HookJSONOutput:
-    marker = f"[withheld by clearance: {why}]"
-    if sdk_name.startswith("mcp__") or not isinstance(response, dict | list):
-        value: Any = marker  # an MCP tool's output may be any value; a text stays a text
-    elif sdk_name == "Read":
-        file = response.get("file") if isinstance(response, dict) else None
-        path = file.get("filePath") if isinstance(file, dict) else None
-        value = {
-            "type": "text",
-            "file": {
-                "filePath": path if isinstance(path, str) else "",
-                "content": marker,
-                "numLines": 1,
-                "startLine": 1,
-                "totalLines": 1,
-            },
-        }
-    else:
-        value = _blank(response, marker, None)
-    output: dict[str, Any] = {
-        "hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": value}
-    }
+    """Replace the output with ``[withheld by clearance: why]``; ``stop`` ends the run."""
+    output = cast(
+        dict[str, Any],
+        _replace_output(_in_shape(sdk_name, response, f"[withheld by clearance: {why}]")),
+    )
     if stop:
         output["continue_"] = False
         output["stopReason"] = f"clearance stopped the run: {why}"
     return cast(HookJSONOutput, output)
 
 
-def _blank(value: Any, marker: str, key: str | None) -> Any:
-    """``value`` with its shape kept and its content gone: texts become ``marker`` (tags
-    kept), numbers 0, lists empty."""
-    if isinstance(value, dict):
-        return {k: _blank(v, marker, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return []
-    if isinstance(value, str):
-        return value if key in _KEEP else marker
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int | float):
-        return 0
-    return marker
+def _in_shape(sdk_name: str, response: Any, text: str) -> Any:
+    """``text`` as the tool's output: the original's shape (keys, JSON types, tags), its
+    first text field (or list of texts) holding ``text``, every other text empty, numbers 0,
+    other lists empty. ``Read`` gets a text result; an MCP tool (whose output may be any
+    value) and a text output get the text itself."""
+    if sdk_name.startswith("mcp__") or not isinstance(response, dict | list):
+        return text
+    if sdk_name == "Read":
+        file = response.get("file") if isinstance(response, dict) else None
+        path = file.get("filePath") if isinstance(file, dict) else None
+        return {
+            "type": "text",
+            "file": {
+                "filePath": path if isinstance(path, str) else "",
+                "content": text,
+                "numLines": 1,
+                "startLine": 1,
+                "totalLines": 1,
+            },
+        }
+    placed = False
+
+    def fill(value: Any, key: str | None) -> Any:
+        nonlocal placed
+        if isinstance(value, dict):
+            return {k: fill(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            if value and not placed and all(isinstance(v, str) for v in value):
+                placed = True
+                return [text]
+            return []
+        if isinstance(value, str):
+            if key in _KEEP:
+                return value
+            if not placed:
+                placed = True
+                return text
+            return ""
+        if isinstance(value, bool) or value is None:
+            return value
+        if isinstance(value, int | float):
+            return 0
+        return ""
+
+    return fill(response, None)
 
 
 def _same_shape(a: Any, b: Any, key: str | None = None) -> bool:

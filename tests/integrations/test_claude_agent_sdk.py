@@ -36,7 +36,7 @@ from clearance import (
     Tool,
     ToolRegistry,
 )
-from clearance.guardrails import SecretScanner
+from clearance.guardrails import GuardrailOutcome, ResultGuardrail, SecretScanner
 from clearance.integrations.claude_agent_sdk import VIA, ClaudeAgentAdapter, ClaudeAsk
 from clearance.integrations.claude_agent_sdk_scripted import ScriptedClaudeCode, ScriptedToolUse
 from clearance.integrations.claude_code_tools import (
@@ -329,20 +329,64 @@ async def test_a_withheld_result_keeps_the_tools_output_shape(root: Path) -> Non
                 use("Read", {"file_path": "link/keys.md"}, "toolu_read"),
                 use("Bash", {"command": "cat docs/keys.md"}, "toolu_cat"),
                 use("Read", {"file_path": "docs/a.md"}, "toolu_clean"),
+                use("Write", {"file_path": "notes/k.md", "content": AWS_KEY}, "toolu_write"),
             ],
             cwd=root,
         )
-        await run(ClaudeAgentAdapter(session), cli)
-    for tid in ("toolu_read", "toolu_cat"):
+        await run(ClaudeAgentAdapter(session, on_ask=lambda ask: "allow_once"), cli)
+    for tid in ("toolu_read", "toolu_cat", "toolu_write"):
         assert AWS_KEY not in cli.model_saw[tid]
-        assert cli.model_saw[tid].startswith("[withheld by clearance: ")
+        assert "[withheld by clearance: " in cli.model_saw[tid]
         (finished,) = events(journal, tid, "tool_finished")
         assert finished.data["result_blocked"] is True
     assert cli.outputs["toolu_read"]["file"]["filePath"] == f"{root}/docs/keys.md"
     assert cli.outputs["toolu_cat"]["interrupted"] is False
+    # a variant's tag stays (another would not fit the output schema), its texts do not
+    assert cli.outputs["toolu_write"]["type"] == "create"
+    assert cli.outputs["toolu_write"]["content"] == ""
     assert cli.model_saw["toolu_clean"] == "hello from docs\n"  # nothing to withhold
     (clean,) = [r for r in hook_requests(cli, "PostToolUse") if r["tool_use_id"] == "toolu_clean"]
     assert clean["response"]["response"] == {}
+
+
+async def test_a_result_a_guardrail_reshaped_reaches_the_model_in_the_tools_shape(
+    root: Path,
+) -> None:
+    # Claude Code keeps the original output when a replacement does not fit the tool's
+    # output schema: a guardrail's summary of another shape must not let the key through.
+    def summarize(value: Any, ctx: Any) -> GuardrailOutcome:
+        lines = len(value["structured_content"]["stdout"].splitlines())
+        return GuardrailOutcome.replace(
+            {
+                "content": [{"type": "text", "text": f"{lines} line(s) of output"}],
+                "structured_content": {"summary": lines},
+                "is_error": False,
+            }
+        )
+
+    journal = MemoryJournal()
+    guardrails = [
+        ResultGuardrail(summarize, tools="claude.bash"),
+        SecretScanner(action="withhold", tools="claude.read"),
+    ]
+    async with make_harness(root, journal, result_guardrails=guardrails) as harness:
+        session = await harness.create_session(principal=ALICE)
+        cli = ScriptedClaudeCode(
+            [
+                use("Bash", {"command": "cat docs/keys.md"}, "toolu_sum"),
+                use("Read", {"file_path": "docs/keys.md"}, "toolu_held"),
+            ],
+            cwd=root,
+        )
+        await run(ClaudeAgentAdapter(session), cli)
+    assert cli.model_saw["toolu_sum"] == "1 line(s) of output"
+    assert cli.outputs["toolu_sum"] == {
+        "stdout": "1 line(s) of output",
+        "stderr": "",
+        "interrupted": False,
+    }
+    assert AWS_KEY not in json.dumps(cli.outputs["toolu_held"])
+    assert cli.model_saw["toolu_held"] == "[REDACTED]"
 
 
 async def test_the_journal_holds_one_complete_record_per_call(root: Path) -> None:
