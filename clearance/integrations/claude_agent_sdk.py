@@ -108,6 +108,7 @@ try:
         PermissionResult,
         PermissionResultAllow,
         PermissionResultDeny,
+        PreToolUseHookSpecificOutput,
         ToolPermissionContext,
     )
 except ImportError as exc:
@@ -300,15 +301,14 @@ class ClaudeAgentAdapter:
             agent_id=data.get("agent_id"),
         )
         if verdict.allowed:
-            assert verdict.sdk_input is not None
-            return {
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "allow",
-                    "permissionDecisionReason": "allowed by clearance",
-                    "updatedInput": verdict.sdk_input,
-                }
+            allow: PreToolUseHookSpecificOutput = {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "allow",
+                "permissionDecisionReason": "allowed by clearance",
             }
+            if verdict.sdk_input is not None:
+                allow["updatedInput"] = verdict.sdk_input
+            return {"hookSpecificOutput": allow}
         return {
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
@@ -337,9 +337,9 @@ class ClaudeAgentAdapter:
         verdict = await self._check(
             tool_name, tool_input, tool_use_id, turn_id=None, agent_id=context.agent_id
         )
-        if verdict.allowed:
+        if verdict.allowed and verdict.sdk_input is not None:
             return PermissionResultAllow(updated_input=verdict.sdk_input)
-        return PermissionResultDeny(message=verdict.message)
+        return PermissionResultDeny(message=verdict.message or "denied by clearance")
 
     async def post_tool_use(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
@@ -424,10 +424,13 @@ class ClaudeAgentAdapter:
         running = self._running.get(tool_use_id) if tool_use_id else None
         call_id: str | None = tool_use_id or None
         if running is not None:
-            # The call is running and Claude Code checks a step of it (WebFetch asks
-            # about each redirect with the same tool use id): a call of its own.
+            # The call is running and Claude Code checks a step of it (WebFetch asks about
+            # each page it fetches with the fetch's tool use id and only the url): a call
+            # of its own, with the running call's other arguments.
             running.checks += 1
             call_id = f"{tool_use_id}/{running.checks}"
+            if isinstance(tool_input, dict) and sdk_name == running.sdk_name:
+                tool_input = {**running.original, **tool_input}
         name = self.names.get(sdk_name, sdk_name)  # an unknown name stays unknown: denied
         arguments = (
             from_claude_input(sdk_name, tool_input) if isinstance(tool_input, dict) else tool_input
@@ -443,13 +446,14 @@ class ClaudeAgentAdapter:
                 self._asking.pop(call_id, None)
         if not auth.allowed:
             return _Verdict(False, auth.message or "denied by clearance")
+        if running is not None:
+            return _Verdict(True)  # a check of a step: allowed as it is, nothing to rewrite
         assert auth.arguments is not None and auth.qualified_name is not None
         tool = self.session.tools[auth.qualified_name]
         sdk_input = to_claude_input(sdk_name, auth.arguments, root=tool.root)
-        if running is None:
-            self._running[auth.call_id] = _Running(
-                sdk_name, dict(tool_input) if isinstance(tool_input, dict) else {}, sdk_input
-            )
+        self._running[auth.call_id] = _Running(
+            sdk_name, dict(tool_input) if isinstance(tool_input, dict) else {}, sdk_input
+        )
         return _Verdict(True, sdk_input=sdk_input)
 
     async def _answer(self, ask: PermissionAsk) -> PermissionDecision:

@@ -554,24 +554,30 @@ async def test_a_check_while_a_call_runs_is_a_call_of_its_own(root: Path) -> Non
     async with make_harness(root, journal, evaluator=evaluator) as harness:
         adapter = ClaudeAgentAdapter(await harness.create_session(principal=ALICE))
 
-        async def fetch(url: str) -> Any:
+        async def fetch(tool_input: dict[str, Any]) -> Any:
             hook_input = {
                 "hook_event_name": "PreToolUse",
                 "tool_name": "WebFetch",
-                "tool_input": {"url": url, "prompt": "summarize"},
+                "tool_input": tool_input,
                 "tool_use_id": "toolu_f",
             }
             output = await adapter.pre_tool_use(hook_input, "toolu_f", {"signal": None})  # type: ignore[arg-type]
-            return output["hookSpecificOutput"]["permissionDecision"]  # type: ignore[typeddict-item]
+            return output["hookSpecificOutput"]
 
-        assert await fetch("HTTPS://Docs.Example/a") == "allow"
-        assert await fetch("https://docs.example/b") == "allow"
-        assert await fetch("https://evil.example/c") == "deny"
-    assert [e.call_id for e in journal.events() if e.type == "call_decided"] == [
-        "toolu_f",
-        "toolu_f/1",
-        "toolu_f/2",
-    ]
+        first = await fetch({"url": "HTTPS://Docs.Example/a", "prompt": "summarize"})
+        assert first["permissionDecision"] == "allow"
+        assert first["updatedInput"] == {"url": "https://docs.example/a", "prompt": "summarize"}
+        # each page it fetches, with only its url: allowed as it is (no rewrite), or denied
+        redirect = await fetch({"url": "https://docs.example/b"})
+        assert redirect == {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "permissionDecisionReason": "allowed by clearance",
+        }
+        assert (await fetch({"url": "https://evil.example/c"}))["permissionDecision"] == "deny"
+    decided = [e for e in journal.events() if e.type == "call_decided"]
+    assert [e.call_id for e in decided] == ["toolu_f", "toolu_f/1", "toolu_f/2"]
+    assert decided[1].data["arguments"] == {"url": "https://docs.example/b", "prompt": "summarize"}
 
 
 async def test_a_sdk_client_session_keeps_its_grants_across_queries(root: Path) -> None:
