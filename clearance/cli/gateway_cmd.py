@@ -27,7 +27,13 @@ import click
 
 from clearance._text import printable
 from clearance.cli.main import EXIT_USAGE, cli, fail, fail_too_deep
-from clearance.config import build_harness, build_registry, load_config, load_gateway_config
+from clearance.config import (
+    build_harness,
+    build_registry,
+    load_config,
+    load_gateway_config,
+    resolve_config,
+)
 from clearance.errors import ClearanceError, ConfigError, MissingExtraError
 from clearance.harness.session import Harness
 from clearance.harness.tools import ToolRegistry
@@ -183,9 +189,24 @@ async def open_gateway(
             principal=config.principal,
             ask_fallback=config.ask_fallback,
             elicitation=config.elicitation,
+            show_ask_store=harness_factory is not None or not _asks_finds_store(harness),
             session_idle_timeout=config.session_idle_timeout,
             max_sessions=config.max_sessions,
         )
+
+
+def _asks_finds_store(harness: Harness) -> bool:
+    """Whether ``clearance asks`` run here without ``--db`` opens ``harness``'s ask store:
+    the grant store file of the configuration it finds (``./clearance.toml``, else the
+    built-in one). Pending results then need not name the file."""
+    path = getattr(harness.ask_store, "path", None)
+    if not isinstance(path, str):
+        return False
+    try:
+        found = resolve_config(None).grants_path
+    except (ClearanceError, OSError, RecursionError):
+        return False
+    return Path(path).resolve() == found.resolve()
 
 
 async def _start_all(harness: Harness, servers: Sequence[McpServerConfig]) -> None:

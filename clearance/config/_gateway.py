@@ -14,10 +14,9 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from clearance.config._toml import TomlReader, Where
-from clearance.harness.approvals import ANSWERS
 from clearance.types import Principal
 
 if TYPE_CHECKING:
@@ -85,6 +84,13 @@ def load_gateway_config(path: str | os.PathLike[str]) -> GatewayConfig:
     )
 
 
+def _ask_fallbacks() -> tuple[str, ...]:
+    """The values of ``[gateway] ask_fallback`` (the gateway's :data:`AskFallback`)."""
+    from clearance.mcp.gateway import AskFallback  # the optional extra, imported already
+
+    return get_args(AskFallback)
+
+
 class _GatewayReader(TomlReader):
     """The gateway's tables; messages name them as the file spells them
     (``[gateway] port``, ``[[mcp_servers]] 'git' restart``)."""
@@ -121,11 +127,12 @@ class _GatewayReader(TomlReader):
         port = raw.get("port", 8765)
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise self.error((*w, "port"), "[gateway] port must be an integer from 0 to 65535")
-        fallback = raw.get("ask_fallback", "deny")
-        if fallback not in ANSWERS:
+        fallback = raw.get("ask_fallback", "pending")
+        choices = _ask_fallbacks()
+        if fallback not in choices:
             raise self.error(
                 (*w, "ask_fallback"),
-                f"[gateway] ask_fallback must be one of {', '.join(ANSWERS)}, not {fallback!r}",
+                f"[gateway] ask_fallback must be one of {', '.join(choices)}, not {fallback!r}",
             )
         endpoint = self.string(
             raw.get("endpoint", "/mcp"), (*w, "endpoint"), label="[gateway] endpoint"

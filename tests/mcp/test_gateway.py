@@ -311,15 +311,16 @@ async def test_http_gateway_tokens_and_calls(tmp_path: Path, upstream: Upstream)
             assert other.status_code == 401
 
         with anyio.fail_after(30):
-            # A 2026-era client without elicitation: asks get the fallback (deny).
+            # A 2026-era client without elicitation: its asks wait for a person (the
+            # default ask_fallback, "pending"; tests/mcp/test_gateway_pending.py).
             async with http_client(url, token) as client:
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert names == {"up__echo", "up__slow", "up__write_note"}
                 echoed = await client.call_tool("up__echo", {"text": "over http"})
                 assert not echoed.is_error and text(echoed) == "over http"
                 fallback = await client.call_tool("up__write_note", {"text": "nobody asked"})
-                assert fallback.is_error and status(fallback) == "denied"
-                assert "cannot be asked" in text(fallback)
+                assert fallback.is_error and status(fallback) == "pending"
+                assert "clearance asks approve ask_" in text(fallback)
 
             # Sessionless (2026-era) requests share one clearance session for the gateway's
             # life, so an allow_session answer is taken as allow_once: the next call asks again.

@@ -9,8 +9,10 @@ every client, and the alias is what a model sees anyway. Calls may use either na
 Asks: when the client can answer elicitations, the ask is sent as one (a form with one
 choice: allow once, for the session, always, or deny) — as an ``elicitation/create``
 request on a handshake-era (2025) connection, or as an ``input_required`` result that the
-client answers by retrying the call on a 2026-07-28 connection. A client that cannot
-elicit gets the configured fallback answer (``deny`` by default).
+client answers by retrying the call on a 2026-07-28 connection. For a client that cannot
+elicit, the ask stays pending by default (``ask_fallback = "pending"``): the call's result
+says how a person answers it (``clearance asks approve ID``) and the same call tried again
+then runs; another ``ask_fallback`` answers such asks at once.
 
 Over stdio the gateway serves the one client that started it, acting for the configured
 principal. Over Streamable HTTP it listens on 127.0.0.1 by default and every request must
@@ -24,7 +26,7 @@ the ``[gateway]`` table and ``[[mcp_servers]]`` entries into a :class:`GatewayCo
 
 Where things live: ``_server`` (the MCP server and its handlers), ``_sessions`` (the
 clearance session behind each MCP session, and when it ends), ``_asks`` (asks as
-elicitations), ``_auth`` (bearer tokens and principals), ``_convert`` (MCP types from and
+elicitations), ``_pending`` (asks a client cannot answer, left pending), ``_auth`` (bearer tokens and principals), ``_convert`` (MCP types from and
 to clearance's), ``_config`` (the settings as values), ``_stdio`` (stdio without threads).
 """
 

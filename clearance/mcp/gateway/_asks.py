@@ -5,8 +5,10 @@ When the client can answer elicitations, an ask is sent as one (a form with one 
 allow once, for the session, always, or deny): as an ``elicitation/create`` request on a
 handshake-era (2025) connection (:class:`Direct`), or as an ``input_required`` result
 that the client answers by retrying the call on a 2026-07-28 connection (:class:`Rounds`).
-A client that cannot elicit gets the configured fallback answer (``deny`` by default).
-Anything but an explicit allow from the client denies.
+A client that cannot elicit gets the configured fallback: ``pending`` (the default) puts
+the call through :mod:`._pending` instead (the ask waits in the ask store for a person, the
+client calls again), any other value answers the ask at once. Anything but an explicit
+allow from the client denies.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from clearance._text import printable
-from clearance.harness.approvals import ANSWERS, PermissionAsk, PermissionDecision
+from clearance.harness.approvals import ANSWERS, Answer, PermissionAsk, PermissionDecision
 from clearance.harness.ask_display import ask_lines, deciding_fields
 from clearance.harness.pipeline import CallOutcome
 from clearance.harness.session import Session
@@ -108,7 +111,7 @@ def decision_of(response: Any) -> PermissionDecision:
     if choice not in ANSWERS:
         return PermissionDecision("deny", message="the client's answer was not understood; denied")
     return PermissionDecision(
-        cast(AskFallback, choice),
+        cast(Answer, choice),
         message="denied by the user" if choice == "deny" else None,
         decided_by="mcp-elicitation",
     )
@@ -130,7 +133,8 @@ class Asks:
     """The gateway's answerer of asks (every gateway session's ``on_permission_ask``).
 
     Args:
-        fallback: the answer when the client cannot elicit.
+        fallback: what an ask becomes when the client cannot elicit (``pending``: see
+            :mod:`._pending`; here, where a call cannot be left pending, it denies).
         elicitation: send asks to clients that support elicitation.
         is_sessionless: whether a clearance session serves requests without an MCP
             session (an ``allow_session`` there is given as ``allow_once``).
@@ -153,9 +157,7 @@ class Asks:
         """Answer ``ask`` through the exchange of the call that asked."""
         exchange = _EXCHANGE.get()
         if exchange is None:  # a call that did not come through this gateway
-            decision = PermissionDecision(
-                self.fallback_answer, message="answered by the gateway fallback"
-            )
+            decision = self._fallback_decision(ask)
         else:
             decision = await exchange.answer(ask)
         if decision.decision == "allow_session" and self._is_sessionless(ask.session_id):
@@ -178,14 +180,33 @@ class Asks:
         # An empty elicitation capability means form mode (the only mode before URL mode).
         return caps.elicitation.form is not None or caps.elicitation.url is None
 
+    @property
+    def pending(self) -> bool:
+        """Whether the asks of a client that cannot be asked are left pending."""
+        return self.fallback_answer == "pending"
+
+    def reachable(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        """Whether an ask of a call made through ``ctx`` can be put to its client: as an
+        ``input_required`` result on a 2026-07-28 connection, else as an
+        ``elicitation/create`` request (which :class:`Direct` checks again when it asks)."""
+        if not self.can_elicit(ctx.session):
+            return False
+        return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or ctx.session.can_send_request
+
     def fallback(self, ask: PermissionAsk) -> PermissionDecision:
         """The answer for a client that cannot be asked."""
-        return PermissionDecision(
-            self.fallback_answer,
-            message=None
-            if self.fallback_answer != "deny"
-            else f"{ask.model_alias} needs approval and this MCP client cannot be asked; denied",
-        )
+        return self._fallback_decision(ask)
+
+    def _fallback_decision(self, ask: PermissionAsk) -> PermissionDecision:
+        # "pending" is not an answer: a call that reaches here cannot be left pending
+        # (it came another way than the gateway's pending path), so it is denied.
+        if self.fallback_answer in ("deny", "pending"):
+            return PermissionDecision(
+                "deny",
+                message=f"{printable(ask.model_alias)} needs approval and this MCP client "
+                "cannot be asked; denied",
+            )
+        return PermissionDecision(cast(Answer, self.fallback_answer))
 
     @contextmanager
     def direct(self, ctx: ServerRequestContext[Any, Any]) -> Iterator[None]:

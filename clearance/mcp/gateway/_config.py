@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 
 __all__ = ["AskFallback", "GatewayConfig", "McpServerConfig"]
 
-AskFallback = Literal["allow_once", "allow_session", "allow_always", "deny"]
-"""The answer the gateway gives to an ask when the client cannot elicit."""
+AskFallback = Literal["pending", "deny", "allow_once", "allow_session", "allow_always"]
+"""What the gateway does with an ask when the client cannot elicit: ``pending`` leaves it
+open in the ask store for a person to answer (``clearance asks approve``) and tells the
+client to call again once it is; the others answer it at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +99,8 @@ class GatewayConfig:
     """Who stdio calls, and calls with the generated token, act for."""
     tokens: tuple[PrincipalToken, ...] = ()
     """Tokens configured per principal; when set, no token is generated."""
-    ask_fallback: AskFallback = "deny"
-    """The answer to an ask when the client cannot elicit."""
+    ask_fallback: AskFallback = "pending"
+    """What an ask becomes when the client cannot elicit (see :data:`AskFallback`)."""
     elicitation: bool = True
     """Send asks to clients that support elicitation (``false``: always the fallback)."""
     session_idle_timeout: float = 1800.0

@@ -3,7 +3,8 @@
 It serves over stdio (:meth:`Gateway.serve_stdio`) or Streamable HTTP
 (:meth:`Gateway.serve_http`, or :meth:`Gateway.http_app` for another ASGI server), lists
 the harness's tools and hands each call to the clearance session of its MCP session
-(:mod:`._sessions`), its asks to :mod:`._asks`.
+(:mod:`._sessions`), its asks to :mod:`._asks` (or, for a client that cannot be asked,
+:mod:`._pending`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 import anyio
 import mcp_types
@@ -25,12 +26,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from clearance import __version__
 from clearance.errors import ConfigError
-from clearance.harness.approvals import ANSWERS
 from clearance.harness.session import Harness, Session
 from clearance.mcp.gateway._asks import Asks, Rounds
 from clearance.mcp.gateway._auth import BearerAuth, PrincipalToken, principal_of
 from clearance.mcp.gateway._config import AskFallback
 from clearance.mcp.gateway._convert import arguments_key, listed_tools, mcp_result, relay_to
+from clearance.mcp.gateway._pending import PendingCalls
 from clearance.mcp.gateway._sessions import SessionEnds, SessionKey, Sessions, session_key
 from clearance.mcp.gateway._stdio import process_pipes
 from clearance.mcp.sources import progress_relay, reset_progress_relay
@@ -49,8 +50,15 @@ class Gateway:
         harness: a started harness whose registry holds the tools to serve (typically
             registered with :func:`~clearance.mcp.start_stdio_server`).
         principal: who stdio clients act for.
-        ask_fallback: the answer when the client cannot elicit (``deny`` by default).
+        ask_fallback: what an ask becomes when the client cannot elicit: ``pending``
+            (default) leaves it open in the harness's ask store and gives the client a
+            result that says how to answer it (``clearance asks approve ID``) and to call
+            again once it is (see :mod:`._pending`); ``deny``, ``allow_once``,
+            ``allow_session`` or ``allow_always`` answers it at once.
         elicitation: send asks to clients that support elicitation.
+        show_ask_store: name the ask store's file (``--db PATH``) in the commands a
+            pending result gives. ``clearance gateway`` turns it off when ``clearance
+            asks`` run in the gateway's directory finds that file without it.
         name: the server name reported to clients.
         telemetry: keep the SDK's OpenTelemetry middleware (a span per request).
             ``None`` (default): only when an OpenTelemetry tracer provider is installed
@@ -72,15 +80,15 @@ class Gateway:
         harness: Harness,
         *,
         principal: Principal,
-        ask_fallback: AskFallback = "deny",
+        ask_fallback: AskFallback = "pending",
         elicitation: bool = True,
+        show_ask_store: bool = True,
         name: str = "clearance-gateway",
         telemetry: bool | None = None,
         session_idle_timeout: float = 1800.0,
         max_sessions: int = 10_000,
     ) -> None:
-        if ask_fallback not in ANSWERS:
-            raise ValueError(f"ask_fallback must be one of {', '.join(ANSWERS)}")
+        _check_fallback(ask_fallback)
         if not (
             isinstance(session_idle_timeout, int | float)
             and math.isfinite(session_idle_timeout)
@@ -111,15 +119,21 @@ class Gateway:
         self._sessions = Sessions(
             harness, idle_timeout=self.session_idle_timeout, on_ask=self._asks.on_ask
         )
+        self._pending = PendingCalls(
+            harness,
+            show_ask_store=show_ask_store,
+            is_sessionless=lambda session_id: self._sessions.is_sessionless(session_id),
+        )
         self._listing: list[mcp_types.Tool] | None = None
 
     @property
     def ask_fallback(self) -> AskFallback:
-        """The answer to an ask when the client cannot elicit."""
+        """What an ask becomes when the client cannot elicit."""
         return self._asks.fallback_answer
 
     @ask_fallback.setter
     def ask_fallback(self, value: AskFallback) -> None:
+        _check_fallback(value)
         self._asks.fallback_answer = value
 
     @property
@@ -304,6 +318,12 @@ class Gateway:
                 rounds.run, session, tool.model_alias, arguments, call_id, context
             )
             return await rounds.wait(ctx)
+        if self._asks.pending and not self._asks.reachable(ctx):
+            # Nobody can be asked through this client: an ask waits in the ask store for
+            # a person, and the client's next identical call gets the answer.
+            return await self._pending.call(
+                session, ctx, tool, arguments, call_id=call_id, context=context
+            )
         relay = progress_relay(relay_to(ctx.session))
         try:
             with self._asks.direct(ctx):
@@ -313,6 +333,12 @@ class Gateway:
         finally:
             reset_progress_relay(relay)
         return mcp_result(outcome)
+
+
+def _check_fallback(value: Any) -> None:
+    choices = get_args(AskFallback)
+    if value not in choices:
+        raise ValueError(f"ask_fallback must be one of {', '.join(choices)}, not {value!r}")
 
 
 def _tracing_installed() -> bool:

@@ -1,0 +1,187 @@
+"""Asks of a client that cannot be asked: the call comes back pending, a person answers it
+elsewhere, the client calls again.
+
+With ``ask_fallback = "pending"`` (the default), a call from a client that cannot answer an
+elicitation (no elicitation capability, ``[gateway] elicitation = false``, or a connection
+that cannot carry the request) goes through ``session.authorize(..., wait=False)``:
+
+- allowed (by the evaluator, a grant, or an answer given since an earlier try): clearance
+  runs it (``session.run_authorized``: queue, limits, journal, result guardrails) and the
+  client gets the usual result;
+- denied (a policy, or a person who answered ``deny``): the usual denied result;
+- pending: an ``isError`` result whose text says what waits (the ask id, the tool, its
+  arguments, deciding ones first), how to answer it (``clearance asks approve ID`` /
+  ``clearance asks deny ID``) and that calling the tool again with the same arguments
+  runs it once it is approved.
+
+The client's next call is a new request with a new call id: the ask is found again by its
+principal, the tool and the call's canonical arguments (``resume_key``), so an answer
+authorizes that call only (``allow_once``: once), never another tool's or other arguments,
+and never another principal's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import mcp_types
+
+from clearance._text import printable
+from clearance.harness.ask_display import ask_lines, deciding_fields
+from clearance.harness.outcomes import Authorization
+from clearance.harness.session import Harness, Session
+from clearance.harness.tools import Tool
+from clearance.mcp.gateway._convert import mcp_result, relay_to
+from clearance.mcp.sources import progress_relay, reset_progress_relay
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+
+__all__ = ["PendingCalls", "resume_key"]
+
+_log = logging.getLogger("clearance.mcp")
+
+_WIDTH = 200
+"""The longest line an argument that does not decide the call gets (``clearance asks show``
+shows it whole)."""
+
+
+def resume_key(tool: Tool) -> str:
+    """What a client's call of ``tool`` is found again by when it is tried again (with the
+    principal and the canonical arguments, which the ask store matches too)."""
+    return "mcp:" + tool.qualified_name
+
+
+class PendingCalls:
+    """Calls whose asks wait in the ask store for a person (see the module docstring).
+
+    Args:
+        harness: the gateway's harness (its ask store holds the asks).
+        show_ask_store: name the ask store's file (``--db PATH``) in the commands a
+            pending result gives; ``False`` when ``clearance asks`` finds it on its own.
+        is_sessionless: whether a clearance session serves requests without an MCP
+            session (an ``allow_session`` answer there counts once).
+    """
+
+    def __init__(
+        self,
+        harness: Harness,
+        *,
+        show_ask_store: bool,
+        is_sessionless: Callable[[str], bool],
+    ) -> None:
+        self.harness = harness
+        self.show_ask_store = show_ask_store
+        self._is_sessionless = is_sessionless
+
+    async def call(
+        self,
+        session: Session,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Tool,
+        arguments: Any,
+        *,
+        call_id: str,
+        context: Mapping[str, Any],
+    ) -> mcp_types.CallToolResult:
+        """Authorize the call without waiting for a person; run it when allowed."""
+        auth = await session.authorize(
+            tool.model_alias,
+            arguments,
+            call_id=call_id,
+            context=context,
+            wait=False,
+            resume_key=resume_key(tool),
+        )
+        if auth.pending:
+            return self.result(auth)
+        if not auth.allowed:
+            assert auth.outcome is not None
+            return mcp_result(auth.outcome)
+        if auth.grant is not None and self._is_sessionless(session.id):
+            self._no_session_grant(session, auth)
+        relay = progress_relay(relay_to(ctx.session))
+        try:
+            outcome = await session.run_authorized(auth.call_id)
+        finally:
+            reset_progress_relay(relay)
+        return mcp_result(outcome)
+
+    def _no_session_grant(self, session: Session, auth: Authorization) -> None:
+        """Requests without an MCP session share one clearance session for the gateway's
+        lifetime: an ``allow_session`` answer there would act like ``allow_always``, so its
+        grant is dropped and the answer counts for this call only (as an elicited
+        ``allow_session`` does there)."""
+        grants = self.harness.grants
+        for grant in grants.list(principal=str(session.principal), tool=auth.qualified_name):
+            if grant.grant_id == auth.grant and grant.kind == "session":
+                grants.revoke(grant.grant_id)
+                _log.info(
+                    "allow_session for %s has no MCP session to live in; allowed once",
+                    auth.call_id,
+                )
+
+    def result(self, auth: Authorization) -> mcp_types.CallToolResult:
+        """The result of a call whose ask waits for a person."""
+        return mcp_types.CallToolResult(
+            content=[mcp_types.TextContent(type="text", text=self.message(auth))],
+            is_error=True,
+            _meta={
+                "clearance/outcome": {
+                    "status": "pending",
+                    "call_id": auth.call_id,
+                    "decision": "ask",
+                    "reasons": list(auth.reasons),
+                    "correlation_id": auth.correlation_id,
+                    "ask_id": auth.ask_id,
+                }
+            },
+        )
+
+    def message(self, auth: Authorization) -> str:
+        """What the client (its model, then the user) is told: what waits, how to answer
+        it, and that the same call runs once it is approved."""
+        ask_id = printable(auth.ask_id or "")
+        tool = printable(auth.tool)
+        stored = self.harness.ask_store.get(auth.ask_id) if auth.ask_id else None
+        lines = [
+            f"Not run yet: {tool} needs a person's approval (ask {ask_id}).",
+            "Tell the user how to answer it; do not answer it yourself.",
+        ]
+        if stored is not None:
+            arguments = dict(stored.arguments)
+            shown = ask_lines(arguments, deciding_fields(stored), width=_WIDTH)
+            lines += [
+                f"Why approval is needed: {printable(stored.reason)}",
+                "Arguments:",
+                *(f"  {line}" for line in shown or ["(no arguments)"]),
+            ]
+        lines += self._how_to_answer(ask_id)
+        lines.append(
+            f"Once it is approved, call {tool} again with the same arguments: it runs then "
+            "(once, for an allow_once approval). Until then the call asks again and does not run."
+        )
+        return "\n".join(lines)
+
+    def _how_to_answer(self, ask_id: str) -> list[str]:
+        store = self.harness.ask_store
+        if not store.shared:
+            return [
+                "This gateway keeps its asks in memory: only its own process can answer "
+                f"ask {ask_id} (harness.answer_ask)."
+            ]
+        db = ""
+        path = getattr(store, "path", None)
+        if self.show_ask_store and isinstance(path, str):
+            db = " --db " + printable(shlex.quote(os.path.abspath(path)))
+        return [
+            "To answer, run one of:",
+            f"  clearance asks approve {ask_id}{db}",
+            f"  clearance asks deny {ask_id}{db}",
+            f"(`clearance asks show {ask_id}{db}` shows the ask whole; approving with "
+            "`--answer allow_always` also lets later identical calls run without asking.)",
+        ]
