@@ -24,6 +24,7 @@ from claude_agent_sdk import (
     UserMessage,
     query,
 )
+from doc_examples import DOCS, python_blocks, run_block
 
 from clearance import (
     Harness,
@@ -626,3 +627,43 @@ def test_importing_without_the_sdk_says_what_to_install() -> None:
     )
     assert done.stdout.strip().endswith("pip install 'clearance[claude-agent-sdk]'")
     assert done.stdout.count("\n") == 1
+
+
+def test_the_example_runs() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "claude_agent_sdk_example.py"
+    done = subprocess.run(
+        [sys.executable, str(example)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("asked    write-1: claude.write")
+    assert sum(line.startswith("asked") for line in lines) == 1
+    assert "ran      Read {'file_path': '<ws>/docs/a.md'}" in lines
+    assert "model    saw read-1: alpha" in lines
+    assert any(line.startswith("model    saw read-2: no rule allows") for line in lines)
+    assert "model    saw bash-2: aws_access_key_id = [REDACTED:aws_access_key_id]" in lines
+    assert "journal  write-1: allow_session by alice via claude-agent-sdk" in lines
+    assert "journal  write-2: authorized (a grant)" in lines
+    assert "AKIA" not in done.stdout
+
+
+def section_blocks(page: str, heading: str) -> list[tuple[int, str]]:
+    """The ```python blocks of one ``## heading`` section of ``docs/<page>``."""
+    lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return [(line, code) for line, code in python_blocks(page) if start < line <= end]
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    section_blocks("integrations.md", "## Claude Agent SDK"),
+    ids=lambda v: str(v) if isinstance(v, int) else "",
+)
+def test_the_docs_section_runs(line: int, code: str) -> None:
+    run_block("integrations.md", line, code)
