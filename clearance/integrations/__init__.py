@@ -9,7 +9,9 @@ install. Nothing here imports a framework: each module does, when it is imported
 - :mod:`clearance.integrations.claude_agent_sdk`: the Claude Agent SDK
   (``pip install 'clearance[claude-agent-sdk]'``): ``PreToolUse``/``PostToolUse`` hooks and a
   ``can_use_tool`` callback over Claude Code's built-in tools, declared as the ``claude``
-  toolset with their facts.
+  toolset with their facts (:mod:`~clearance.integrations.claude_code_tools`, no SDK
+  needed); :mod:`~clearance.integrations.claude_agent_sdk_scripted` plays Claude Code
+  offline for tests and examples.
 - :mod:`clearance.integrations.pydantic_ai`: PydanticAI (``pip install 'clearance[pydantic-ai]'``):
   ``ClearanceToolset`` wraps a toolset; an ask becomes a deferred tool call that needs
   approval, and the host's ``DeferredToolResults`` answer it.
