@@ -424,12 +424,14 @@ class ClaudeAgentAdapter:
         running = self._running.get(tool_use_id) if tool_use_id else None
         call_id: str | None = tool_use_id or None
         if running is not None:
+            if sdk_name != running.sdk_name:
+                return _Verdict(False, f"clearance: tool use {tool_use_id} is another call")
             # The call is running and Claude Code checks a step of it (WebFetch asks about
             # each page it fetches with the fetch's tool use id and only the url): a call
             # of its own, with the running call's other arguments.
             running.checks += 1
             call_id = f"{tool_use_id}/{running.checks}"
-            if isinstance(tool_input, dict) and sdk_name == running.sdk_name:
+            if isinstance(tool_input, dict):
                 tool_input = {**running.original, **tool_input}
         name = self.names.get(sdk_name, sdk_name)  # an unknown name stays unknown: denied
         arguments = (
@@ -446,11 +448,13 @@ class ClaudeAgentAdapter:
                 self._asking.pop(call_id, None)
         if not auth.allowed:
             return _Verdict(False, auth.message or "denied by clearance")
-        if running is not None:
-            return _Verdict(True)  # a check of a step: allowed as it is, nothing to rewrite
         assert auth.arguments is not None and auth.qualified_name is not None
         tool = self.session.tools[auth.qualified_name]
         sdk_input = to_claude_input(sdk_name, auth.arguments, root=tool.root)
+        if running is not None:
+            # WebFetch refuses a rewritten page check: the url it fetches is allowed as
+            # given (its canonical form was checked).
+            return _Verdict(True, sdk_input=None if sdk_name == "WebFetch" else sdk_input)
         self._running[auth.call_id] = _Running(
             sdk_name, dict(tool_input) if isinstance(tool_input, dict) else {}, sdk_input
         )

@@ -576,6 +576,18 @@ async def test_a_check_while_a_call_runs_is_a_call_of_its_own(root: Path) -> Non
             "permissionDecisionReason": "allowed by clearance",
         }
         assert (await fetch({"url": "https://evil.example/c"}))["permissionDecision"] == "deny"
+        # another tool under a running call's id is not a check of it
+        other = await adapter.pre_tool_use(
+            {
+                "hook_event_name": "PreToolUse",
+                "tool_name": "Read",
+                "tool_input": {"file_path": "docs/a.md"},
+                "tool_use_id": "toolu_f",
+            },  # type: ignore[arg-type]
+            "toolu_f",
+            {"signal": None},
+        )
+        assert other["hookSpecificOutput"]["permissionDecision"] == "deny"  # type: ignore[typeddict-item]
     decided = [e for e in journal.events() if e.type == "call_decided"]
     assert [e.call_id for e in decided] == ["toolu_f", "toolu_f/1", "toolu_f/2"]
     assert decided[1].data["arguments"] == {"url": "https://docs.example/b", "prompt": "summarize"}
