@@ -64,6 +64,7 @@ except ImportError as exc:
     ) from exc
 
 import inspect
+import json
 import os
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
@@ -104,7 +105,8 @@ SessionSource = Session | Callable[[RunnableConfig], "Session | Awaitable[Sessio
 _KEY = "clearance"
 _HELD_LIMIT = 10_000
 
-# The decisions of the node run in progress, for the wrapper around each tool's execution.
+# The decisions of the node run in progress (by call fingerprint), for the wrapper around
+# each tool's execution.
 _DECIDED: ContextVar[tuple[Session, Mapping[str, Authorization]] | None] = ContextVar(
     "clearance_langgraph_decided", default=None
 )
@@ -205,13 +207,16 @@ class ClearanceToolNode:
         # Decisions made in an attempt of the node that was interrupted, by (session, call
         # id): LangGraph runs the node again from its start when it is resumed, and a call
         # authorized (or denied) before the interrupt must not be decided twice.
-        self._held: dict[tuple[str, str], Authorization] = {}
+        # Each is kept with what it decided (the call's tool and arguments): a call id the
+        # state now gives another tool or other arguments (an edited tool call) is decided
+        # again, never run on the strength of the old decision.
+        self._held: dict[tuple[str, str], tuple[str, Authorization]] = {}
 
     async def __call__(self, state: Any, config: RunnableConfig) -> Any:
         session = await self._session(config)
         calls, turn_id = self._tool_calls(state)
         decided = await self._decide(session, calls, turn_id)
-        token = _DECIDED.set((session, decided))
+        token = _DECIDED.set((session, {_fingerprint(c): decided[c["id"] or ""] for c in calls}))
         try:
             return await self.tool_node.ainvoke(state, config)
         finally:
@@ -301,14 +306,15 @@ class ClearanceToolNode:
             raise ValueError(f"the tool call of {call['name']!r} has no id")
         key = (session.id, call_id)
         held = self._held.get(key)
-        if held is not None and (not held.allowed or call_id in session.authorized):
-            return held
+        if held is not None and held[0] == _fingerprint(call):
+            if not held[1].allowed or call_id in session.authorized:
+                return held[1]
         name = qualified_name(call["name"], namespace=self.namespace, names=self.names)
         auth = await session.authorize(name, call["args"], call_id=call_id, turn_id=turn_id)
         if not auth.pending:
             if len(self._held) >= _HELD_LIMIT:
                 self._held.pop(next(iter(self._held)))
-            self._held[key] = auth
+            self._held[key] = (_fingerprint(call), auth)
         return auth
 
     def _name(self, auth: Authorization) -> str:
@@ -325,7 +331,8 @@ class ClearanceToolNode:
         ``session.execution``; any other is answered without running."""
         call = request.tool_call
         current = _DECIDED.get()
-        auth = current[1].get(call["id"] or "") if current is not None else None
+        # Found by call id, tool and arguments: only the very call that was decided runs.
+        auth = current[1].get(_fingerprint(call)) if current is not None else None
         if current is None or auth is None or not auth.allowed:
             # Fail closed: a call this node did not authorize never runs.
             message = auth.message if auth is not None else None
@@ -354,6 +361,11 @@ class ClearanceToolNode:
             tool_call_id=call["id"] or "",
             status="success" if outcome.ok else "error",
         )
+
+
+def _fingerprint(call: ToolCall) -> str:
+    """A tool call as decided: its id, tool and arguments."""
+    return json.dumps([call["id"], call["name"], call["args"]], sort_keys=True, default=repr)
 
 
 def _result(content: Any) -> Any:

@@ -573,3 +573,44 @@ async def test_calls_sent_one_per_task_are_asked_and_answered_each(workspace: Pa
     assert ran == [("send_mail", "bob@example.com")]
     assert types(final_records(journal, "m1")) == ["call_decided", "tool_started", "tool_finished"]
     assert final_records(journal, "m2")[0].data["outcome"] == "denied"
+
+
+async def test_an_edited_tool_call_is_decided_again_not_run_as_first_decided(
+    workspace: Path,
+) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        ai(
+            ("read_file", "c1", {"path": "docs/a.md"}),  # allowed, then held while c2 asks
+            ("send_mail", "c2", {"to": "bob@example.com", "body": "hi"}),
+        )
+    )
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(
+            script, ClearanceToolNode(tools, session=session, namespace="files"), InMemorySaver()
+        )
+        paused = await app.ainvoke(start(), THREAD)
+        assert [a["call_id"] for a in asks_of(paused)] == ["c2"]
+        # The person edits the turn while it waits (LangGraph's review-and-edit pattern): the
+        # same call id now reads a file no rule allows.
+        turn = paused["messages"][-1]
+        edited = AIMessage(
+            "",
+            id=turn.id,
+            tool_calls=[
+                {"name": "read_file", "args": {"path": "private/b.md"}, "id": "c1"},
+                turn.tool_calls[1],
+            ],
+        )
+        await app.aupdate_state(THREAD, {"messages": [edited]}, as_node="agent")
+        state = await app.ainvoke(None, THREAD)
+        while "__interrupt__" in state:
+            state = await app.ainvoke(Command(resume={"c2": "deny"}), THREAD)
+    # Neither the edited read (no rule allows it) nor the read first decided ran.
+    assert ran == []
+    shown = {m.tool_call_id: m for m in script.tool_messages()}
+    assert shown["c1"].status == "error" and shown["c2"].status == "error"
+    assert not any(e.type == "tool_started" for e in journal.events())
