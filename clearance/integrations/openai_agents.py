@@ -28,7 +28,7 @@ use (``@function_tool`` ones included) and returns copies the model sees under t
 names; each must be declared in the registry first (:func:`register_function_tools`, with
 its facts, read-only flag and withheld arguments), so that policies, guardrails and asks
 know it. :meth:`AgentsGuard.function_tools` turns the session's own clearance tools into
-SDK tools named by their model alias (``files__read_file``), whose handlers the SDK runs.
+SDK tools named by their model alias (``files__read_file``).
 
 *Deciding: ``needs_approval``.* The SDK asks a tool's ``needs_approval`` about every call
 it holds no approval decision for, before running it. There the guard authorizes the call
@@ -41,12 +41,17 @@ once: ``session.authorize(name, arguments, call_id=<the SDK's call id>, wait=Fal
   store; ``True``, so the SDK interrupts the run and ``result.interruptions`` holds the call.
 
 *Running: ``on_invoke_tool``.* The tool body is the only place the tool runs, and only for
-an allowed authorization of that call id and those arguments: the SDK tool (or clearance
-handler) gets ``Authorization.arguments``, the canonical ones (a path fact's resolved path,
-not what the model wrote), inside ``session.execution``, so the journal records its start
-and end and the result guardrails decide what comes back. The model sees that outcome's
-text, so a redacted or blocked result never reaches it. A denied call does not run: the
-model sees the denial.
+an allowed authorization of that call id, that tool and those arguments. An SDK tool gets
+``Authorization.arguments``, the canonical ones (a path fact's resolved path, not what the
+model wrote), inside ``session.execution``, so the journal records its start and end and
+the result guardrails decide what comes back; a clearance tool runs through
+``session.run_authorized`` (its handler, as ``session.call_tool`` runs it). The model sees
+the outcome's text, so a redacted or blocked result never reaches it. A denied call does
+not run: the model sees the denial.
+
+An allowed or denied call is evaluated once. An asked call is evaluated again when its
+answer comes (the same call id, so the pipeline applies the stored answer once, and a deny
+added meanwhile still wins).
 
 *Answering.* A person answers an interruption in the SDK:
 
@@ -81,8 +86,8 @@ the store (answering it ``allow_session`` or ``allow_always`` lets a retry throu
 
 Not covered: a call the SDK rejects by itself (``always_reject``, or arguments that are not
 a JSON object, which it sends for approval without asking ``needs_approval``) is decided by
-clearance only when the SDK invokes it. An SDK tool's image or file output
-reaches the model as its JSON description, not as an image.
+clearance only when the SDK invokes it. An SDK tool's image or file output reaches the
+model as its JSON description, not as an image.
 """
 
 from __future__ import annotations
