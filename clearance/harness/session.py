@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from clearance.errors import ClosedError
+from clearance.errors import AskError, ClosedError
 from clearance.guardrails.base import ArgumentGuardrail, ResultGuardrail
 from clearance.harness._session import AgentDefinition, Session
 from clearance.harness.approvals import (
@@ -268,6 +268,15 @@ class Harness:
             AskError: no such ask, it is not pending, or the answer is not valid.
         """
         answer = coerce_decision(decision, scope=scope)
+        stored_ask = self.ask_store.get(ask_id)
+        if (
+            stored_ask is not None
+            and answer.scope is not None
+            and answer.scope not in stored_ask.suggestions
+        ):
+            # Checked here, not only when the answer is applied: an answer that would be
+            # refused later must not be recorded as given.
+            raise AskError(f"the scope is not one ask {ask_id} offers (see its suggestions)")
         if by is not None or via is not None:
             answer = PermissionDecision(
                 answer.decision,

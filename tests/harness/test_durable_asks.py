@@ -171,3 +171,17 @@ def _once() -> Any:
     from clearance.harness.approvals import PermissionDecision
 
     return PermissionDecision("allow_once")
+
+
+async def test_an_answer_with_a_scope_the_ask_did_not_offer_is_refused() -> None:
+    from clearance.harness.grants import GrantScope
+
+    async with harness() as h:
+        session = await h.create_session(principal=ALICE)
+        asked = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert asked.ask_id is not None
+        with pytest.raises(AskError, match="scope"):
+            await h.answer_ask(
+                asked.ask_id, "allow_always", scope=GrantScope.prefix_of("/body", "he")
+            )
+        assert h.pending_asks()  # nothing was recorded
