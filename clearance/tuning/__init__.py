@@ -34,7 +34,7 @@ from clearance.tuning._declarations import load_tool_declarations, register_tool
 from clearance.tuning._flips import Flip
 from clearance.tuning._harness_spec import HarnessFactory, HarnessSpec
 from clearance.tuning._journal_calls import CallFolder, CallRow, calls_from_events, corpus_record
-from clearance.tuning._patterns import Pattern, PatternKind
+from clearance.tuning._patterns import ArgumentConstraint, ConstraintKind
 from clearance.tuning._report import ReplayReport, policy_ids
 from clearance.tuning._runner import replay, replay_async
 from clearance.tuning._suggest import allowed_calls, is_allowed_record, suggest
@@ -53,8 +53,8 @@ __all__ = [
     "HarnessFactory",
     "HarnessSpec",
     "Label",
-    "Pattern",
-    "PatternKind",
+    "ArgumentConstraint",
+    "ConstraintKind",
     "PrincipalRules",
     "ReplayReport",
     "Suggestion",

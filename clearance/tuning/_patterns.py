@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["MISSING", "Pattern", "PatternKind", "generalize", "value_key"]
+__all__ = ["MISSING", "ArgumentConstraint", "ConstraintKind", "generalize", "value_key"]
 
-PatternKind = Literal["exact", "prefix", "host", "range", "subset", "absent"]
+ConstraintKind = Literal["exact", "prefix", "host", "range", "subset", "absent"]
 
 _URL = re.compile(
     r"^(?P<base>(?:[a-zA-Z][a-zA-Z0-9+.\-]*://)?[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*"
@@ -34,7 +34,7 @@ MISSING: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
-class Pattern:
+class ArgumentConstraint:
     """How a rule constrains one argument.
 
     ``exact``: ``value`` is the one value allowed. ``prefix``: a string starting with
@@ -44,7 +44,7 @@ class Pattern:
     ``absent``: the argument is not given (or null).
     """
 
-    kind: PatternKind
+    kind: ConstraintKind
     value: Any = None
 
     def matches(self, value: Any) -> bool:
@@ -119,28 +119,30 @@ def _common_dir(values: Sequence[str]) -> str | None:
     return "/".join(common) if common else None
 
 
-def generalize(values: Sequence[Any], enum_limit: int) -> tuple[list[Pattern | None], list[str]]:
+def generalize(
+    values: Sequence[Any], enum_limit: int
+) -> tuple[list[ArgumentConstraint | None], list[str]]:
     """One pattern per value (``None``: left free) and notes on what was left free.
 
     Arrays are left to the caller (``None`` here): they become one subset pattern for all
     the calls.
     """
-    patterns: list[Pattern | None] = [None] * len(values)
+    patterns: list[ArgumentConstraint | None] = [None] * len(values)
     notes: list[str] = []
     plain: dict[str, list[int]] = {}
     paths: dict[str, list[int]] = {}
     numbers: list[int] = []
     for i, v in enumerate(values):
         if v is MISSING or v is None:
-            patterns[i] = Pattern("absent")
+            patterns[i] = ArgumentConstraint("absent")
         elif isinstance(v, bool):
-            patterns[i] = Pattern("exact", v)
+            patterns[i] = ArgumentConstraint("exact", v)
         elif isinstance(v, str):
             if len(v) > _FREE_TEXT or "\n" in v or "\r" in v:
                 continue
             url = _URL.match(v)
             if url and (url.group("rest") or "/" in url.group("base") or v.startswith("www.")):
-                patterns[i] = Pattern("host", url.group("base"))
+                patterns[i] = ArgumentConstraint("host", url.group("base"))
             elif "/" in v and ".." not in v and not v.startswith("/"):
                 paths.setdefault(v.split("/", 1)[0], []).append(i)
             else:
@@ -156,22 +158,26 @@ def generalize(values: Sequence[Any], enum_limit: int) -> tuple[list[Pattern | N
         distinct = sorted({values[i] for i in indexes})
         prefix = _common_dir(distinct) if len(distinct) > 1 else None
         for i in indexes:
-            patterns[i] = Pattern("prefix", prefix) if prefix else Pattern("exact", values[i])
+            patterns[i] = (
+                ArgumentConstraint("prefix", prefix)
+                if prefix
+                else ArgumentConstraint("exact", values[i])
+            )
     if len(plain) <= enum_limit:
         for text, indexes in plain.items():
             for i in indexes:
-                patterns[i] = Pattern("exact", text)
+                patterns[i] = ArgumentConstraint("exact", text)
     elif plain:
         notes.append(f"{len(plain)} distinct values: left free")
     if numbers:
         distinct_numbers = {values[i] for i in numbers}
         if len(distinct_numbers) <= enum_limit:
             for i in numbers:
-                patterns[i] = Pattern("exact", values[i])
+                patterns[i] = ArgumentConstraint("exact", values[i])
         else:
             span = (min(distinct_numbers), max(distinct_numbers))
             for i in numbers:
-                patterns[i] = Pattern("range", span)
+                patterns[i] = ArgumentConstraint("range", span)
     if any(isinstance(v, str) and (len(v) > _FREE_TEXT or "\n" in v or "\r" in v) for v in values):
         notes.append("long or multi-line text: left free")
     if any(isinstance(v, dict) for v in values):

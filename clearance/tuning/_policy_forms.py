@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from clearance.harness.tools import Tool
-from clearance.tuning._patterns import Pattern
+from clearance.tuning._patterns import ArgumentConstraint
 from clearance.tuning._policy_text import cedar_string
 
 __all__ = ["cedar_kind", "cedar_value", "expressible", "local_globs", "local_quote"]
@@ -86,7 +86,7 @@ def _fix_brackets(text: str) -> str:
     return "".join(special.get(ch, ch) for ch in text)
 
 
-def local_globs(pattern: Pattern) -> list[str] | None:
+def local_globs(pattern: ArgumentConstraint) -> list[str] | None:
     """Glob alternatives for a local rule (``None``: the argument stays free)."""
     if pattern.kind == "exact":
         value = pattern.value
@@ -113,7 +113,9 @@ def local_quote(glob: str) -> str:
     return f"'{glob}'"
 
 
-def expressible(format: str, tool: Tool | None, name: str, pattern: Pattern) -> str | None:
+def expressible(
+    format: str, tool: Tool | None, name: str, pattern: ArgumentConstraint
+) -> str | None:
     """Why ``pattern`` cannot be written in ``format`` (``None``: it can)."""
     if not all(_writable(v) for v in _strings(pattern.value)):
         return "a lone surrogate cannot be written in a policy"

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.tuning._corpus import CorpusCall, CorpusError, parse_corpus_line
-from clearance.tuning._patterns import MISSING, Pattern, generalize, value_key
+from clearance.tuning._patterns import MISSING, ArgumentConstraint, generalize, value_key
 from clearance.tuning._policy_forms import expressible
 from clearance.tuning._policy_text import is_entity_type
 from clearance.tuning._suggestions import Suggestion, SuggestionSet
@@ -92,9 +92,9 @@ def _suggest_for(
     names = list(dict.fromkeys(n for c in group for n in (c.arguments or {})))
     per_arg, notes = _argument_patterns(group, names, enum_limit)
     rules: dict[tuple[Any, ...], list[CorpusCall]] = {}
-    shapes: dict[tuple[Any, ...], tuple[tuple[str, Pattern], ...]] = {}
+    shapes: dict[tuple[Any, ...], tuple[tuple[str, ArgumentConstraint], ...]] = {}
     for index, call in enumerate(group):
-        kept: list[tuple[str, Pattern]] = []
+        kept: list[tuple[str, ArgumentConstraint]] = []
         for name in names:
             p = per_arg[name][index]
             if p is None:
@@ -123,10 +123,10 @@ def _suggest_for(
 
 def _argument_patterns(
     group: list[CorpusCall], names: list[str], enum_limit: int
-) -> tuple[dict[str, list[Pattern | None]], list[str]]:
+) -> tuple[dict[str, list[ArgumentConstraint | None]], list[str]]:
     """Per argument, one pattern per call (``None``: left free); and notes on what was
     left free."""
-    per_arg: dict[str, list[Pattern | None]] = {}
+    per_arg: dict[str, list[ArgumentConstraint | None]] = {}
     notes: list[str] = []
     for name in names:
         values = [(c.arguments or {}).get(name, MISSING) for c in group]
@@ -144,7 +144,7 @@ def _argument_patterns(
     return per_arg, notes
 
 
-def _array_patterns(values: list[Any], enum_limit: int) -> list[Pattern | None] | None:
+def _array_patterns(values: list[Any], enum_limit: int) -> list[ArgumentConstraint | None] | None:
     """One subset pattern for every call giving an array (absent for those giving none),
     when each given value is an array and they hold at most ``2 * enum_limit`` distinct
     scalars; else ``None`` (the argument stays free)."""
@@ -156,8 +156,8 @@ def _array_patterns(values: list[Any], enum_limit: int) -> list[Pattern | None] 
     given = [v for v in values if v is not MISSING and v is not None]
     if not (scalar and len(elements) <= 2 * enum_limit and len(lists) == len(given)):
         return None
-    subset = Pattern("subset", tuple(json.loads(e) for e in elements))
-    return [Pattern("absent") if v is MISSING or v is None else subset for v in values]
+    subset = ArgumentConstraint("subset", tuple(json.loads(e) for e in elements))
+    return [ArgumentConstraint("absent") if v is MISSING or v is None else subset for v in values]
 
 
 def _unsuggestable(

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from clearance.harness.tools import Tool
 from clearance.policy.base import AuthzRequest, Evaluator, Verdict
 from clearance.policy.local import LocalEvaluator
-from clearance.tuning._patterns import Pattern
+from clearance.tuning._patterns import ArgumentConstraint
 from clearance.tuning._policy_forms import cedar_kind, cedar_value, local_globs, local_quote
 from clearance.tuning._policy_text import (
     IntendedPolicy,
@@ -47,7 +47,7 @@ class Suggestion:
 
     principal: str
     tool: str
-    constraints: tuple[tuple[str, Pattern], ...]
+    constraints: tuple[tuple[str, ArgumentConstraint], ...]
     """(argument, pattern) pairs; arguments not listed are free."""
     calls: tuple[str, ...]
     """The calls it was derived from (their ids, else ``line N``)."""
@@ -135,7 +135,7 @@ class SuggestionSet:
         )
         return text
 
-    def _cedar_condition(self, tool: str, name: str, pattern: Pattern) -> str | None:
+    def _cedar_condition(self, tool: str, name: str, pattern: ArgumentConstraint) -> str | None:
         kind, required = cedar_kind(self.tools.get(tool), name)
         if kind in ("untyped", "other"):
             return None  # suggest(format="cedar") leaves such arguments free

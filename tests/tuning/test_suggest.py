@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from clearance import Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance._text import printable
 from clearance.tuning import (
+    ArgumentConstraint,
     CorpusCall,
-    Pattern,
     SuggestionSet,
     allowed_calls,
     is_allowed_record,
@@ -131,14 +131,17 @@ def test_patterns_are_the_narrowest_useful() -> None:
     for s in suggestions("cedar").suggestions:
         by_tool.setdefault(s.tool, []).append(dict(s.constraints))
     paths = {c["path"] for c in by_tool["files.read_file"]}
-    assert Pattern("prefix", "src") in paths
-    assert Pattern("exact", "README.md") in paths
+    assert ArgumentConstraint("prefix", "src") in paths
+    assert ArgumentConstraint("exact", "README.md") in paths
     urls = {c["url"] for c in by_tool["web.fetch"]}
-    assert urls == {Pattern("host", "https://api.example.com"), Pattern("host", "www.docs.org")}
+    assert urls == {
+        ArgumentConstraint("host", "https://api.example.com"),
+        ArgumentConstraint("host", "www.docs.org"),
+    }
     recipients = {c["recipient"] for c in by_tool["bank.pay"]}
-    assert recipients == {Pattern("exact", "DE89"), Pattern("exact", "GB29")}
+    assert recipients == {ArgumentConstraint("exact", "DE89"), ArgumentConstraint("exact", "GB29")}
     sends = by_tool["chat.send"]
-    assert all(c["to"] == Pattern("subset", ("carol", "dave")) for c in sends)
+    assert all(c["to"] == ArgumentConstraint("subset", ("carol", "dave")) for c in sends)
     assert all("text" not in c or c["text"].kind == "exact" for c in sends)
 
 
