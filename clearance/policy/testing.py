@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 import anyio
 
+from clearance._validation import schema_problem
 from clearance.errors import ConfigError
 from clearance.facts.base import FactError
 from clearance.facts.declared import apply_facts
@@ -327,16 +328,18 @@ def _run(
     validator = tool.validator
     arguments = dict(case.arguments)
     if validator is not None:
+        # The pipeline's own check (clearance._validation), so that a case is refused
+        # exactly when a call would be.
         try:
-            errors = [str(e).splitlines()[0] for e in validator.iter_errors(arguments)]
+            problem = schema_problem(validator, arguments)
         except Exception as exc:  # a validator failure is a failed case, not a crash
-            errors = [f"{type(exc).__name__}: {exc}"]
-        if errors:
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem is not None:
             return _refused(
                 case,
                 "invalid",
                 "the arguments do not match the tool's schema (the pipeline would "
-                f"reject the call before any evaluator): {errors[0]}",
+                f"reject the call before any evaluator): {problem}",
             )
     facts: dict[str, Any] = {}
     declared = tool.declared_facts
