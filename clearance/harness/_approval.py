@@ -30,11 +30,32 @@ from clearance.harness.approvals import (
 )
 from clearance.harness.ask_store import StoredAsk
 from clearance.harness.outcomes import CallOutcome
+from clearance.policy.base import Verdict
 
-__all__ = ["Approval"]
+__all__ = ["Approval", "what_asks"]
 
 _STORE_POLL = 0.2
 """Seconds between looks at a shared ask store while a call waits for its answer."""
+
+
+def what_asks(
+    verdict: Verdict, guard_asks: list[tuple[str, str]]
+) -> tuple[tuple[str, ...], str] | None:
+    """``(policies, reason)`` when the call needs approval (the evaluator asks, or an
+    argument guardrail does), else None."""
+    if verdict.effect != "ask" and not guard_asks:
+        return None
+    policies = tuple(verdict.reasons if verdict.effect == "ask" else ()) + tuple(
+        g for g, _ in guard_asks
+    )
+    why = (
+        "; ".join(
+            ([verdict.message] if verdict.effect == "ask" and verdict.message else [])
+            + [r for _, r in guard_asks]
+        )
+        or "approval required"
+    )
+    return policies, why
 
 
 class Approval(Recorder):
@@ -43,26 +64,13 @@ class Approval(Recorder):
     # -- approval -------------------------------------------------------------------------
 
     async def _approve(self, call: CallState) -> CallOutcome | None:
-        """A matching grant answers an ask; otherwise a person or the app does. In a dry
-        run the ask is reported, not put."""
+        """A matching grant answers an ask; otherwise a person or the app does."""
         verdict = call.verdict
         assert verdict is not None
-        asks = call.guard_asks
-        if verdict.effect == "ask" or asks:
+        asking = what_asks(verdict, call.guard_asks)
+        if asking is not None:
+            policies, why = asking
             t = time.perf_counter()
-            policies = tuple(verdict.reasons if verdict.effect == "ask" else ()) + tuple(
-                g for g, _ in asks
-            )
-            why = (
-                "; ".join(
-                    ([verdict.message] if verdict.effect == "ask" and verdict.message else [])
-                    + [r for _, r in asks]
-                )
-                or "approval required"
-            )
-            if call.dry:
-                call.record.update(stage="ask", decision="ask", reasons=policies, message=why)
-                return None
             try:
                 allowed = await self._ask(call, scrub(why, call.secrets) or why, policies)
             except Exception as exc:  # the journal or grant store failed: fail closed (R1)
@@ -81,9 +89,6 @@ class Approval(Recorder):
                     reasons=policies,
                     outcome="pending" if call.pending else None,
                 )
-        if call.dry:
-            call.record.update(stage="evaluator", decision="allow", reasons=verdict.reasons)
-            return None
         call.record["decision"] = "allow" if verdict.effect == "allow" else "ask"
         call.record["reasons"] = verdict.reasons
         return None

@@ -59,8 +59,7 @@ class Stages(Recorder):
     # -- resolve ------------------------------------------------------------------------
 
     async def _resolve(self, call: CallState) -> CallOutcome | None:
-        """The name must be a selected tool of this session's agent; a call id names one
-        call for the session's lifetime."""
+        """The name must be a selected tool of this session's agent, the call id a string."""
         session = call.session
         tool = session.tools.get(call.name)
         if tool is None:
@@ -77,8 +76,11 @@ class Stages(Recorder):
             return await self._end_early(
                 call, "invalid", "call_id must be a non-empty string", stage="call_id"
             )
-        if call.dry:
-            return None
+        return None
+
+    async def _claim_call_id(self, call: CallState) -> CallOutcome | None:
+        """A call id names one call for the session's lifetime (not for a dry run)."""
+        session = call.session
         if call.call_id in session.call_ids:
             call.record["duplicate_call_id"] = True
             return await self._end_early(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from clearance.harness._approval import Approval
+from clearance.harness._approval import Approval, what_asks
 from clearance.harness._call_state import CallState, elapsed_us, new_correlation_id
 from clearance.harness._host_runs import Execution, HostRuns
 from clearance.harness._redaction import visible
@@ -194,12 +194,19 @@ class Pipeline(Stages, Approval, HostRuns):
         evaluator) and say what would happen, without journaling, asking or running
         anything."""
         call = self._new_call(session, name, arguments, "decide", None)
-        call.dry = True
-        ended = await self._decide(call, context or {})
+        call.dry = True  # nothing is recorded (see Recorder._end_early)
+        ended = await self._decide(call, context or {}, dry=True)
         call.timing["total"] = elapsed_us(call.t0)
         record = call.record
         if ended is None:
-            outcome = "ask" if record.get("decision") == "ask" else "allow"
+            assert call.verdict is not None
+            asking = what_asks(call.verdict, call.guard_asks)
+            if asking is not None:  # reported, not put
+                outcome = "ask"
+                record.update(stage="ask", decision="ask", reasons=asking[0], message=asking[1])
+            else:
+                outcome = "allow"
+                record.update(stage="evaluator", decision="allow", reasons=call.verdict.reasons)
         else:
             outcome = {"invalid": "invalid", "blocked": "blocked"}.get(ended.status, "deny")
             if record.get("decision") == "error":
@@ -241,17 +248,30 @@ class Pipeline(Stages, Approval, HostRuns):
             t0=time.perf_counter(),
         )
 
-    async def _decide(self, call: CallState, context: Mapping[str, Any]) -> CallOutcome | None:
+    async def _decide(
+        self, call: CallState, context: Mapping[str, Any], *, dry: bool = False
+    ) -> CallOutcome | None:
         """The stages that decide, in order; the outcome when the call ends in one of them.
-        A dry run (``decide``) stops before the ask."""
-        for stage in (self._resolve, self._validate, self._canonicalize, self._guard_arguments):
+        A dry run (``decide``) claims no call id and stops before the approval."""
+        stages = (
+            (self._resolve, self._validate, self._canonicalize, self._guard_arguments)
+            if dry
+            else (
+                self._resolve,
+                self._claim_call_id,
+                self._validate,
+                self._canonicalize,
+                self._guard_arguments,
+            )
+        )
+        for stage in stages:
             ended = await stage(call)
             if ended is not None:
                 return ended
         ended = await self._evaluate(call, context)
-        if ended is not None:
+        if ended is not None or dry:
             return ended
-        return await self._approve(call)  # a dry run reports an ask without putting it
+        return await self._approve(call)
 
     async def _guarded(
         self, call: CallState, context: Mapping[str, Any] | None, *, host: bool
