@@ -1,5 +1,9 @@
 """The Claude Agent SDK adapter: clearance decides every tool call Claude Code makes.
 
+(Longer than the ~500 lines a module should hold, on purpose: about 90 of them are this
+manual, and the rest is one concept, the adapter whose hooks decide and record each call;
+the tool declarations live in :mod:`clearance.integrations.claude_code_tools`.)
+
 ``pip install 'clearance[claude-agent-sdk]'``. Importing this module without the SDK raises
 :class:`~clearance.errors.MissingExtraError`.
 

@@ -1,5 +1,8 @@
 """A scripted Claude Code for the Claude Agent SDK: the real SDK, offline, no ``claude`` binary.
 
+(Longer than ~500 lines on purpose: one concept, the other end of the SDK's control protocol,
+which cannot be split without splitting that protocol.)
+
 :class:`ScriptedClaudeCode` is a ``claude_agent_sdk.Transport``: the SDK talks to it as to
 the Claude Code process (JSON lines of the stream-json control protocol), and it plays the
 process's side from a script of tool uses. Pass it as ``transport=`` to ``query(...)`` or

@@ -1,5 +1,9 @@
 """The OpenAI Agents SDK: the SDK runs the tools, clearance decides and records every call.
 
+(Longer than the ~500 lines a module should hold, on purpose: about 90 of them are this
+manual, and the rest is one concept, the guard that answers the SDK's approval, invocation
+and resume hooks; split, its halves would only make sense together.)
+
 ::
 
     from agents import Agent, Runner, function_tool
