@@ -1,5 +1,7 @@
 """Hypothesis strategies shared by the rule properties."""
 
+from typing import TypedDict
+
 from hypothesis import strategies as st
 
 TOOLS = ["files.read_file", "files.write_file", "files.list_dir", "shell.run"]
@@ -23,6 +25,14 @@ def rules(draw: st.DrawFn) -> str:
     if tool in ("files.read_file", "files.write_file", "files.list_dir") and draw(st.booleans()):
         return f"{tool}(path={draw(globs)})"
     return tool
+
+
+class RuleSet(TypedDict):
+    """What ``rule_sets`` draws: the rule lists ``LocalEvaluator(**rule_set)`` takes."""
+
+    allow: list[str]
+    ask: list[str]
+    deny: list[str]
 
 
 rule_sets = st.fixed_dictionaries(

@@ -34,7 +34,8 @@ async def test_design_api_sketch_runs_as_written(tmp_path: Path) -> None:
     (workspace / "notes.txt").write_text("issue 821: the greeting lacks a comma\n")
 
     def read_file(arguments: dict[str, Any], ctx: CallContext) -> str:
-        return (workspace / arguments["path"]).read_text()
+        path: str = arguments["path"]
+        return (workspace / path).read_text()
 
     registry = ToolRegistry()
     registry.register("files", [

@@ -19,7 +19,7 @@ import pytest
 
 from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance.facts import EmailFact
-from clearance.harness.approvals import PermissionAsk
+from clearance.harness.approvals import Answer, PermissionAsk
 from clearance.harness.ask_display import ask_lines
 from clearance.policy import LocalEvaluator
 
@@ -55,7 +55,7 @@ async def test_a_person_is_not_asked_to_approve_a_recipient_they_cannot_see() ->
     )
     shown: list[list[str]] = []
 
-    def person(ask: PermissionAsk) -> str:
+    def person(ask: PermissionAsk) -> Answer:
         # What a prompt can show: the arguments as laid out for people, and the facts.
         shown.append([*ask_lines(ask.arguments, ask.deciding, width=100), json.dumps(ask.facts)])
         return "allow_once"

@@ -24,14 +24,14 @@ import pytest
 
 from clearance import Principal
 from clearance.config import Config, build_harness, load_config
-from clearance.harness.approvals import MemoryGrantStore, PermissionAsk
+from clearance.harness.approvals import Answer, MemoryGrantStore, PermissionAsk
 
 pytestmark = pytest.mark.anyio
 
 ALICE = Principal("User", "alice")
 
 
-def approve(ask: PermissionAsk) -> str:
+def approve(ask: PermissionAsk) -> Answer:
     return "allow_once"
 
 

@@ -31,7 +31,7 @@ import pytest
 
 from clearance import MemoryJournal, Principal
 from clearance.config import Config, build_harness
-from clearance.harness.approvals import MemoryGrantStore, PermissionAsk
+from clearance.harness.approvals import Answer, MemoryGrantStore, PermissionAsk
 
 pytestmark = [
     pytest.mark.anyio,
@@ -48,12 +48,12 @@ def marker_code(marker: Path) -> str:
 async def run_calls(
     workspace: Path,
     calls: list[tuple[str, dict[str, Any]]],
-    answer: Callable[[PermissionAsk], str] = lambda ask: "deny",
+    answer: Callable[[PermissionAsk], Answer] = lambda ask: "deny",
 ) -> tuple[list[Any], list[PermissionAsk]]:
     """Run ``calls`` in one session of the default configuration over ``workspace``."""
     asks: list[PermissionAsk] = []
 
-    def on_ask(ask: PermissionAsk) -> str:
+    def on_ask(ask: PermissionAsk) -> Answer:
         asks.append(ask)
         return answer(ask)
 
@@ -124,7 +124,7 @@ async def test_an_approved_text_file_is_not_run_as_code_by_unasked_pytest(
         + "\n"
     )
 
-    def approve_writes(ask: PermissionAsk) -> str:
+    def approve_writes(ask: PermissionAsk) -> Answer:
         return "allow_once" if ask.qualified_name == "files.write_file" else "deny"
 
     outcomes, asks = await run_calls(

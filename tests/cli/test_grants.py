@@ -13,7 +13,7 @@ import pytest
 from support import ALICE, Recorder, coding_registry
 
 from clearance import Harness, PermissionAsk, SqliteJournal
-from clearance.harness.approvals import Grant, GrantScope, SqliteGrantStore
+from clearance.harness.approvals import Answer, Grant, GrantScope, SqliteGrantStore
 from clearance.policy import LocalEvaluator
 
 
@@ -103,7 +103,7 @@ async def test_a_running_harness_honours_a_revoke_from_the_command(
     rec = Recorder()
     asks: list[PermissionAsk] = []
 
-    def answer(ask: PermissionAsk) -> str:
+    def answer(ask: PermissionAsk) -> Answer:
         asks.append(ask)
         return "allow_always" if len(asks) == 1 else "deny"
 

@@ -1,4 +1,5 @@
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -13,6 +14,7 @@ from clearance import (
     PermissionDecision,
     SqliteGrantStore,
 )
+from clearance.harness.approvals import Answer
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +26,7 @@ async def test_callback_allow_once_runs_only_that_call() -> None:
     rec = Recorder()
     asks: list[PermissionAsk] = []
 
-    async def answer(ask: PermissionAsk) -> str:
+    async def answer(ask: PermissionAsk) -> Answer:
         asks.append(ask)
         return "allow_once"
 
@@ -63,7 +65,9 @@ async def test_callback_allow_once_runs_only_that_call() -> None:
 
 async def test_allow_session_grant_covers_scope_and_dies_with_session() -> None:
     rec = Recorder()
-    answers = iter([PermissionDecision("allow_session", scope=None), "deny"])
+    answers: Iterator[Answer | PermissionDecision] = iter(
+        [PermissionDecision("allow_session", scope=None), "deny"]
+    )
     async with harness(coding_registry(rec), evaluator=ASK_WRITES) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: next(answers))
         first = await s.call_tool("files__write_file", {"path": "a", "content": "1"})
@@ -106,13 +110,14 @@ async def test_widened_scope_from_suggestions_and_principal_binding() -> None:
 async def test_raising_or_nonsense_callback_denies() -> None:
     rec = Recorder()
 
-    def boom(ask: PermissionAsk) -> str:
+    def boom(ask: PermissionAsk) -> Answer:
         raise RuntimeError("ui crashed")
 
     async with harness(coding_registry(rec), evaluator=ASK_WRITES) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=boom)
         out = await s.call_tool("files__write_file", {"path": "a", "content": "1"})
-        s.on_permission_ask = lambda ask: "sure"
+        # Not an answer, on purpose: what a confused callback returns.
+        s.on_permission_ask = lambda ask: "sure"  # type: ignore[assignment, return-value]
         out2 = await s.call_tool("files__write_file", {"path": "a", "content": "1"})
     assert out.status == "denied" and "callback failed" in out.text
     assert out2.status == "denied" and rec.calls == []

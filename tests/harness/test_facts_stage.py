@@ -18,6 +18,7 @@ from clearance import (
     ToolRegistry,
 )
 from clearance.guardrails import ArgumentGuardrail, GuardrailOutcome
+from clearance.harness.approvals import Answer
 from clearance.policy import LocalEvaluator
 from clearance.policy.cedar import CedarEvaluator
 from clearance.toolsets import register_files
@@ -65,7 +66,7 @@ async def test_a_deny_rule_sees_the_file_a_symlink_names(ws: Path) -> None:
 async def test_the_person_asked_sees_the_canonical_path(ws: Path) -> None:
     asked: list[dict[str, Any]] = []
 
-    def answer(ask: Any) -> str:
+    def answer(ask: Any) -> Answer:
         asked.append(dict(ask.arguments))
         assert ask.deciding == ("path",)
         assert ask.facts["path"]["path"] == ".git/config"

@@ -15,6 +15,7 @@ import pytest
 from support import ALICE, Recorder, coding_registry, harness
 
 from clearance import Grant, GrantScope, PermissionAsk, SqliteGrantStore, SqliteJournal
+from clearance.harness.approvals import Answer
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
@@ -115,7 +116,7 @@ async def test_a_running_harness_asks_again_once_another_store_revokes(tmp_path:
     rec = Recorder()
     asks: list[PermissionAsk] = []
 
-    def answer(ask: PermissionAsk) -> str:
+    def answer(ask: PermissionAsk) -> Answer:
         asks.append(ask)
         return "allow_always" if len(asks) == 1 else "deny"
 

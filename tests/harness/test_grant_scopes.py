@@ -19,7 +19,7 @@ from clearance import (
     SqliteGrantStore,
     ToolRegistry,
 )
-from clearance.harness.approvals import grant_from_answer, suggest_scopes
+from clearance.harness.approvals import Answer, grant_from_answer, suggest_scopes
 from clearance.policy import LocalEvaluator
 from clearance.toolsets.files import register_files
 
@@ -396,7 +396,7 @@ async def test_an_ask_with_a_lone_surrogate_is_asked_and_granted_always(tmp_path
     evaluator = LocalEvaluator(ask=["files.write_file"])
     arguments = {"path": f"src/a{LONE}.py", "content": f"x\udfff{LONE}"}
 
-    def always(ask: PermissionAsk) -> str:
+    def always(ask: PermissionAsk) -> Answer:
         asks.append(ask)
         return "allow_always"
 

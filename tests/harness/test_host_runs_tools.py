@@ -20,6 +20,7 @@ from clearance import (
 )
 from clearance.guardrails import ResultGuardrail
 from clearance.guardrails.base import GuardrailOutcome
+from clearance.harness.approvals import Answer
 from clearance.policy import LocalEvaluator
 from clearance.toolsets import register_files
 
@@ -119,7 +120,7 @@ async def test_a_denied_call_cannot_be_recorded(tmp_path: Path) -> None:
 async def test_asks_and_grants_work_for_host_run_calls(tmp_path: Path) -> None:
     asked: list[dict[str, Any]] = []
 
-    def person(ask: Any) -> str:
+    def person(ask: Any) -> Answer:
         asked.append(dict(ask.arguments))
         return "allow_session"
 

@@ -186,7 +186,7 @@ def open_journal(sink: str, path: Path) -> SqliteJournal | JsonlJournal:
 async def test_sigkill_leaves_interrupted_ends(sink: str, durability: str, tmp_path: Path) -> None:
     path = run_and_kill(tmp_path, sink, durability)
     # What the files hold: the committed records and, for SQLite, the start log's.
-    before = {(e.type, e.call_id) for e in read_journal(path)}
+    before: set[tuple[str, str | None]] = {(e.type, e.call_id) for e in read_journal(path)}
     before |= {(type_, call_id) for _, type_, call_id in start_log(path)}
     starts = {call_id for type_, call_id in before if type_ == "tool_started"}
     ends = {call_id for type_, call_id in before if type_ == "tool_finished"}

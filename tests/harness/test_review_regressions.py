@@ -15,6 +15,7 @@ from clearance import (
     ToolRegistry,
 )
 from clearance.guardrails import ArgumentGuardrail, GuardrailOutcome, SecretScanner
+from clearance.harness.approvals import Answer
 from clearance.policy import AuthzRequest, LocalEvaluator, NoopEvaluator, Verdict
 
 pytestmark = pytest.mark.anyio
@@ -97,11 +98,14 @@ async def test_withheld_values_never_become_grant_suggestions() -> None:
         "x", [Tool("fetch", lambda a, c: "ok", input_schema=schema, sensitive=["/path", "/url"])]
     )
     asks: list[PermissionAsk] = []
+
+    def deny(ask: PermissionAsk) -> Answer:
+        asks.append(ask)
+        return "deny"
+
     journal = MemoryJournal()
     async with harness(registry, evaluator=LocalEvaluator(ask=["x.fetch"]), journal=journal) as h:
-        s = await h.create_session(
-            principal=ALICE, on_permission_ask=lambda a: asks.append(a) or "deny"
-        )
+        s = await h.create_session(principal=ALICE, on_permission_ask=deny)
         await s.call_tool(
             "x__fetch", {"path": "/home/alice/.ssh/SECRETNAME", "url": "https://u:hunter2@h/x"}
         )

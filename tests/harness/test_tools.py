@@ -64,7 +64,7 @@ def test_register_gives_qualified_name_and_alias() -> None:
         ("files", Tool("x", noop, timeout=-1), "timeout"),
         ("files", Tool("x", noop, read_only="yes"), "read_only"),  # type: ignore[arg-type]
         ("files", Tool("x", noop, sensitive=["token"]), "JSON pointer"),
-        ("files", Tool("x", noop, sensitive="/token"), "sensitive"),  # type: ignore[arg-type]
+        ("files", Tool("x", noop, sensitive="/token"), "sensitive"),
         ("a__b", Tool("x", noop), "ambiguous"),
         ("files", Tool("_x", noop), "ambiguous"),
     ],

@@ -134,7 +134,7 @@ def graph(script: Script, node: ClearanceToolNode, checkpointer: InMemorySaver) 
     return builder.compile(checkpointer=checkpointer)
 
 
-def start() -> dict[str, Any]:
+def start() -> MessagesState:
     return {"messages": [HumanMessage("go")]}
 
 

@@ -521,7 +521,7 @@ def test_register_toolset_refuses_bad_options(workspace: Path) -> None:
     with pytest.raises(ToolRegistrationError, match="facts names a tool"):
         register_toolset(reg, "web", [Fetch], names={"Fetch": "fetch"}, facts={"fetsh": {}})
     with pytest.raises(TypeError):
-        register_toolset(reg, "web", "Fetch")  # type: ignore[arg-type]
+        register_toolset(reg, "web", "Fetch")
     mapping = register_toolset(reg, "web", [Fetch], names={"Fetch": "fetch"})
     assert mapping == {"Fetch": "web.fetch"}
     assert reg.get("web.fetch").source == "pydantic-ai"

@@ -107,7 +107,7 @@ async def decide_both(root: str, a: str, b: str, deny: str) -> list[tuple[str, A
     register_files(registry, root)
     evaluator = LocalEvaluator(allow=["files.*"], deny=[f"files.*(path={deny})"])
     async with Harness(registry, evaluator=evaluator) as harness:
-        found = []
+        found: list[tuple[str, Any]] = []
         for path in (a, b):
             decision = await harness.decide(
                 principal=ALICE, tool="files.read_file", arguments={"path": path}

@@ -6,11 +6,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import calls, rule_sets
+from strategies import RuleSet, calls, rule_sets
 from support import ALICE, Recorder, coding_registry
 
 from clearance import Harness, MemoryJournal
 from clearance.guardrails.base import ArgumentGuardrail, GuardrailOutcome
+from clearance.harness.approvals import Answer
 from clearance.policy import AuthzRequest, LocalEvaluator, SessionInfo
 
 pytestmark = pytest.mark.anyio
@@ -28,7 +29,7 @@ def fresh_request(tool: str, arguments: dict[str, Any]) -> AuthzRequest:
     answer=st.sampled_from(["allow_once", "deny"]),
 )
 async def test_r2_handler_runs_only_with_authorized_final_arguments(
-    rules: dict[str, list[str]], batch: list[tuple[str, dict[str, str]]], rewrite: bool, answer: str
+    rules: RuleSet, batch: list[tuple[str, dict[str, str]]], rewrite: bool, answer: Answer
 ) -> None:
     evaluator = LocalEvaluator(**rules)
     rec = Recorder()
@@ -62,9 +63,7 @@ async def test_r2_handler_runs_only_with_authorized_final_arguments(
 
 
 @given(rules=rule_sets, call=calls())
-def test_r4_default_deny_and_deny_wins(
-    rules: dict[str, list[str]], call: tuple[str, dict[str, str]]
-) -> None:
+def test_r4_default_deny_and_deny_wins(rules: RuleSet, call: tuple[str, dict[str, str]]) -> None:
     tool, arguments = call
     evaluator = LocalEvaluator(**rules)
     verdict = evaluator.evaluate(fresh_request(tool, arguments))

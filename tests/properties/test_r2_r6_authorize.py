@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import calls, rule_sets
+from strategies import RuleSet, calls, rule_sets
 from support import ALICE, Recorder, coding_registry
 
 from clearance import Harness, MemoryJournal, NotAuthorizedError
 from clearance.guardrails.base import ArgumentGuardrail, GuardrailOutcome
+from clearance.harness.approvals import Answer
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
@@ -36,10 +37,10 @@ def move_to_src(arguments: dict[str, Any], ctx: Any) -> GuardrailOutcome:
     answer=st.sampled_from(["allow_once", "deny"]),
 )
 async def test_authorize_allows_exactly_what_call_tool_runs(
-    rules: dict[str, list[str]],
+    rules: RuleSet,
     batch: list[tuple[str, dict[str, str]]],
     rewrite: bool,
-    answer: str,
+    answer: Answer,
 ) -> None:
     guards = [ArgumentGuardrail(move_to_src)] if rewrite else []
     ran = Recorder()

@@ -10,6 +10,7 @@ from support import ALICE, Recorder, coding_registry
 
 from clearance import Grant, GrantScope, Harness, MemoryGrantStore, MemoryJournal
 from clearance.guardrails.base import ArgumentGuardrail, GuardrailOutcome
+from clearance.harness.approvals import Answer
 from clearance.policy import AllOf, AuthzRequest, Verdict
 
 pytestmark = pytest.mark.anyio
@@ -35,7 +36,7 @@ class Fixed:
     repeat=st.integers(1, 3),
 )
 async def test_r3_deny_is_never_executed(
-    verdicts: list[str], actions: list[str], answer: str, grant: bool, repeat: int
+    verdicts: list[str], actions: list[str], answer: Answer, grant: bool, repeat: int
 ) -> None:
     rec = Recorder()
     store = MemoryGrantStore()

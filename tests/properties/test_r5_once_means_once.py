@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from support import ALICE, BOB, Recorder, coding_registry
 
 from clearance import Harness, MemoryJournal, SqliteGrantStore
+from clearance.harness.approvals import Answer
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
@@ -30,7 +31,7 @@ paths = st.sampled_from(["a", "b", "src/a", "src/b", "src/../a"])
     answer=st.sampled_from(["allow_once", "allow_session", "allow_always"]),
 )
 async def test_r5_grants_cover_only_their_scope(
-    first: str, later: list[tuple[str, str, str]], answer: str
+    first: str, later: list[tuple[str, str, str]], answer: Answer
 ) -> None:
     rec = Recorder()
     with tempfile.TemporaryDirectory() as tmp:

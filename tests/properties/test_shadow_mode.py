@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import RuleSet
 from support import ALICE, Recorder, coding_registry, harness
 
 from clearance.harness.journal import MemoryJournal
@@ -52,7 +53,7 @@ def calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 
 
 async def _run(
-    enforced: dict[str, list[str]], shadow: dict[str, list[str]] | None, batch: list[Any]
+    enforced: RuleSet, shadow: RuleSet | None, batch: list[Any]
 ) -> tuple[list[tuple[Any, ...]], list[tuple[str, dict[str, Any]]], MemoryJournal, list[Any]]:
     recorder = Recorder()
     journal = MemoryJournal()
@@ -75,7 +76,7 @@ async def _run(
 @pytest.mark.anyio
 @given(enforced=rule_sets, shadow=rule_sets, batch=st.lists(calls(), min_size=1, max_size=6))
 async def test_shadow_never_changes_an_outcome(
-    enforced: dict[str, list[str]], shadow: dict[str, list[str]], batch: list[Any]
+    enforced: RuleSet, shadow: RuleSet, batch: list[Any]
 ) -> None:
     plain, plain_ran, _, plain_decisions = await _run(enforced, None, batch)
     shadowed, shadow_ran, journal, decisions = await _run(enforced, shadow, batch)
@@ -101,7 +102,7 @@ async def test_shadow_never_changes_an_outcome(
         expected = candidate.evaluate(
             AuthzRequest(ALICE, tool.info, record["arguments"], SessionInfo("s"))
         )
-        shadow = record["shadow"]
-        assert shadow["effect"] == expected.effect
-        assert shadow["agrees"] == (expected.effect == verdict["effect"])
-        assert decision.shadow == shadow
+        recorded = record["shadow"]
+        assert recorded["effect"] == expected.effect
+        assert recorded["agrees"] == (expected.effect == verdict["effect"])
+        assert decision.shadow == recorded

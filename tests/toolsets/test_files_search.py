@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import pytest
-import re2
+import re2  # type: ignore[import-untyped]
 from hypothesis import example, given
 from hypothesis import strategies as st
 from support import ALICE
