@@ -119,6 +119,10 @@ class Approval(Recorder):
         args_hash = arguments_hash(arguments)
         key = call.resume_key or call.call_id
         stored = store.find(principal, tool.qualified_name, key, args_hash)
+        if stored is not None and time.time() - stored.created_at > h.pending_ask_ttl:
+            # An ask nobody answered (or applied) in time is not an answer for today's call.
+            store.withdraw(stored.ask_id, "expired")
+            stored = None
         blind = withheld_deciding(deciding, call.withheld)
         if blind:
             # Nobody approves what they cannot see (issue 19): a deciding argument that is

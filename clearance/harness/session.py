@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -69,6 +70,8 @@ class Harness:
         max_concurrency: handlers running at once, harness-wide.
         max_queue: calls that may wait for a slot; beyond that calls end ``overloaded``.
         ask_timeout: seconds an ask waits for an answer before it is denied.
+        pending_ask_ttl: seconds a stored ask (one ``authorize`` left pending) stays
+            answerable; an older one, answered or not, no longer applies (default a day).
         max_argument_bytes: the largest serialized arguments accepted (default 1 MiB).
         max_argument_depth: the deepest nesting accepted (default 64).
         diagnostics: ``(correlation_id, exception, info)``, called with the exceptions
@@ -90,6 +93,7 @@ class Harness:
         max_concurrency: int = 16,
         max_queue: int = 256,
         ask_timeout: float = 300.0,
+        pending_ask_ttl: float = 86_400.0,
         max_argument_bytes: int = 1 << 20,
         max_argument_depth: int = 64,
         diagnostics: Diagnostics | None = None,
@@ -115,6 +119,7 @@ class Harness:
         self.ask_store: AskStore = ask_store if ask_store is not None else MemoryAskStore()
         self.shadow_evaluator = shadow_evaluator
         self.ask_timeout = ask_timeout
+        self.pending_ask_ttl = pending_ask_ttl
         self.max_argument_bytes = max_argument_bytes
         self.max_argument_depth = max_argument_depth
         self.diagnostics = diagnostics
@@ -240,7 +245,8 @@ class Harness:
     def pending_asks(self) -> list[StoredAsk]:
         """The asks waiting for an answer, in this process or (with a shared ask store)
         any process."""
-        return self.ask_store.pending()
+        oldest = time.time() - self.pending_ask_ttl
+        return [a for a in self.ask_store.pending() if a.created_at >= oldest]
 
     async def answer_ask(
         self,

@@ -185,3 +185,14 @@ async def test_an_answer_with_a_scope_the_ask_did_not_offer_is_refused() -> None
                 asked.ask_id, "allow_always", scope=GrantScope.prefix_of("/body", "he")
             )
         assert h.pending_asks()  # nothing was recorded
+
+
+async def test_an_old_pending_ask_no_longer_applies() -> None:
+    async with harness(pending_ask_ttl=0.05) as h:
+        session = await h.create_session(principal=ALICE)
+        first = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert first.ask_id is not None
+        await h.answer_ask(first.ask_id, "allow_once")
+        await anyio.sleep(0.1)
+        late = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert late.pending and late.ask_id != first.ask_id  # asked again, not the old answer
