@@ -21,6 +21,8 @@ from clearance.errors import (
     UnknownToolError,
 )
 from clearance.harness.approvals import (
+    Answer,
+    AskCallback,
     Grant,
     GrantScope,
     GrantStore,
@@ -61,6 +63,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentDefinition",
+    "Answer",
+    "AskCallback",
     "AskError",
     "Authorization",
     "CallContext",

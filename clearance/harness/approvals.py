@@ -43,6 +43,7 @@ from clearance.harness.grants_sqlite import SqliteGrantStore
 __all__ = [
     "ANSWERS",
     "Answer",
+    "AskCallback",
     "Grant",
     "GrantScope",
     "GrantStore",
@@ -51,6 +52,7 @@ __all__ = [
     "PermissionDecision",
     "SqliteGrantStore",
     "arguments_hash",
+    "coerce_decision",
     "grant_from_answer",
     "new_grant_id",
     "suggest_scopes",

@@ -72,18 +72,25 @@ class LocalEvaluator(Evaluator):
         allow: Iterable[str] = (),
         ask: Iterable[str] = (),
         deny: Iterable[str] = (),
-        *,
-        _rules: list[Rule] | None = None,
-        _path: str | None = None,
     ) -> None:
-        if _rules is None:
-            _rules = []
-            for kind, texts in (("allow", allow), ("ask", ask), ("deny", deny)):
-                if isinstance(texts, str):
-                    raise RuleError(texts, f"{kind} must be a list of rules, not a string")
-                _rules.extend(parse_rule(kind, t) for t in texts)  # type: ignore[arg-type]
-        self.rules: tuple[Rule, ...] = tuple(_rules)
-        self.path = _path
+        rules: list[Rule] = []
+        for kind, texts in (("allow", allow), ("ask", ask), ("deny", deny)):
+            if isinstance(texts, str):
+                raise RuleError(texts, f"{kind} must be a list of rules, not a string")
+            rules.extend(parse_rule(kind, t) for t in texts)  # type: ignore[arg-type]
+        self._setup(rules, None)
+
+    @classmethod
+    def from_rules(cls, rules: Iterable[Rule], *, path: str | None = None) -> LocalEvaluator:
+        """An evaluator of already parsed rules (``path``: the file they came from, named
+        in errors)."""
+        evaluator = cls.__new__(cls)
+        evaluator._setup(list(rules), path)
+        return evaluator
+
+    def _setup(self, rules: list[Rule], path: str | None) -> None:
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        self.path = path
         self._exact: dict[str, list[Rule]] = {}
         self._globbed: list[Rule] = []
         for rule in self.rules:
@@ -127,7 +134,7 @@ class LocalEvaluator(Evaluator):
             for text in texts:
                 line = _line_of(source, text) if source and isinstance(text, str) else None
                 rules.append(parse_rule(kind, text, path=path, line=line))
-        return cls(_rules=rules, _path=path)
+        return cls.from_rules(rules, path=path)
 
     def narrowed(self, allow: Iterable[str]) -> LocalEvaluator:
         """A copy that also requires one of ``allow`` (session capabilities only narrow)."""
