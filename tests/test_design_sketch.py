@@ -38,14 +38,25 @@ async def test_design_api_sketch_runs_as_written(tmp_path: Path) -> None:
         return (workspace / path).read_text()
 
     registry = ToolRegistry()
-    registry.register("files", [
-        Tool("read_file", description="Read a text file in the workspace.",
-             input_schema={"type": "object", "properties": {"path": {"type": "string"}},
-                           "required": ["path"], "additionalProperties": False},
-             handler=read_file, read_only=True),
-    ])
+    registry.register(
+        "files",
+        [
+            Tool(
+                "read_file",
+                description="Read a text file in the workspace.",
+                input_schema={
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}},
+                    "required": ["path"],
+                    "additionalProperties": False,
+                },
+                handler=read_file,
+                read_only=True,
+            ),
+        ],
+    )
 
-    @registry.tool("app.show_status")          # schema derived from the signature (pydantic)
+    @registry.tool("app.show_status")  # schema derived from the signature (pydantic)
     async def show_status(text: str, ctx: CallContext) -> dict[str, Any]:
         await ctx.progress("Updating app")
         return {"displayed": True}
@@ -57,24 +68,55 @@ async def test_design_api_sketch_runs_as_written(tmp_path: Path) -> None:
         '@id("status") @ask("show it?") permit (principal, action == Action::"app.show_status", resource);\n'
     )
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": [
-        {"tool_calls": [{"id": "lookup-1", "name": "files__read_file", "args": {"path": "notes.txt"}}]},
-        {"tool_calls": [{"id": "status-1", "name": "app__show_status", "args": {"text": "found it"}}]},
-        {"text": "Issue 821 is about the greeting."},
-    ]}))
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "id": "lookup-1",
+                                "name": "files__read_file",
+                                "args": {"path": "notes.txt"},
+                            }
+                        ]
+                    },
+                    {
+                        "tool_calls": [
+                            {
+                                "id": "status-1",
+                                "name": "app__show_status",
+                                "args": {"text": "found it"},
+                            }
+                        ]
+                    },
+                    {"text": "Issue 821 is about the greeting."},
+                ]
+            }
+        )
+    )
 
-    async with Harness(registry,
-                       evaluator=CedarEvaluator.from_directory(str(policies)),
-                       argument_guardrails=[PathScope(root=str(workspace), tools="files.*", fields=["/path"])],
-                       result_guardrails=[SecretScanner()],
-                       journal=SqliteJournal(str(tmp_path / "clearance.db"))) as harness:
+    async with Harness(
+        registry,
+        evaluator=CedarEvaluator.from_directory(str(policies)),
+        argument_guardrails=[PathScope(root=str(workspace), tools="files.*", fields=["/path"])],
+        result_guardrails=[SecretScanner()],
+        journal=SqliteJournal(str(tmp_path / "clearance.db")),
+    ) as harness:
         session = await harness.create_session(
             principal=Principal("User", "alice"),
             agent=AgentDefinition("coder", tools=["files.read_file", "app.show_status"]),
-            on_permission_ask=lambda ask: "allow_once" if ask.qualified_name == "app.show_status" else "deny")
-        result = await session.call_tool("files__read_file", {"path": "notes.txt"}, call_id="c1", turn_id="t1")
+            on_permission_ask=lambda ask: (
+                "allow_once" if ask.qualified_name == "app.show_status" else "deny"
+            ),
+        )
+        result = await session.call_tool(
+            "files__read_file", {"path": "notes.txt"}, call_id="c1", turn_id="t1"
+        )
         assert result.ok and "issue 821" in result.text
-        escape = await session.call_tool("files__read_file", {"path": "../x"}, call_id="c2", turn_id="t1")
+        escape = await session.call_tool(
+            "files__read_file", {"path": "../x"}, call_id="c2", turn_id="t1"
+        )
         assert escape.status == "blocked"
         run = session.run("Look up issue 821", provider=ScriptedProvider.from_file(str(script)))
         seen = [item.type async for item in run.events()]

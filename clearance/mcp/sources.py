@@ -3,7 +3,7 @@
 ::
 
     async with Harness(registry, evaluator=LocalEvaluator(allow=["git.git_status"])) as harness:
-        await start_stdio_server(harness, 
+        await start_stdio_server(harness,
             name="git", program="mcp-server-git", args=["--repository", "/srv/repo"],
             tools=["git.git_status", "git.git_log"], read_only=["git_status", "git_log"])
         session = await harness.create_session(principal=Principal("User", "alice"))

@@ -187,8 +187,6 @@ class Rule:
         return True
 
 
-
-
 def _normalized(text: str) -> str:
     """A path value as the file system would read it: backslashes as slashes, no empty or
     '.' segments, parent steps folded (a leading '../' stays)."""

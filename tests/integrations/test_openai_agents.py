@@ -224,7 +224,7 @@ class Setup:
         self.journal = MemoryJournal()
         self.harness = Harness(
             registry_for(ws, self.tools, self.ran),
-            evaluator=LocalEvaluator(**EVALUATOR_RULES),  # type: ignore[arg-type]
+            evaluator=LocalEvaluator(**EVALUATOR_RULES),
             journal=self.journal,
             result_guardrails=[SecretScanner(action="redact")],
             **harness,

@@ -186,9 +186,7 @@ async def touch_and_check(
     marks = mark_files(root)
     registry = ToolRegistry()
     register_files(registry, root)
-    evaluator = LocalEvaluator(
-        allow=["files.*"], deny=[f"files.*(path={glob})" for glob in denies]
-    )
+    evaluator = LocalEvaluator(allow=["files.*"], deny=[f"files.*(path={glob})" for glob in denies])
     async with Harness(registry, evaluator=evaluator, journal=MemoryJournal()) as harness:
         session = await harness.create_session(principal=ALICE)
         for index, (tool, path) in enumerate(calls):
