@@ -12,13 +12,15 @@ Decision tests live next to the policies, in ``*.tests.json`` files::
     ]}
 
 ``principal`` is ``Type::"id"`` text or ``{"type", "id", "attrs", "parents"}`` (parents as
-``[["Team", "infra"]]``); ``arguments`` defaults to ``{}``; ``expect`` is ``allow``,
-``deny``, ``ask``, ``invalid`` (the arguments fail the tool's schema) or ``blocked`` (a
-declared fact cannot be canonicalized, such as a path that leaves the workspace: the
-pipeline refuses the call before any policy sees it); ``policies``, when given, must equal
-the set of policies that decided
-(their ``@id`` names, as in ``Verdict.reasons``). Optional ``session`` (``{"id", "turn"}``)
-and ``context`` (extra application context) complete the request.
+``[["Team", "infra"]]``); ``tool`` is the qualified name (``files.read_file``) or the model
+alias (``files__read_file``), as ``call_tool`` accepts; ``arguments`` defaults to ``{}``;
+``expect`` is ``allow``, ``deny``, ``ask``, ``invalid`` (the arguments fail the tool's
+schema) or ``blocked`` (a declared fact cannot be canonicalized, such as a path that leaves
+the workspace: the pipeline refuses the call before any policy sees it); ``policies``, when
+given, must equal the set of policies that decided (their ``@id`` names, as in
+``Verdict.reasons``). Optional ``session`` (``{"id", "turn"}``) and ``context`` (extra
+application context) complete the request. The files are read by
+:mod:`clearance.policy._decision_cases`.
 
 Arguments are checked against the tool's JSON Schema first and canonicalized through the
 tool's declared facts, as the pipeline does (rule R11): the evaluator sees the canonical
@@ -26,17 +28,21 @@ arguments and ``context.facts``. A case whose arguments the pipeline would rejec
 ``invalid`` or ``blocked``; unless it expects that, it fails with the pipeline's message
 rather than testing a call that can never reach the evaluator.
 
-``run_decision_tests(directory, registry=registry)`` runs every case and returns a
-:class:`DecisionReport`; ``clearance policy test DIR`` prints it.
+``run_decision_tests(directory, registry=registry)`` runs every case (or those ``select``
+keeps) and returns a :class:`DecisionReport`: each case's result with the stage that decided
+it, the evaluator's policies and which of them no case exercises
+(:meth:`DecisionReport.coverage`), and the whole as JSON or JUnit XML
+(:meth:`DecisionReport.to_junit_xml`). ``clearance policy test DIR`` prints it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import json
 import os
+import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -47,6 +53,14 @@ from clearance._validation import schema_problem
 from clearance.errors import ConfigError
 from clearance.facts.base import FactError
 from clearance.facts.declared import apply_facts
+from clearance.policy._coverage import PolicyCoverage, policy_coverage, policy_locations
+from clearance.policy._decision_cases import (
+    TEST_GLOB,
+    DecisionTest,
+    Expectation,
+    load_decision_tests,
+)
+from clearance.policy._junit import junit_xml
 from clearance.policy.base import (
     AuthorityEvaluator,
     AuthzRequest,
@@ -55,7 +69,7 @@ from clearance.policy.base import (
     as_evaluator,
     check_verdict,
 )
-from clearance.types import Principal, SessionInfo, ToolCatalog, ToolLike
+from clearance.types import ToolCatalog, ToolLike
 
 __all__ = [
     "TEST_GLOB",
@@ -63,34 +77,16 @@ __all__ = [
     "DecisionReport",
     "DecisionTest",
     "Expectation",
+    "PolicyCoverage",
+    "Stage",
     "load_decision_tests",
     "run_decision_tests",
 ]
 
-TEST_GLOB = "*.tests.json"
-"""The files decision tests live in (searched recursively)."""
-_EFFECTS = ("allow", "deny", "ask", "invalid", "blocked")
-Expectation = Literal["allow", "deny", "ask", "invalid", "blocked"]
-
-
-@dataclass(frozen=True, slots=True)
-class DecisionTest:
-    """One case from a ``*.tests.json`` file."""
-
-    name: str
-    principal: Principal
-    tool: str
-    """The tool's qualified name (``files.write_file``)."""
-    arguments: Mapping[str, Any]
-    expect: Expectation
-    policies: tuple[str, ...] | None = None
-    """The ``@id`` names expected as the verdict's reasons (compared as a set), if given."""
-    session: SessionInfo = field(default_factory=lambda: SessionInfo("decision-test"))
-    context: Mapping[str, Any] = field(default_factory=dict)
-    path: str = ""
-    """The file the case came from."""
-    index: int = 0
-    """The case's 0-based position in its file."""
+Stage = Literal["resolve", "schema", "facts", "evaluator"]
+"""Where a case was decided, named as the pipeline names its stages: ``resolve`` (no such
+tool), ``schema`` (the arguments fail the tool's schema), ``facts`` (a declared fact cannot
+be canonicalized), ``evaluator``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +104,12 @@ class CaseResult:
     errors: tuple[str, ...] = ()
     problem: str | None = None
     """Why the case failed, in one sentence; ``None`` when it passed."""
+    stage: Stage | None = None
+    """The stage that decided the case (``None``: it could not be decided)."""
+    evaluator: str | None = None
+    """The name of the evaluator that decided it (``Verdict.evaluator``), at that stage."""
+    seconds: float = 0.0
+    """How long the case took to decide."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -124,6 +126,9 @@ class CaseResult:
             "errors": list(self.errors),
             "passed": self.passed,
             "problem": self.problem,
+            "stage": self.stage,
+            "evaluator": self.evaluator,
+            "seconds": round(self.seconds, 6),
         }
 
 
@@ -136,6 +141,10 @@ class DecisionReport:
     """
 
     results: tuple[CaseResult, ...]
+    policies: tuple[str, ...] | None = None
+    """Every policy or rule id the evaluator holds (``None``: it cannot say)."""
+    locations: Mapping[str, str] = field(default_factory=dict)
+    """Policy id → ``file:line`` where it is written, when the evaluator knows."""
 
     @property
     def passed(self) -> bool:
@@ -151,8 +160,25 @@ class DecisionReport:
         failed = len(self.failures)
         return {"total": len(self.results), "passed": len(self.results) - failed, "failed": failed}
 
+    def coverage(self) -> PolicyCoverage | None:
+        """Which policies the cases exercise (are among the deciding policies of at least
+        one case) and which none does; ``None`` when the evaluator cannot list its
+        policies."""
+        if self.policies is None:
+            return None
+        return policy_coverage(self.policies, (r.reasons for r in self.results), self.locations)
+
     def to_json(self) -> dict[str, Any]:
-        return {**self.counts, "results": [r.to_json() for r in self.results]}
+        coverage = self.coverage()
+        return {
+            **self.counts,
+            "results": [r.to_json() for r in self.results],
+            "coverage": coverage.to_json() if coverage is not None else None,
+        }
+
+    def to_junit_xml(self) -> str:
+        """The results as JUnit XML (one test suite per file), for CI systems."""
+        return junit_xml(self.results)
 
     def format(self) -> str:
         """A plain-text report: one line per case, then the totals."""
@@ -169,110 +195,13 @@ class DecisionReport:
         return "\n".join(lines)
 
 
-def load_decision_tests(directory: str | os.PathLike[str]) -> list[DecisionTest]:
-    """Read every ``*.tests.json`` under ``directory`` (sorted by path).
-
-    Raises:
-        ConfigError: a file is not JSON or a case is malformed (``.path``, ``.line``).
-    """
-    root = Path(directory)
-    if not root.is_dir():
-        raise ConfigError("the policy directory does not exist", path=str(root))
-    cases: list[DecisionTest] = []
-    for path in sorted(root.rglob(TEST_GLOB)):
-        cases.extend(_load_file(path))
-    return cases
-
-
-def _load_file(path: Path) -> list[DecisionTest]:
-    where = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text)
-    except OSError as exc:
-        raise ConfigError(f"cannot read decision tests: {exc.strerror}", path=where) from None
-    except UnicodeDecodeError:
-        raise ConfigError("decision tests are not UTF-8 text", path=where) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"decision tests are not JSON: {exc.msg}", path=where, line=exc.lineno
-        ) from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("tests"), list):
-        raise ConfigError('decision tests must be {"tests": [...]}', path=where)
-    return [_case(item, where, i) for i, item in enumerate(data["tests"])]
-
-
-def _case(item: Any, path: str, index: int) -> DecisionTest:
-    def bad(message: str) -> ConfigError:
-        name = item.get("name") if isinstance(item, Mapping) else None
-        label = f"test {name!r}" if isinstance(name, str) else f"test #{index + 1}"
-        return ConfigError(f"{label}: {message}", path=path)
-
-    if not isinstance(item, Mapping):
-        raise bad("each test must be an object")
-    unknown = set(item) - {
-        "name", "principal", "tool", "arguments", "expect", "policies", "session", "context",
-    }  # fmt: skip
-    if unknown:
-        raise bad(f"unknown keys {sorted(unknown)}")
-    name = item.get("name")
-    if not isinstance(name, str) or not name:
-        raise bad("'name' must be a non-empty string")
-    tool = item.get("tool")
-    if not isinstance(tool, str) or not tool:
-        raise bad("'tool' must be a qualified tool name like files.read_file")
-    expect = item.get("expect")
-    if expect not in _EFFECTS:
-        raise bad("'expect' must be allow, deny, ask, invalid or blocked")
-    arguments = item.get("arguments", {})
-    if not isinstance(arguments, Mapping):
-        raise bad("'arguments' must be an object")
-    policies = item.get("policies")
-    if policies is not None and (
-        not isinstance(policies, list) or not all(isinstance(p, str) for p in policies)
-    ):
-        raise bad("'policies' must be a list of policy ids")
-    context = item.get("context", {})
-    if not isinstance(context, Mapping):
-        raise bad("'context' must be an object")
-    session = item.get("session")
-    if session is None:
-        session_info = SessionInfo("decision-test")
-    elif isinstance(session, Mapping) and isinstance(session.get("id"), str):
-        turn = session.get("turn")
-        if turn is not None and not isinstance(turn, str):
-            raise bad("'session.turn' must be a string")
-        session_info = SessionInfo(session["id"], turn)
-    else:
-        raise bad('\'session\' must be {"id": ..., "turn": ...}')
-    try:
-        principal = _principal(item.get("principal"))
-    except ValueError as exc:
-        raise bad(str(exc)) from None
-    return DecisionTest(
-        name=name,
-        principal=principal,
-        tool=tool,
-        arguments=dict(arguments),
-        expect=expect,
-        policies=tuple(policies) if policies is not None else None,
-        session=session_info,
-        context=dict(context),
-        path=path,
-        index=index,
-    )
-
-
-def _principal(value: Any) -> Principal:
-    return Principal.from_json(value)
-
-
 def run_decision_tests(
     directory: str | os.PathLike[str],
     evaluator: AuthorityEvaluator | None = None,
     registry: ToolCatalog | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
+    select: Callable[[DecisionTest], bool] | None = None,
 ) -> DecisionReport:
     """Run every decision test under ``directory``.
 
@@ -282,17 +211,24 @@ def run_decision_tests(
         registry: the tools the cases call. Needed unless ``evaluator`` is already bound to
             one; an evaluator that has a ``bind`` hook and is not bound yet is bound to it.
         progress: called as ``progress(done, total)`` after each case (for a progress bar).
+        select: run only the cases for which it returns true (``clearance policy test
+            --filter``); the report's coverage then counts only those.
 
     Returns:
         One result per case; ``report.passed`` tells whether all passed.
 
     Raises:
-        ConfigError: a test file is malformed, there are no tests, or no registry is known.
+        ConfigError: a test file is malformed, there are no tests (or none selected), or
+            no registry is known.
         PolicyError: the default evaluator's policies do not parse or validate.
     """
     cases = load_decision_tests(directory)
     if not cases:
         raise ConfigError(f"no decision tests ({TEST_GLOB}) found", path=str(directory))
+    if select is not None:
+        cases = [case for case in cases if select(case)]
+        if not cases:
+            raise ConfigError("no decision test is selected", path=str(directory))
     if evaluator is None:
         # Imported here, not at the top: cedarpy loads only when the default is wanted.
         from clearance.policy.cedar import CedarEvaluator
@@ -301,22 +237,34 @@ def run_decision_tests(
     tools = _tools(evaluator, registry)
     results = []
     for done, case in enumerate(cases, 1):
-        results.append(_run(case, evaluator, tools))
+        start = time.perf_counter()
+        result = _run(case, evaluator, tools)
+        results.append(dataclasses.replace(result, seconds=time.perf_counter() - start))
         if progress is not None:
             progress(done, len(cases))
-    return DecisionReport(tuple(results))
+    return DecisionReport(
+        tuple(results), as_evaluator(evaluator).policy_ids(), policy_locations(evaluator)
+    )
 
 
 def _tools(evaluator: AuthorityEvaluator, registry: ToolCatalog | None) -> Mapping[str, ToolLike]:
+    """The tools by qualified name and by model alias (the two never collide: a qualified
+    name has a dot, an alias none)."""
     contract = as_evaluator(evaluator)
     if registry is not None:
         if not contract.bound:
             contract.bind(registry)
-        return {t.qualified_name: t for t in registry}
-    bound_tools = contract.bound_tools
-    if bound_tools is None or not contract.bound:
-        raise ConfigError("decision tests need the tools they call: pass registry=")
-    return {t.qualified_name: t for t in bound_tools}
+        listed: Iterable[ToolLike] = registry
+    else:
+        bound_tools = contract.bound_tools
+        if bound_tools is None or not contract.bound:
+            raise ConfigError("decision tests need the tools they call: pass registry=")
+        listed = bound_tools
+    tools: dict[str, ToolLike] = {}
+    for t in listed:
+        tools[t.qualified_name] = t
+        tools[t.model_alias] = t
+    return tools
 
 
 def _run(
@@ -324,7 +272,9 @@ def _run(
 ) -> CaseResult:
     tool = tools.get(case.tool)
     if tool is None:
-        return CaseResult(case, False, "error", problem=f"no registered tool {case.tool!r}")
+        return CaseResult(
+            case, False, "error", problem=f"no registered tool {case.tool!r}", stage="resolve"
+        )
     validator = tool.validator
     arguments = dict(case.arguments)
     if validator is not None:
@@ -340,6 +290,7 @@ def _run(
                 "invalid",
                 "the arguments do not match the tool's schema (the pipeline would "
                 f"reject the call before any evaluator): {problem}",
+                "schema",
             )
     facts: dict[str, Any] = {}
     declared = tool.declared_facts
@@ -351,13 +302,18 @@ def _run(
                 case,
                 "blocked",
                 f"the pipeline would refuse the call before any evaluator: {exc}",
+                "facts",
             )
     request = AuthzRequest(case.principal, tool.info, arguments, case.session, case.context, facts)
     try:
         verdict = _evaluate(evaluator, request)
     except Exception as exc:  # the pipeline would deny; the report says why
         return CaseResult(
-            case, False, "error", problem=f"the evaluator raised {type(exc).__name__}: {exc}"
+            case,
+            False,
+            "error",
+            problem=f"the evaluator raised {type(exc).__name__}: {exc}",
+            stage="evaluator",
         )
     problems = []
     if verdict.effect != case.expect:
@@ -376,14 +332,18 @@ def _run(
         verdict.message,
         verdict.errors,
         "; ".join(problems) or None,
+        "evaluator",
+        verdict.evaluator,
     )
 
 
-def _refused(case: DecisionTest, actual: Literal["invalid", "blocked"], message: str) -> CaseResult:
+def _refused(
+    case: DecisionTest, actual: Literal["invalid", "blocked"], message: str, stage: Stage
+) -> CaseResult:
     """The pipeline refuses the call before any evaluator: passed iff expected."""
     if case.expect == actual:
-        return CaseResult(case, True, actual, message=message)
-    return CaseResult(case, False, actual, message=message, problem=message)
+        return CaseResult(case, True, actual, message=message, stage=stage)
+    return CaseResult(case, False, actual, message=message, problem=message, stage=stage)
 
 
 def _evaluate(evaluator: AuthorityEvaluator, request: AuthzRequest) -> Verdict:
