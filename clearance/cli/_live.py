@@ -22,10 +22,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import click
-
 from clearance._text import json_text, printable
-from clearance.cli._render import styled
+from clearance.cli._render import style, styled
 from clearance.harness.ask_display import ask_lines, deciding_fields
 from clearance.harness.journal import Journal, JournalEvent
 from clearance.harness.providers import ProviderTurn, ScriptedProvider
@@ -272,5 +270,5 @@ class EchoProvider:
     def next_turn(self, conversation: list[dict[str, Any]]) -> ProviderTurn:
         turn = self.provider.next_turn(conversation)
         if self.echo is not None and turn.text and turn.tool_calls:
-            self.echo(click.style("agent", dim=True) + f"  {printable(turn.text)}")
+            self.echo(style("agent", dim=True) + f"  {printable(turn.text)}")
         return turn

@@ -3,19 +3,79 @@
 Much of what the commands print was chosen by a model or a server (tool names, arguments,
 results, call ids, messages). Everything here goes through :func:`clearance._text.printable`
 (or :func:`~clearance._text.json_text` for JSON), so that no control or invisible character
-reaches the terminal. Colour only on a terminal (click strips styles elsewhere).
+reaches the terminal.
+
+Colour: on a terminal, unless ``NO_COLOR`` is set to anything but the empty string
+(https://no-color.org); ``clearance --color always|never`` overrides both. The root command
+resolves the choice once (:func:`set_colour`) into click's context, which every
+``click.echo`` of the command reads, and here, which :func:`styled` and :func:`colour` read
+where no click context is current (the ask prompt's thread, the final error line).
+
+:class:`ProgressLine` is the one-line status long commands redraw on a terminal (``policy
+test``, ``replay``).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, TextIO
 
 import click
 
 from clearance._text import json_text, printable
 
-__all__ = ["LABEL_COLOURS", "plain_rows", "print_json", "print_table", "styled"]
+__all__ = [
+    "LABEL_COLOURS",
+    "ColourMode",
+    "ProgressLine",
+    "colour",
+    "plain_rows",
+    "print_json",
+    "print_table",
+    "set_colour",
+    "style",
+    "styled",
+]
+
+ColourMode = Literal["auto", "always", "never"]
+"""``--color``: colour on a terminal unless ``NO_COLOR`` is set (auto), or always, or never."""
+
+_colour: bool | None = None
+"""The resolved choice: True (always), False (never) or None (on a terminal only)."""
+
+
+def set_colour(mode: ColourMode, environ: Any = None) -> bool | None:
+    """Resolve ``--color`` with ``NO_COLOR`` (read from ``environ``, default
+    ``os.environ``) and remember it; returns the value for ``click.Context.color``:
+    True (keep styles even when not on a terminal), False (strip them everywhere) or
+    None (click's own rule: styles on a terminal only)."""
+    global _colour
+    env = os.environ if environ is None else environ
+    if mode == "always":
+        _colour = True
+    elif mode == "never" or env.get("NO_COLOR", ""):
+        _colour = False
+    else:
+        _colour = None
+    return _colour
+
+
+def colour() -> bool | None:
+    """The resolved colour choice (see :func:`set_colour`), for ``click.echo(color=...)``
+    where no click context is current."""
+    return _colour
+
+
+def style(text: str, **styles: Any) -> str:
+    """``click.style(text, **styles)``, or ``text`` itself when colour is off: no escape
+    sequence is even produced then, whatever stream the text ends up on."""
+    if _colour is False:
+        return text
+    return click.style(text, **styles)
+
 
 LABEL_COLOURS = {
     "allowed": "green",
@@ -45,7 +105,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
         line = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        click.echo(click.style(line, bold=True) if n == 0 else line)
+        click.echo(style(line, bold=True) if n == 0 else line)
 
 
 def plain_rows(rows: list[list[str]]) -> None:
@@ -58,6 +118,52 @@ def plain_rows(rows: list[list[str]]) -> None:
 
 def styled(label: str, width: int = 8) -> str:
     """A status word, padded, coloured on a terminal (click strips styles elsewhere)."""
-    colour = LABEL_COLOURS.get(label)
+    fg = LABEL_COLOURS.get(label)
     padded = label.ljust(width)
-    return click.style(padded, fg=colour, bold=label in ("denied", "blocked")) if colour else padded
+    return style(padded, fg=fg, bold=label in ("denied", "blocked")) if fg else padded
+
+
+class ProgressLine:
+    """A one-line status on a terminal's stderr, redrawn in place (``\\r``) at most every
+    ``interval`` seconds, and erased by :meth:`clear`. It does nothing when stderr is not a
+    terminal (a log file gets no progress noise).
+
+    The line is erased by overwriting it with spaces rather than with an escape sequence:
+    it works on any terminal, with or without colour.
+    """
+
+    def __init__(
+        self, *, stream: TextIO | None = None, interval: float = 0.2, enabled: bool | None = None
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.interval = interval
+        self._shown = 0
+        self._last = 0.0
+
+    def show(self, text: str, *, force: bool = False) -> None:
+        """Draw ``text`` (printed through :func:`printable`) unless the last draw is less
+        than ``interval`` seconds old (``force``: draw anyway)."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        line = printable(text)
+        pad = " " * max(0, self._shown - len(line))
+        self._write("\r" + line + pad)
+        self._shown = len(line)
+
+    def clear(self) -> None:
+        """Erase the line (the next output starts at its beginning)."""
+        if self.enabled and self._shown:
+            self._write("\r" + " " * self._shown + "\r")
+            self._shown = 0
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (BrokenPipeError, ValueError):  # the terminal went away: stop drawing
+            self.enabled = False

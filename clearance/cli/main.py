@@ -2,7 +2,9 @@
 
 Exit codes: 0 ok, 1 a check failed (a test, a validation), 2 bad usage or input.
 ``--json`` prints machine-readable output wherever a table is printed. Colour only on a
-terminal.
+terminal, and not when ``NO_COLOR`` is set; ``clearance --color always|never`` decides
+instead (see :mod:`clearance.cli._render`). Shell completion is click's: ``eval
+"$(_CLEARANCE_COMPLETE=bash_source clearance)"`` (``zsh_source``, ``fish_source``).
 
 Much of what the commands print was chosen by a model or a server (tool names, arguments,
 results, call ids, messages). It is printed through :func:`clearance._text.printable` (or
@@ -26,7 +28,7 @@ import click
 
 from clearance import __version__
 from clearance._text import printable
-from clearance.cli._render import print_json, print_table
+from clearance.cli._render import ColourMode, colour, print_json, print_table, set_colour, style
 from clearance.errors import ClearanceError
 
 __all__ = [
@@ -49,19 +51,34 @@ EXIT_USAGE = 2
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="clearance")
-def cli() -> None:
+@click.option(
+    "--color",
+    "colour_mode",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Colour the output: on a terminal unless NO_COLOR is set (auto), always, or never.",
+)
+@click.pass_context
+def cli(ctx: click.Context, colour_mode: ColourMode) -> None:
     """clearance: policy and guardrail authorization for AI-agent tool calls.
 
-    Start with `clearance demo`.
+    Start with `clearance demo`. Shell completion: eval "$(_CLEARANCE_COMPLETE=bash_source
+    clearance)" (zsh_source, fish_source for those shells).
     """
+    # Every verb's context inherits this from the root's, and click.echo reads it.
+    ctx.color = set_colour(colour_mode)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print ``error: message`` to stderr and exit (2 = bad usage or input by default).
 
     The message is printed with its control characters escaped (it often quotes input)."""
+    # colour(): this may run after the command's click context is gone (main's handler).
     click.echo(
-        click.style("error: ", fg="red", bold=True) + printable(message, newlines=True), err=True
+        style("error: ", fg="red", bold=True) + printable(message, newlines=True),
+        err=True,
+        color=colour(),
     )
     sys.exit(code)
 
