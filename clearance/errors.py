@@ -22,6 +22,8 @@ Every exception derives from one root, so ``except ClearanceError`` catches them
     ├── NotAuthorizedError         a host reports a result for a call that was not
     │                              authorized, or was already recorded (.call_id)
     ├── JournalError               the journal cannot record or read
+    ├── StoreError                 a shared store (PostgreSQL) is unreachable or refused a
+    │                              read or write (.store); calls that need it are denied
     └── MissingExtraError          a feature needs an optional extra that is not installed
                                    (.extra); also an ImportError
 
@@ -31,6 +33,8 @@ model sees, not with an exception.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 __all__ = [
     "AskError",
@@ -45,6 +49,7 @@ __all__ = [
     "PolicyError",
     "RuleError",
     "ScriptError",
+    "StoreError",
     "ToolRegistrationError",
     "UnknownToolError",
 ]
@@ -101,10 +106,15 @@ class RuleError(ConfigError):
 class PolicyError(ConfigError):
     """A Cedar policy does not parse, or does not validate against the generated schema.
 
+    ``str()`` lists every problem, one ``path:line:column: policy <id>: message`` each,
+    with the code frame under it when there is one.
+
     Attributes:
         policy_id: the ``@id`` (or Cedar's generated id) of the policy, when known.
-        problems: every problem found, each a dict with ``path``, ``line``, ``policy_id``
-            and ``message``.
+        column: the 1-based column of the first problem in its line, when known.
+        problems: every problem found, each a dict with ``path``, ``line``, ``column``,
+            ``policy_id``, ``message`` and ``frame`` (the source line with a caret under
+            the problem, or None).
     """
 
     def __init__(
@@ -113,12 +123,36 @@ class PolicyError(ConfigError):
         *,
         path: str | None = None,
         line: int | None = None,
+        column: int | None = None,
         policy_id: str | None = None,
         problems: list[dict[str, object]] | None = None,
     ) -> None:
         super().__init__(message, path=path, line=line)
         self.policy_id = policy_id
+        self.column = column
         self.problems = problems or []
+
+    def __str__(self) -> str:
+        if not self.problems:
+            return super().__str__()
+        return "\n".join(self.format_problem(p) for p in self.problems)
+
+    @staticmethod
+    def format_problem(problem: Mapping[str, object], *, frame: bool = True) -> str:
+        """One problem as ``path:line:column: policy <id>: message``, and its code frame
+        (indented) below it unless ``frame`` is False."""
+        where = str(problem.get("path") or "<policies>")
+        for key in ("line", "column"):
+            value = problem.get(key)
+            if not isinstance(value, int):
+                break
+            where += f":{value}"
+        pid = problem.get("policy_id")
+        text = f"{where}: " + (f"policy {pid}: " if pid else "") + str(problem.get("message"))
+        shown = problem.get("frame")
+        if frame and isinstance(shown, str) and shown:
+            text += "\n" + "\n".join(f"  {row}" for row in shown.split("\n"))
+        return text
 
 
 class ScriptError(ClearanceError):
@@ -211,6 +245,23 @@ class NotAuthorizedError(ClearanceError):
 
 class JournalError(ClearanceError):
     """The journal could not record or read an event."""
+
+
+class StoreError(ClearanceError):
+    """A shared store (the PostgreSQL grant or ask store) is unreachable, or refused a read
+    or a write. A call that needs the store is denied (rule R1); the store recovers by
+    itself when the database returns.
+
+    Attributes:
+        store: the store as the message names it (its URL without a password, and schema).
+    """
+
+    def __init__(self, message: str, *, store: str = "") -> None:
+        super().__init__(message)
+        self.store = store
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (str(self),), {"store": self.store}
 
 
 class MissingExtraError(ClearanceError, ImportError):

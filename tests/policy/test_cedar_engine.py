@@ -57,12 +57,13 @@ def test_parse_error_names_file_line_and_policy() -> None:
     with pytest.raises(PolicyError) as caught:
         CedarEngine([("a.cedar", good), ("b.cedar", bad)])
     error = caught.value
-    assert (error.path, error.line, error.policy_id) == ("b.cedar", 4, "broken")
-    assert "b.cedar:4" in str(error)
+    # The line and column of the error (the `,` after `==`), not the policy's first line.
+    assert (error.path, error.line, error.column, error.policy_id) == ("b.cedar", 5, 20, "broken")
+    assert "b.cedar:5:20" in str(error)
     # Every policy that does not parse is listed, the unnamed one by its Cedar id.
-    assert [(p["path"], p["line"], p["policy_id"]) for p in error.problems] == [
-        ("b.cedar", 4, "broken"),
-        ("b.cedar", 6, "policy3"),
+    assert [(p["path"], p["line"], p["column"], p["policy_id"]) for p in error.problems] == [
+        ("b.cedar", 5, 20, "broken"),
+        ("b.cedar", 6, 44, "policy3"),
     ]
 
 
@@ -72,7 +73,8 @@ def test_missing_semicolon_is_pinned_to_the_last_policy() -> None:
     )
     with pytest.raises(PolicyError) as caught:
         CedarEngine(text)
-    assert (caught.value.line, caught.value.policy_id) == (3, "last")
+    # Just after the last token: where the `;` is missing.
+    assert (caught.value.line, caught.value.column, caught.value.policy_id) == (4, 36, "last")
 
 
 def test_semicolons_inside_strings_and_comments_do_not_split_policies() -> None:

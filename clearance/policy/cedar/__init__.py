@@ -3,6 +3,7 @@
 ``cedarpy`` is imported only inside this package; nothing it defines appears in the public API.
 """
 
+from clearance.policy.cedar.checking import PolicyCheck, check_directory
 from clearance.policy.cedar.engine import (
     CedarEngine,
     CedarError,
@@ -25,10 +26,12 @@ __all__ = [
     "CedarResponse",
     "EngineStatistics",
     "EntityRef",
+    "PolicyCheck",
     "PolicyInfo",
     "PolicyProblem",
     "PolicySources",
     "ScopeConstraint",
+    "check_directory",
     "format_policies",
     "generate_schema",
     "schema_to_text",

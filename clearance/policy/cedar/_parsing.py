@@ -19,6 +19,7 @@ import cedarpy
 from cedarpy import pst
 
 from clearance.errors import ConfigError
+from clearance.policy.cedar._locate import Position, SourceLines, position_in, syntax_span
 from clearance.policy.cedar._values import (
     CedarError,
     EntityRef,
@@ -57,6 +58,8 @@ class Chunk:
     path: str | None
     line: int
     text: str
+    column: int = 1
+    """The 1-based column the policy starts at (another policy may end before it)."""
 
 
 def split_policies(path: str | None, text: str) -> list[Chunk]:
@@ -70,15 +73,19 @@ def split_policies(path: str | None, text: str) -> list[Chunk]:
             continue
         line += text.count("\n", last, pos)
         last = pos
-        chunks.append(Chunk(path, line, text[pos : m.end()]))
+        chunks.append(Chunk(path, line, text[pos : m.end()], _column(text, pos)))
         nxt = _TRIVIA_RE.match(text, m.end())
         pos = nxt.end() if nxt else m.end()
     if pos < len(text):
         # Text after the last `;` (a policy missing its `;`): Cedar will reject it; keep it so
         # the parse error can be pinned to its line.
         line += text.count("\n", last, pos)
-        chunks.append(Chunk(path, line, text[pos:]))
+        chunks.append(Chunk(path, line, text[pos:], _column(text, pos)))
     return chunks
+
+
+def _column(text: str, offset: int) -> int:
+    return offset - text.rfind("\n", 0, offset)
 
 
 def normalize_sources(policies: PolicySources) -> list[tuple[str | None, str]]:
@@ -92,25 +99,69 @@ def normalize_sources(policies: PolicySources) -> list[tuple[str | None, str]]:
     return out
 
 
-def parse_problems(chunks: list[Chunk]) -> list[PolicyProblem]:
-    """Parse each policy alone to find which ones Cedar rejects (only on the error path)."""
+def parse_problems(
+    chunks: list[Chunk], sources: Mapping[str | None, str] | None = None
+) -> list[PolicyProblem]:
+    """Parse each policy alone to find which ones Cedar rejects (only on the error path).
+
+    Each problem is placed at the error itself (line and column, see
+    :mod:`clearance.policy.cedar._locate`), with a code frame when ``sources`` (the texts by
+    path) are given; a hint is added where the mistake is a common one."""
+    lines = SourceLines(sources or {})
     problems: list[PolicyProblem] = []
     for index, chunk in enumerate(chunks):
-        try:
-            cedarpy.PolicySet.from_str(chunk.text)
-        except ValueError as exc:
-            m = _ID_ANNOTATION_RE.search(chunk.text)
-            cedar_id = f"policy{index}"
-            problems.append(
-                PolicyProblem(
-                    message=str(exc),
-                    policy_id=m.group(1) if m else cedar_id,
-                    path=chunk.path,
-                    line=chunk.line,
-                    cedar_id=cedar_id,
-                )
+        message = _parse_error(chunk.text)
+        if message is None:
+            continue
+        m = _ID_ANNOTATION_RE.search(chunk.text)
+        cedar_id = f"policy{index}"
+        span = syntax_span(chunk.text, message, _parse_error)
+        position = (
+            position_in(chunk.text, span[0], line=chunk.line, column=chunk.column, width=span[1])
+            if span is not None
+            else Position(chunk.line, chunk.column)
+        )
+        problems.append(
+            PolicyProblem(
+                message=message + _syntax_hint(chunk.text, span),
+                policy_id=m.group(1) if m else cedar_id,
+                path=chunk.path,
+                line=position.line,
+                cedar_id=cedar_id,
+                column=position.column,
+                frame=lines.frame(chunk.path, position),
             )
+        )
     return problems
+
+
+def _parse_error(text: str) -> str | None:
+    try:
+        cedarpy.PolicySet.from_str(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+_EFFECT_AT_END = re.compile(r"(?:permit|forbid)$")
+
+
+def _syntax_hint(text: str, span: tuple[int, int] | None) -> str:
+    """A hint for the syntax mistake at ``span``, when it is a common one: a policy that
+    goes on where the one before it should have ended (its ``;`` is missing)."""
+    if span is None:
+        return ""
+    before = text[: span[0]].rstrip()
+    effect = _EFFECT_AT_END.search(before)
+    if text.startswith("@", span[0]):
+        previous = before
+    elif effect is not None:
+        previous = before[: effect.start()].rstrip()
+    else:
+        return ""
+    if previous.endswith((")", "}")):
+        return "; is the `;` ending the policy before it missing?"
+    return ""
 
 
 def _entity_ref(e: pst.EntityUid) -> EntityRef:
@@ -158,13 +209,13 @@ def policy_infos(tree: pst.PolicySet, chunks: Sequence[Chunk]) -> dict[str, Poli
     ``policy1``, ..., links last), each located in ``chunks`` when they line up with it."""
     located = len(chunks) == len(tree.static_policies) + len(tree.templates)
 
-    def where(policy_id: str) -> tuple[str | None, int | None, str | None]:
+    def where(policy_id: str) -> tuple[str | None, int | None, str | None, int | None]:
         if located and policy_id.startswith("policy") and policy_id[6:].isdigit():
             index = int(policy_id[6:])
             if index < len(chunks):
                 chunk = chunks[index]
-                return chunk.path, chunk.line, chunk.text
-        return None, None, None
+                return chunk.path, chunk.line, chunk.text, chunk.column
+        return None, None, None, None
 
     def info(
         policy_id: str,
@@ -173,7 +224,7 @@ def policy_infos(tree: pst.PolicySet, chunks: Sequence[Chunk]) -> dict[str, Poli
         values: Mapping[str, pst.EntityUid],
         template_id: str | None = None,
     ) -> PolicyInfo:
-        path, line, text = where(template_id or policy_id)
+        path, line, text, column = where(template_id or policy_id)
         return PolicyInfo(
             id=policy_id,
             effect=node.effect,
@@ -187,6 +238,7 @@ def policy_infos(tree: pst.PolicySet, chunks: Sequence[Chunk]) -> dict[str, Poli
             line=line,
             template_id=template_id,
             text=text,
+            column=column,
         )
 
     plain: dict[str, PolicyInfo] = {}

@@ -19,9 +19,17 @@ import cedarpy
 from cedarpy import pst
 
 from clearance.errors import PolicyError
+from clearance.policy.cedar._locate import Position, SourceLines, name_span, position_in
 from clearance.policy.cedar._values import PolicyInfo, PolicyProblem
 from clearance.policy.cedar.engine import CedarEngine
-from clearance.policy.cedar.schema import NAMESPACE_TYPE, TOOL_TYPE, RecordType, SchemaModel
+from clearance.policy.cedar.schema import (
+    DECIMAL,
+    NAMESPACE_TYPE,
+    TOOL_TYPE,
+    RecordType,
+    SchemaModel,
+    SetType,
+)
 from clearance.types import ToolLike
 
 __all__ = ["check_policies", "policy_tree"]
@@ -38,28 +46,71 @@ def check_policies(
 
     Raises:
         PolicyError: naming the first problem (by file and line); ``problems`` lists all,
-            each with its line and, for a misspelled name, a hint.
+            each once, placed at the offending name (line, column, code frame) and, for a
+            misspelled name or a type mistake, with a hint.
     """
     tree = policy_tree(engine, policies)
     uids = {policy_id: pst.entity_uids(node) for policy_id, node in tree.items()}
-    problems = [_locate(p, engine, model) for p in _validate(engine, uids, model)]
-    reported = {(p["policy_id"], str(p["message"])) for p in problems}
-    for problem in _naming_problems(engine, uids, model, tools):
-        name = str(problem["message"]).split(" is not ", 1)[0]
-        if not any(pid == problem["policy_id"] and name in msg for pid, msg in reported):
-            problems.append(problem)
+    lines = SourceLines(dict(policies))
+    naming = _naming_problems(engine, uids, model, tools, lines)
+    # An unknown action is ours to report, with its hint: Cedar says it twice over
+    # ("unrecognized action" and "unable to find an applicable action").
+    renamed = {(p["policy_id"], str(p["name"])) for p in naming}
+    problems: list[dict[str, object]] = []
+    for problem in _validate(engine, uids, model):
+        located = _locate(problem, engine, model, lines)
+        message = str(located["message"])
+        if any(pid == located["policy_id"] and name in message for pid, name in renamed):
+            continue
+        problems.append(located)
+    for named in naming:
+        del named["name"]
+        problems.append(named)
+    # "No applicable action" follows from another problem in the scope (an unknown action
+    # or entity type): said once, by that problem.
+    explained = {p["policy_id"] for p in problems if not str(p["message"]).startswith(_NO_ACTION)}
+    problems = [
+        p
+        for p in problems
+        if not (str(p["message"]).startswith(_NO_ACTION) and p["policy_id"] in explained)
+    ]
+    problems = _once(problems)
     if problems:
-        problems.sort(key=lambda p: (str(p["path"] or ""), int(str(p["line"] or 0))))
+        problems.sort(key=_where)
         first = problems[0]
-        count = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise PolicyError(
-            f"policy {first['policy_id']}: {first['message']}{count}",
+            f"policy {first['policy_id']}: {first['message']}",
             path=_opt_str(first["path"]),
             line=_opt_int(first["line"]),
+            column=_opt_int(first["column"]),
             policy_id=_opt_str(first["policy_id"]),
             problems=problems,
         )
     return tree
+
+
+_NO_ACTION = "unable to find an applicable action"
+
+
+def _once(problems: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each problem once (Cedar reports some type errors twice for one expression)."""
+    seen: set[tuple[object, ...]] = set()
+    out = []
+    for problem in problems:
+        key = (problem["path"], problem["line"], problem["policy_id"], problem["message"])
+        if key not in seen:
+            seen.add(key)
+            out.append(problem)
+    return out
+
+
+def _where(problem: Mapping[str, object]) -> tuple[str, int, int]:
+    line, column = problem.get("line"), problem.get("column")
+    return (
+        str(problem.get("path") or ""),
+        line if isinstance(line, int) else 0,
+        column if isinstance(column, int) else 0,
+    )
 
 
 def _validate(
@@ -167,44 +218,62 @@ def _naming_problems(
     uids: Mapping[str, frozenset[pst.EntityUid]],
     model: SchemaModel,
     tools: Sequence[ToolLike],
+    lines: SourceLines,
 ) -> list[dict[str, object]]:
-    """Policies naming a tool, namespace or action that is not registered."""
+    """Policies naming a tool, namespace or action that is not registered; each problem
+    also carries the ``name`` it is about (removed before it is reported)."""
+    tool_type, namespace_type = model.qualify(TOOL_TYPE), model.qualify(NAMESPACE_TYPE)
     known = {
-        model.qualify(TOOL_TYPE): {t.qualified_name for t in tools},
-        model.qualify(NAMESPACE_TYPE): {t.namespace for t in tools},
+        tool_type: {t.qualified_name for t in tools},
+        namespace_type: {t.namespace for t in tools},
         model.action_type: set(model.json[model.namespace]["actions"]),
     }
     what = {
-        model.qualify(TOOL_TYPE): "registered tool",
-        model.qualify(NAMESPACE_TYPE): "tool namespace",
+        tool_type: "registered tool",
+        namespace_type: "tool namespace",
         model.action_type: "tool action or action group",
     }
+    aliases = {t.model_alias: t.qualified_name for t in tools}
     problems: list[dict[str, object]] = []
     for info in engine.policies:
         for uid in sorted(uids.get(info.id, ()), key=str):
             kind = str(uid.type)
-            if kind in known and uid.id not in known[kind]:
+            if kind not in known or uid.id in known[kind]:
+                continue
+            message = f"{uid} is not a {what[kind]}"
+            if kind in (tool_type, model.action_type) and uid.id in aliases:
+                message += (
+                    f": policies use the qualified name `{aliases[uid.id]}` "
+                    f"({kind}::{json.dumps(aliases[uid.id])}), not the model alias"
+                )
+            else:
                 hint = difflib.get_close_matches(uid.id, sorted(known[kind]), n=1)
-                message = f"{uid} is not a {what[kind]}" + (
-                    f"; did you mean {kind}::{json.dumps(hint[0])}?" if hint else ""
-                )
-                problems.append(
-                    {
-                        "path": info.path,
-                        "line": _line_of(info, uid.id) or info.line,
-                        "policy_id": info.label,
-                        "message": message,
-                    }
-                )
-    # Cedar reports an unknown action too; keep one message per policy and name.
+                if hint:
+                    message += f"; did you mean {kind}::{json.dumps(hint[0])}?"
+            where = _place(info, json.dumps(uid.id), lines)
+            problems.append(
+                {
+                    "path": info.path,
+                    "line": where.line if where else info.line,
+                    "column": where.column if where else info.column,
+                    "policy_id": info.label,
+                    "message": message,
+                    "frame": lines.frame(info.path, where) if where else None,
+                    "name": str(uid),
+                }
+            )
     return problems
 
 
 _TICKED = re.compile(r"`([^`]+)`")
+_INPUT_READ = re.compile(r"context\s*\.\s*input\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _locate(problem: PolicyProblem, engine: CedarEngine, model: SchemaModel) -> dict[str, object]:
-    """A validation problem with the line of the offending name and a spelling hint."""
+def _locate(
+    problem: PolicyProblem, engine: CedarEngine, model: SchemaModel, lines: SourceLines
+) -> dict[str, object]:
+    """A validation problem placed at the offending name (line, column, code frame), with a
+    hint for a misspelled argument, an optional one read unguarded, or a decimal."""
     out = problem.as_dict()
     info = None
     if problem.cedar_id:
@@ -216,19 +285,125 @@ def _locate(problem: PolicyProblem, engine: CedarEngine, model: SchemaModel) -> 
     prefix = f"for policy `{problem.cedar_id}`, "
     if message.startswith(prefix):
         message = message[len(prefix) :]
+    where: Position | None = None
+    hint = ""
+    if info is not None and "decimal" in message:
+        where, hint = _decimal_hint(info, model, lines)
+    if info is not None and where is None:
+        where = _typed_read(info, model, message)
     ticked = _TICKED.findall(message)
-    if info is not None and ticked:
+    if info is not None and ticked and where is None:
         name = ticked[0].split(".")[-1].strip('"')
         if "::" in name:
             name = name.split("::", 1)[1].strip('"')
-        line = _line_of(info, name)
-        if line:
-            out["line"] = line
+        where = _place(info, name, lines)
     missing = re.match(r"attribute `([^`]+)` in context for (\S+) not found", message)
     if missing:
-        message += _hint(missing.group(1), missing.group(2), model)
-    out["message"] = message
+        hint = _hint(missing.group(1), missing.group(2), model)
+    optional = re.match(
+        r"unable to guarantee safety of access to optional attribute `([^`]+)`", message
+    )
+    if optional:
+        record, _, attr = optional.group(1).rpartition(".")
+        owner = f"context.{record}" if record else "context"
+        hint = (
+            f"; it is optional (not required by the schema): write "
+            f"`{owner} has {attr} && ...` before reading it"
+        )
+    if info is not None and message.startswith(_NO_ACTION):
+        where, hint = _group_hint(info, model, lines)
+    if where is not None:
+        out["line"], out["column"] = where.line, where.column
+        out["frame"] = lines.frame(info.path if info else None, where)
+    out["message"] = message + hint
     return out
+
+
+def _group_hint(
+    info: PolicyInfo, model: SchemaModel, lines: SourceLines
+) -> tuple[Position | None, str]:
+    """``action == Action::"read_only"``: a group compared with ``==`` matches no action."""
+    actions = model.json[model.namespace]["actions"]
+    if info.action.op != "==" or not info.action.entities:
+        return None, ""
+    group = info.action.entities[0].id
+    if group not in actions or "appliesTo" in actions[group]:
+        return None, ""
+    ref = f"{model.action_type}::{json.dumps(group)}"
+    return _place(info, json.dumps(group), lines), (
+        f"; {ref} is an action group, which `==` never matches: write `action in {ref}`"
+    )
+
+
+def _decimal_hint(
+    info: PolicyInfo, model: SchemaModel, lines: SourceLines
+) -> tuple[Position | None, str]:
+    """Where the policy reads an argument typed ``decimal`` (a JSON Schema ``number``), and
+    how to compare one: Cedar's ``<`` and ``<=`` take ``Long`` only."""
+    decimals = {
+        name
+        for tool in model.tools.values()
+        for name, attr in tool.input.attributes.items()
+        if attr.type == DECIMAL
+    }
+    for m in _INPUT_READ.finditer(info.text or ""):
+        if m.group(1) in decimals:
+            read = f"context.input.{m.group(1)}"
+            hint = (
+                f"; `{read}` is a Cedar decimal (a JSON Schema number): compare it with "
+                f'decimal values and methods, e.g. `{read}.lessThanOrEqual(decimal("100.0"))` '
+                f'or `{read} == decimal("1.0")` (`<`, `<=`, `>`, `>=` take Long only)'
+            )
+            return _place_offset(info, m.start(1), len(m.group(1))), hint
+    return None, (
+        "; decimals compare with decimal values and methods: "
+        '`x.lessThan(decimal("1.5"))`, `.lessThanOrEqual`, `.greaterThan`, '
+        "`.greaterThanOrEqual` (`<`, `<=`, `>`, `>=` take Long only)"
+    )
+
+
+_TYPES_CLASH = re.compile(r"the types (\S+) and (\S+) are not compatible")
+_SAW_TYPE = re.compile(r"but saw (\S+)$")
+_EQUALITY_AFTER = re.compile(r"\s*(?:==|!=)")
+_EQUALITY_BEFORE = re.compile(r"(?:==|!=|\.contains\()\s*$")
+
+
+def _typed_read(info: PolicyInfo, model: SchemaModel, message: str) -> Position | None:
+    """Where a type error is: the first ``context.input.x`` read whose type the message
+    names (for an incompatible comparison, one compared with ``==`` / ``!=`` first)."""
+    clash, saw = _TYPES_CLASH.search(message), _SAW_TYPE.search(message)
+    if clash is not None:
+        types = {clash.group(1), clash.group(2)}
+    elif saw is not None:
+        types = {saw.group(1)}
+    else:
+        return None
+    typed = {
+        name
+        for tool in model.tools.values()
+        for name, attr in tool.input.attributes.items()
+        if _type_name(attr.type) in types
+    }
+    text = info.text or ""
+    reads = [m for m in _INPUT_READ.finditer(text) if m.group(1) in typed]
+    if clash is not None:
+        compared = [
+            m
+            for m in reads
+            if _EQUALITY_AFTER.match(text, m.end()) or _EQUALITY_BEFORE.search(text, 0, m.start())
+        ]
+        reads = compared or reads
+    if not reads:
+        return None
+    return _place_offset(info, reads[0].start(1), len(reads[0].group(1)))
+
+
+def _type_name(typ: Any) -> str:
+    """A Cedar type as Cedar's messages name it (``Bool``, ``Set<String>``)."""
+    if isinstance(typ, SetType):
+        return f"Set<{_type_name(typ.element)}>"
+    name = str(getattr(typ, "name", ""))
+    return "Bool" if name == "Boolean" else name
 
 
 def _hint(attr_path: str, action: str, model: SchemaModel) -> str:
@@ -255,13 +430,32 @@ def _hint(attr_path: str, action: str, model: SchemaModel) -> str:
     return ""
 
 
-def _line_of(info: PolicyInfo, name: str) -> int | None:
-    if not info.text or not info.line or not name:
+def _place(info: PolicyInfo, name: str, lines: SourceLines) -> Position | None:
+    """Where ``name`` first appears in the policy's text (after its annotations)."""
+    text = info.text
+    if not text or not info.line:
         return None
-    m = re.search(r"(?<![A-Za-z0-9_])" + re.escape(name) + r"(?![A-Za-z0-9_])", info.text)
-    if not m:
+    span = name_span(text, name, start=_body_start(text))
+    if span is None:
+        span = name_span(text, name)
+    if span is None:
         return None
-    return info.line + info.text.count("\n", 0, m.start())
+    return _place_offset(info, *span)
+
+
+def _place_offset(info: PolicyInfo, offset: int, width: int) -> Position | None:
+    if not info.text or not info.line:
+        return None
+    return position_in(info.text, offset, line=info.line, column=info.column or 1, width=width)
+
+
+_EFFECT = re.compile(r"\b(?:permit|forbid)\s*\(")
+
+
+def _body_start(text: str) -> int:
+    """Where the policy's effect starts (annotations may quote any name)."""
+    m = _EFFECT.search(text)
+    return m.start() if m else 0
 
 
 def _opt_str(value: object) -> str | None:

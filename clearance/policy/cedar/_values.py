@@ -109,6 +109,8 @@ class PolicyInfo:
     """For a link: the id of its template."""
     text: str | None = None
     """The policy's source text (a link shows its template's)."""
+    column: int | None = None
+    """The 1-based column of ``line`` the policy starts at."""
 
     @property
     def label(self) -> str:
@@ -172,14 +174,20 @@ class PolicyProblem:
     line: int | None
     cedar_id: str | None = None
     """The policy's Cedar id (``policy3``), when known."""
+    column: int | None = None
+    """The 1-based column of the problem in ``line``, when it could be placed."""
+    frame: str | None = None
+    """The source line(s) with a caret under the problem, when the text is known."""
 
     def as_dict(self) -> dict[str, object]:
         """The problem in ``PolicyError.problems`` form."""
         return {
             "path": self.path,
             "line": self.line,
+            "column": self.column,
             "policy_id": self.policy_id,
             "message": self.message,
+            "frame": self.frame,
         }
 
 

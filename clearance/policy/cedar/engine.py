@@ -157,7 +157,7 @@ class CedarEngine:
         try:
             policy_set = cedarpy.PolicySet.from_str(full_text)
         except ValueError as exc:
-            problems = parse_problems(self._chunks) or [
+            problems = parse_problems(self._chunks, dict(sources)) or [
                 PolicyProblem(str(exc), None, sources[0][0] if len(sources) == 1 else None, None)
             ]
             first = problems[0]
@@ -167,6 +167,7 @@ class CedarEngine:
                 else f"policies do not parse: {first.message}",
                 path=first.path,
                 line=first.line,
+                column=first.column,
                 policy_id=first.policy_id,
                 problems=[p.as_dict() for p in problems],
             ) from exc
