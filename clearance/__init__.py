@@ -17,6 +17,7 @@ from clearance.errors import (
     PolicyError,
     RuleError,
     ScriptError,
+    StoreError,
     ToolRegistrationError,
     UnknownToolError,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "RunResult",
     "RuleError",
     "ScriptError",
+    "StoreError",
     "ScriptedProvider",
     "Session",
     "SqliteGrantStore",

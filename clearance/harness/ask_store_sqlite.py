@@ -30,7 +30,7 @@ from clearance.harness.ask_store import (
 )
 from clearance.harness.grants import GrantScope
 
-__all__ = ["SqliteAskStore"]
+__all__ = ["SqliteAskStore", "ask_body", "ask_from_row"]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS asks (ask_id TEXT PRIMARY KEY, principal TEXT NOT NULL, "
@@ -81,7 +81,7 @@ class SqliteAskStore:
                     ask.arguments_hash,
                     ask.status,
                     ask.created_at,
-                    _body(ask),
+                    ask_body(ask),
                 ),
             )
 
@@ -110,7 +110,7 @@ class SqliteAskStore:
             done = self._db.execute(
                 "UPDATE asks SET status = 'answered', body = ? "
                 "WHERE ask_id = ? AND status = 'pending'",
-                (_body(answered), ask_id),
+                (ask_body(answered), ask_id),
             )
             if done.rowcount != 1:
                 raise AskError(f"ask {ask_id} is {found.status}, not pending")
@@ -124,7 +124,7 @@ class SqliteAskStore:
             done = self._db.execute(
                 "UPDATE asks SET status = 'consumed', body = ? "
                 "WHERE ask_id = ? AND status = 'answered'",
-                (_body(replace(found, status="consumed")), ask_id),
+                (ask_body(replace(found, status="consumed")), ask_id),
             )
             return done.rowcount == 1
 
@@ -136,7 +136,7 @@ class SqliteAskStore:
             self._db.execute(
                 "UPDATE asks SET status = 'closed', body = ? "
                 "WHERE ask_id = ? AND status = 'pending'",
-                (_body(replace(found, status="closed", closed_why=why)), ask_id),
+                (ask_body(replace(found, status="closed", closed_why=why)), ask_id),
             )
 
     # -- reading ----------------------------------------------------------------------------
@@ -145,7 +145,7 @@ class SqliteAskStore:
         row = self._db.execute(
             f"SELECT {_COLUMNS} FROM asks WHERE ask_id = ?", (ask_id,)
         ).fetchone()
-        return _row(row) if row is not None else None
+        return ask_from_row(row) if row is not None else None
 
     def find(
         self, principal: str, tool: str, call_id: str, arguments_hash: str
@@ -156,23 +156,24 @@ class SqliteAskStore:
             "ORDER BY created_at DESC LIMIT 1",
             (principal, tool, call_id, arguments_hash),
         ).fetchone()
-        return _row(row) if row is not None else None
+        return ask_from_row(row) if row is not None else None
 
     def pending(self) -> list[StoredAsk]:
         rows = self._db.execute(
             f"SELECT {_COLUMNS} FROM asks WHERE status = 'pending' ORDER BY created_at"
         ).fetchall()
-        return [_row(r) for r in rows]
+        return [ask_from_row(r) for r in rows]
 
     def all(self, *, limit: int = 100) -> list[StoredAsk]:
         """The newest asks, whatever their status."""
         rows = self._db.execute(
             f"SELECT {_COLUMNS} FROM asks ORDER BY created_at DESC LIMIT ?", (limit,)
         ).fetchall()
-        return [_row(r) for r in rows]
+        return [ask_from_row(r) for r in rows]
 
 
-def _body(ask: StoredAsk) -> str:
+def ask_body(ask: StoredAsk) -> str:
+    """The stored text of ``ask``: its JSON with the full answer and scopes (ASCII)."""
     raw = ask.to_json()
     raw["arguments_hash"] = ask.arguments_hash
     raw["suggestions"] = [s.to_json() for s in ask.suggestions]
@@ -180,7 +181,8 @@ def _body(ask: StoredAsk) -> str:
     return json.dumps(raw, ensure_ascii=True, sort_keys=True)
 
 
-def _row(row: tuple[Any, ...]) -> StoredAsk:
+def ask_from_row(row: tuple[Any, ...]) -> StoredAsk:
+    """The ask of an ``(ask_id, status, body)`` row."""
     ask_id, status, body = row
     raw = json.loads(body)
     decision = raw.get("decision")

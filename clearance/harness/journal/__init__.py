@@ -36,6 +36,10 @@ Where things are (each a private module of this package; import the names from h
 - ``_sqlite``: :class:`SqliteJournal` (the event loop's side), with ``_sqlite_schema``
   (schema and migrations), ``_sqlite_writer`` (the writer thread), ``_start_log`` (the
   start log), ``_sqlite_recovery`` (opening after a crash) and ``_sqlite_read`` (reading);
+- ``_postgres``: :class:`PostgresJournal` (several hosts, one PostgreSQL database; needs
+  the ``postgres`` extra, so it is imported on first use and is not in ``__all__``), with
+  ``_postgres_writer`` (the writer thread) and ``_postgres_host`` (hosts, sessions and
+  recovery across hosts);
 - ``_reading``: :func:`read_journal` for a file of either kind;
 - ``_hub``: :class:`EventHub` / :class:`EventStream`, the events a UI subscribes to.
 """
@@ -108,6 +112,17 @@ from clearance.harness.journal._sqlite_schema import (
     SCHEMA_VERSION,
     is_sqlite_file,
 )
+
+
+def __getattr__(name: str) -> object:
+    # PostgresJournal needs psycopg (the ``postgres`` extra): imported when first asked
+    # for, so that the package imports without it (MissingExtraError says how to install).
+    if name == "PostgresJournal":
+        from clearance.harness.journal._postgres import PostgresJournal
+
+        return PostgresJournal
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AskRecord",

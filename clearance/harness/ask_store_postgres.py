@@ -1,0 +1,221 @@
+"""``PostgresAskStore``: durable asks in PostgreSQL, shared by several hosts.
+
+The same rows and rules as :class:`~clearance.harness.ask_store_sqlite.SqliteAskStore`:
+every method is one small statement; an answer is recorded with a conditional update
+(``... WHERE status = 'pending'``), so two hosts answering at once cannot both win, and an
+answer is applied once (``... WHERE status = 'answered'``).
+
+A trigger ``NOTIFY``s every new ask and every change of status; :meth:`subscribe` passes
+them on (an approval inbox shows a new ask, a waiting host sees its answer, within
+milliseconds), and after a lost connection it passes ``None``: re-read, something may have
+changed meanwhile. A call waiting for its answer also reads the store a few times a
+second (see :mod:`clearance.harness._approval`), so an answer reaches it within a second
+even without notices.
+
+When the database is unreachable every method raises
+:class:`~clearance.errors.StoreError` naming the store: a call that needs to ask is
+denied (rule R1). Schema: :mod:`clearance.harness.postgres`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from clearance.errors import AskError
+from clearance.harness.approvals import PermissionDecision
+from clearance.harness.ask_store import StoredAsk
+from clearance.harness.ask_store_sqlite import ask_body, ask_from_row
+from clearance.harness.postgres import Connection, PostgresDatabase, open_database
+
+__all__ = ["PostgresAskStore"]
+
+_COLUMNS = "ask_id, status, body"
+
+
+class PostgresAskStore:
+    """Durable asks in PostgreSQL (see the module docstring).
+
+    Args:
+        database: a ``postgresql://`` URL (the store opens and closes its own
+            connections) or a :class:`~clearance.harness.postgres.PostgresDatabase` shared
+            with other stores.
+
+    Raises:
+        ConfigError: the URL is not a PostgreSQL URL.
+    """
+
+    shared = True
+
+    def __init__(self, database: str | PostgresDatabase) -> None:
+        self.database, self._owned = open_database(database)
+        self.path = self.database.name
+        self._table = f"{self.database.schema}.asks"
+
+    def __repr__(self) -> str:
+        return f"PostgresAskStore({self.database!r})"
+
+    def close(self) -> None:
+        """Close the database when this store opened it."""
+        if self._owned:
+            self.database.close()
+
+    def subscribe(self, callback: Callable[[str | None], None]) -> Callable[[], None]:
+        """Call ``callback(ask_id)`` (from the listener thread) when an ask is raised or
+        changes status on any host, and ``callback(None)`` after a reconnection; returns
+        the unsubscribe function. The callback must be quick and must not raise."""
+
+        def notice(payload: str | None) -> None:
+            callback(None if payload is None else payload.rsplit(" ", 1)[0])
+
+        return self.database.subscribe("asks", notice)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def put(self, ask: StoredAsk) -> None:
+        """Store ``ask`` (replacing one with its id).
+
+        Raises:
+            StoreError: the database is unreachable or refused it.
+        """
+        self.database.run(
+            "store an ask",
+            lambda conn: conn.execute(
+                f"INSERT INTO {self._table} VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (ask_id) DO UPDATE SET principal = EXCLUDED.principal, "
+                "tool = EXCLUDED.tool, call_id = EXCLUDED.call_id, "
+                "arguments_hash = EXCLUDED.arguments_hash, status = EXCLUDED.status, "
+                "created_at = EXCLUDED.created_at, body = EXCLUDED.body",
+                (
+                    ask.ask_id,
+                    ask.principal,
+                    ask.tool,
+                    ask.call_id,
+                    ask.arguments_hash,
+                    ask.status,
+                    ask.created_at,
+                    ask_body(ask),
+                ),
+            ),
+        )
+
+    def answer(
+        self,
+        ask_id: str,
+        decision: PermissionDecision,
+        *,
+        by: str | None = None,
+        via: str | None = None,
+    ) -> StoredAsk:
+        """Record the answer of a pending ask.
+
+        Raises:
+            AskError: no such ask, or it is not pending.
+            StoreError: the database is unreachable.
+        """
+        found = self.get(ask_id)
+        if found is None:
+            raise AskError(f"no ask {ask_id!r}")
+        answered = replace(
+            found,
+            status="answered",
+            decision=replace(
+                decision, decided_by=by or decision.decided_by, via=via or decision.via
+            ),
+            answered_by=by or decision.decided_by,
+            via=via or decision.via,
+            answered_at=time.time(),
+        )
+        done = self._change("record an answer", answered, "pending")
+        if not done:
+            now = self.get(ask_id)
+            raise AskError(f"ask {ask_id} is {now.status if now else 'gone'}, not pending")
+        return answered
+
+    def consume(self, ask_id: str) -> bool:
+        """Mark an answered ask as applied; False when it was not answered (or already
+        applied).
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        found = self.get(ask_id)
+        if found is None or found.status != "answered":
+            return False
+        return self._change("apply an answer", replace(found, status="consumed"), "answered")
+
+    def withdraw(self, ask_id: str, why: str) -> None:
+        """Close a pending ask unanswered (a no-op otherwise).
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        found = self.get(ask_id)
+        if found is None or found.status != "pending":
+            return
+        self._change("withdraw an ask", replace(found, status="closed", closed_why=why), "pending")
+
+    def _change(self, what: str, ask: StoredAsk, expected: str) -> bool:
+        """Write ``ask`` (its new status and body) if its row still has ``expected``."""
+        return self.database.run(
+            what,
+            lambda conn: (
+                conn.execute(
+                    f"UPDATE {self._table} SET status = %s, body = %s "
+                    "WHERE ask_id = %s AND status = %s",
+                    (ask.status, ask_body(ask), ask.ask_id, expected),
+                ).rowcount
+                == 1
+            ),
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get(self, ask_id: str) -> StoredAsk | None:
+        """The ask with this id, or None.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        rows = self._select("WHERE ask_id = %s", (ask_id,))
+        return rows[0] if rows else None
+
+    def find(
+        self, principal: str, tool: str, call_id: str, arguments_hash: str
+    ) -> StoredAsk | None:
+        """The newest ask of that call that is pending or answered (not consumed).
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        rows = self._select(
+            "WHERE principal = %s AND tool = %s AND call_id = %s AND arguments_hash = %s "
+            "AND status IN ('pending', 'answered') ORDER BY created_at DESC LIMIT 1",
+            (principal, tool, call_id, arguments_hash),
+        )
+        return rows[0] if rows else None
+
+    def pending(self) -> list[StoredAsk]:
+        """The asks waiting for an answer, oldest first.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        return self._select("WHERE status = 'pending' ORDER BY created_at", ())
+
+    def all(self, *, limit: int = 100) -> list[StoredAsk]:
+        """The newest asks, whatever their status.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        return self._select("ORDER BY created_at DESC LIMIT %s", (limit,))
+
+    def _select(self, where: str, params: tuple[Any, ...]) -> list[StoredAsk]:
+        def query(conn: Connection) -> list[StoredAsk]:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM {self._table} {where}", params)
+            return [ask_from_row(tuple(row)) for row in rows.fetchall()]
+
+        return self.database.run("read the asks", query, read=True)

@@ -1,0 +1,291 @@
+"""``PostgresJournal``: one journal in PostgreSQL for several hosts (the event loop's
+side; the writer thread is in ``_postgres_writer``, hosts and recovery in
+``_postgres_host``)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from clearance.errors import JournalError
+from clearance.harness.journal._durable import Durability, check_durability
+from clearance.harness.journal._event import JournalEvent, encode_data
+from clearance.harness.journal._postgres_host import (
+    COLUMNS,
+    PgRow,
+    default_host,
+    event_from_pg,
+)
+from clearance.harness.journal._postgres_writer import (
+    MAX_PENDING,
+    STOP,
+    Claim,
+    PgControl,
+    PgWriter,
+    SessionSeqs,
+)
+from clearance.harness.journal._sqlite_writer import Waiter
+from clearance.harness.postgres import Connection, PostgresDatabase, open_database
+
+__all__ = ["PostgresJournal"]
+
+_log = logging.getLogger("clearance")
+
+
+class PostgresJournal:
+    """The journal of several hosts in one PostgreSQL database.
+
+    Each host (a process; by default named ``$CLEARANCE_HOST`` or the machine's name)
+    writes its own sessions through one writer thread and connection, many records per
+    statement. The records are the same as every journal's; ``seq`` is counted **per
+    session** (1, 2, 3... without gaps), since sessions of many hosts interleave.
+
+    Durability (``append`` never blocks the event loop):
+
+    - ``"normal"`` (default): ``tool_started`` is committed (``synchronous_commit=on``)
+      before its ``append`` returns, with every record appended before it, so a handler
+      never runs unrecorded, even if the host then vanishes for good; other records are
+      committed in the background within a few milliseconds (commits of several calls and
+      sessions are shared).
+    - ``"full"``: every ``append`` returns after its commit.
+    - ``"off"``: nothing waits (``synchronous_commit=off``); a crash can lose a start
+      whose handler ran.
+
+    Rule R7 across hosts: opening the journal closes, as ``interrupted``, every start the
+    same host id left without an end (a crash); ``clearance store recover --host ID``
+    does it for a host that will not come back. A host id is written by one process at a
+    time (a second raises :class:`~clearance.errors.JournalError`).
+
+    Fail closed: while the database is unreachable a waiting ``append`` (a
+    ``tool_started``) raises ``JournalError`` naming the store, so the call is denied and
+    its handler never runs. Other records wait in memory (at most 10,000) and are written
+    when the database returns; the journal reconnects by itself. See ``_postgres_writer``
+    for what happens to a start whose commit was cut off.
+
+    Args:
+        database: a ``postgresql://`` URL (the journal opens and closes its own
+            connections) or a shared :class:`~clearance.harness.postgres.PostgresDatabase`.
+        host: this host's id (default: ``$CLEARANCE_HOST``, else the machine's name);
+            stable across restarts, so that a restart closes the calls a crash left open.
+        durability: ``"normal"``, ``"full"`` or ``"off"`` as above.
+
+    Raises:
+        JournalError: another process writes as this host, or the database refused to
+            open the journal (an unreachable database is not an error here: the
+            journal connects when it can, and denies calls until then).
+        ConfigError: the URL is not a PostgreSQL URL.
+    """
+
+    def __init__(
+        self,
+        database: str | PostgresDatabase,
+        *,
+        host: str | None = None,
+        durability: Durability = "normal",
+    ) -> None:
+        self.durability = check_durability(durability)
+        host = default_host() if host is None else host
+        if not isinstance(host, str) or not host or len(host) > 200 or "\x00" in host:
+            raise JournalError("a journal host id is a non-empty string of at most 200 characters")
+        self.host = host
+        self.database, self._owned = open_database(database)
+        self.path = self.database.name
+        self._closed = False
+        self._seqs = SessionSeqs()
+        self._claims: dict[str, anyio.Event] = {}
+        self._writer = PgWriter(self.database, host, self.durability, self._seqs)
+        self._writer.start()
+        # The first open (connect, lock, recover) before the journal is used: a host id
+        # already in use is an error here, not at the first call.
+        self._writer.opened.wait(self.database.timeout * 2 + 1)
+        if self._writer.failure is not None:
+            self._stop_now()
+            raise self._writer.failure
+        if self._writer.down is not None:
+            _log.warning(
+                "%s: the journal cannot reach the database yet (%s); calls are denied until "
+                "it does",
+                self.database.label,
+                self._writer.down,
+            )
+
+    def __repr__(self) -> str:
+        return f"PostgresJournal({self.database!r}, host={self.host!r})"
+
+    @property
+    def recovered(self) -> int:
+        """How many calls opening the journal closed as ``interrupted``."""
+        return self._writer.recovered
+
+    # -- writing ------------------------------------------------------------------------
+
+    async def append(self, event: JournalEvent) -> JournalEvent:
+        """Record ``event``; assigns its ``seq`` (per session) and waits as the durability
+        says.
+
+        Raises:
+            JournalError: the journal is closed or cannot reach its database (the call is
+                then denied), the session is another host's, or the data cannot be
+                encoded.
+        """
+        writer = self._writer
+        if self._closed or writer.failure is not None:
+            raise JournalError(str(writer.failure or f"{self.path}: the journal is closed"))
+        try:
+            data = encode_data(event.data)
+        except (TypeError, ValueError) as exc:
+            raise JournalError(f"cannot encode a {event.type} record: {exc}") from None
+        texts = (event.session_id, event.turn_id or "", event.call_id or "", event.type)
+        if any("\x00" in t for t in texts):
+            # PostgreSQL text holds no NUL: refused here, for this record alone.
+            raise JournalError(f"cannot record a {event.type} record: an id holds a NUL")
+        waits = self.durability == "full" or (
+            self.durability == "normal" and event.type == "tool_started"
+        )
+        pending = writer.pending
+        if writer.down is not None and (waits or len(pending) >= MAX_PENDING):
+            raise JournalError(self._down_message())
+        session_id = event.session_id
+        seq = self._seqs.next(session_id)
+        while seq is None:
+            await self._claim(session_id)
+            seq = self._seqs.next(session_id)
+        event.seq = seq
+        row: PgRow = (
+            session_id,
+            seq,
+            event.ts,
+            event.type,
+            event.turn_id,
+            event.call_id,
+            event.version,
+            data,
+        )
+        if not waits and len(pending) < MAX_PENDING:
+            pending.append((row, None))
+            if writer.idle:
+                writer.wake.set()
+            return event
+        waiter = Waiter()
+        writer.put((row, waiter))
+        # Once queued the record will be written; a cancellation takes effect after the
+        # answer (see Journal).
+        with anyio.CancelScope(shield=True):
+            await waiter.done.wait()
+        if waiter.error is not None:
+            raise JournalError(str(waiter.error))
+        return event
+
+    async def _claim(self, session_id: str) -> None:
+        """Take ``session_id`` for this host (one round trip, at a session's first
+        record); concurrent first records of a session share it.
+
+        Raises:
+            JournalError: the database is unreachable or the session is another host's.
+        """
+        running = self._claims.get(session_id)
+        if running is not None:
+            await running.wait()
+            if self._seqs.known(session_id):
+                return
+            raise JournalError(f"cannot record session {session_id!r}: its claim failed")
+        done = self._claims[session_id] = anyio.Event()
+        claim = Claim(session_id)
+        try:
+            self._writer.put(claim)
+            with anyio.CancelScope(shield=True):
+                await claim.waiter.done.wait()
+        finally:
+            del self._claims[session_id]
+            done.set()
+        if claim.error is not None or claim.waiter.error is not None:
+            raise JournalError(str(claim.error or claim.waiter.error))
+
+    def _down_message(self) -> str:
+        return (
+            f"cannot record the call: {self.database.label} is unreachable "
+            f"({self._writer.down}); calls are denied until it returns"
+        )
+
+    async def flush(self) -> None:
+        """Wait until every record appended so far is committed.
+
+        Raises:
+            JournalError: the database is unreachable or the journal failed.
+        """
+        await self._run_after_commits(lambda conn: None)
+
+    async def aclose(self) -> None:
+        """Commit what is queued (trying for a few seconds if the database is away), stop
+        the writer and close (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.stop()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._writer.join)
+        if self._owned:
+            self.database.close()
+
+    def close(self) -> None:
+        """:meth:`aclose` for synchronous code (blocks until the writer has stopped)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_now()
+
+    def _stop_now(self) -> None:
+        self._writer.put(STOP)
+        self._writer.join()
+        if self._owned:
+            self.database.close()
+
+    # -- reading ------------------------------------------------------------------------
+
+    def events(
+        self, *, session_id: str | None = None, call_id: str | None = None
+    ) -> list[JournalEvent]:
+        """Every record of this database (of one session and/or call; every host's), in
+        ``seq`` order within a session and commit order across sessions.
+
+        Synchronous: it waits until this host's queued records are committed, then reads
+        (milliseconds; do not call it per event from a busy event loop).
+
+        Raises:
+            JournalError: the database is unreachable.
+        """
+        schema = self.database.schema
+
+        def query(conn: Connection) -> list[JournalEvent]:
+            where, params = [], []
+            if session_id is not None:
+                where.append("session_id = %s")
+                params.append(session_id)
+            if call_id is not None:
+                where.append("call_id = %s")
+                params.append(call_id)
+            sql = f"SELECT {COLUMNS} FROM {schema}.events"
+            if where:
+                sql += " WHERE " + " AND ".join(where)
+            sql += " ORDER BY seq" if session_id is not None else " ORDER BY id"
+            return [event_from_pg(tuple(r)) for r in conn.execute(sql.encode(), params)]
+
+        if self._closed or not self._writer.is_alive():
+            return self.database.run("read the journal", query, read=True)
+        control = PgControl(query)
+        self._writer.put(control)
+        try:
+            result: list[JournalEvent] = control.future.result(timeout=60)
+        except concurrent.futures.TimeoutError:
+            raise JournalError(f"{self.database.label}: reading the journal timed out") from None
+        return result
+
+    async def _run_after_commits(self, fn: Any) -> Any:
+        control = PgControl(fn)
+        self._writer.put(control)
+        with anyio.CancelScope(shield=True):
+            return await anyio.to_thread.run_sync(control.future.result)

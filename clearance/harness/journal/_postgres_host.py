@@ -1,0 +1,239 @@
+"""The PostgreSQL journal's hosts: who writes which session, and closing the calls a
+stopped host left open (rule R7 across hosts).
+
+Every :class:`~clearance.harness.journal.PostgresJournal` writes as one *host* (an id,
+stable across restarts: by default ``$CLEARANCE_HOST`` or the machine's name). While it
+runs, its writer connection holds an advisory lock keyed by the host id, so two live
+processes never write as one host, and a host's unfinished calls are closed only when no
+process runs it:
+
+- by the host itself when it opens again (:func:`open_host`), like a reopened
+  ``SqliteJournal``;
+- by an operator (``clearance store recover --host ID``, :func:`recover_stopped_host`) when
+  that host will not come back.
+
+Each recovery appends, for every ``tool_started`` of the host without a ``tool_finished``,
+an ``interrupted`` end with the next ``seq`` of its session, and bumps the host's
+*generation*. A host that lost its connection checks the generation when it reconnects:
+when someone recovered it meanwhile, the calls it was running are already closed, so it
+stops writing (every append fails) instead of giving them a second end.
+
+A session is written by one host (``journal_sessions``): its ``seq`` is handed out by that
+host without gaps, and continues from the database when the host meets the session again
+after a restart. Another host's session is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Any, Final
+
+from clearance.errors import JournalError
+from clearance.harness.journal._durable import interrupted_end
+from clearance.harness.journal._event import JournalEvent, encode_data
+from clearance.harness.postgres import Connection, PostgresDatabase
+
+__all__ = [
+    "COLUMNS",
+    "PgRow",
+    "default_host",
+    "event_from_pg",
+    "insert_rows",
+    "lock_host",
+    "open_host",
+    "recover_stopped_host",
+    "unlock_host",
+]
+
+PgRow = tuple[str, int, float, str, str | None, str | None, int, str]
+"""One ``events`` row as the writer holds it:
+``(session_id, seq, ts, type, turn_id, call_id, version, data)``."""
+
+COLUMNS: Final = "session_id, seq, ts, type, turn_id, call_id, version, data"
+
+_INSERT = (
+    "INSERT INTO {s}.events (session_id, seq, host_id, ts, type, turn_id, call_id, version, "
+    "data) SELECT t.session_id, t.seq, %s, t.ts, t.type, t.turn_id, t.call_id, t.version, "
+    "t.data FROM unnest(%s::text[], %s::bigint[], %s::float8[], %s::text[], %s::text[], "
+    "%s::text[], %s::int[], %s::text[]) "
+    "AS t(session_id, seq, ts, type, turn_id, call_id, version, data)"
+)
+
+_OPEN_STARTS = """
+    SELECT s.id, s.session_id, s.seq, s.ts, s.type, s.turn_id, s.call_id, s.version, s.data
+    FROM {s}.events AS s
+    WHERE s.host_id = %s AND s.type = 'tool_started' AND s.id >= %s
+      AND NOT EXISTS (
+        SELECT 1 FROM {s}.events AS f
+        WHERE f.session_id = s.session_id AND f.call_id IS NOT DISTINCT FROM s.call_id
+          AND f.type = 'tool_finished' AND f.seq > s.seq)
+    ORDER BY s.id
+"""
+
+
+def default_host() -> str:
+    """The host id a journal writes as by default: ``$CLEARANCE_HOST``, else the
+    machine's name."""
+    return os.environ.get("CLEARANCE_HOST") or socket.gethostname() or "localhost"
+
+
+def event_from_pg(row: tuple[Any, ...]) -> JournalEvent:
+    """The event of a row selected as :data:`COLUMNS`."""
+    session_id, seq, ts, type_, turn_id, call_id, version, data = row
+    return JournalEvent(
+        type_,
+        session_id,
+        turn_id,
+        call_id,
+        json.loads(data),
+        ts=float(ts),
+        seq=int(seq),
+        version=int(version),
+    )
+
+
+def insert_rows(
+    conn: Connection, schema: str, host: str, rows: list[PgRow], *, again: bool = False
+) -> None:
+    """Insert ``rows`` in one statement; ``again``: rows a lost connection may or may not
+    have committed (those already there are skipped)."""
+    columns = list(zip(*rows, strict=True))
+    sql = _INSERT.replace("{s}", schema)
+    if again:
+        sql += " ON CONFLICT (session_id, seq) DO NOTHING"
+    conn.execute(sql.encode(), (host, *map(list, columns)))
+
+
+def lock_host(conn: Connection, database: PostgresDatabase, host: str) -> bool:
+    """Take ``host``'s advisory lock on ``conn`` (held until unlocked or disconnected);
+    False when another connection holds it."""
+    row = conn.execute(
+        "SELECT pg_try_advisory_lock(hashtext(%s), hashtext(%s))",
+        (f"clearance:{database.schema}", host),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def unlock_host(conn: Connection, database: PostgresDatabase, host: str) -> None:
+    conn.execute(
+        "SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))",
+        (f"clearance:{database.schema}", host),
+    )
+
+
+def open_host(conn: Connection, schema: str, host: str, *, opening: bool) -> tuple[int, int]:
+    """Close ``host``'s unfinished calls as ``interrupted`` and start its next generation,
+    in one transaction; ``(generation, calls closed)``. The caller holds the host's lock.
+
+    Args:
+        opening: the host itself is opening (record its process and machine).
+    """
+    with conn.transaction():
+        conn.execute(
+            f"INSERT INTO {schema}.hosts (host_id) VALUES (%s) ON CONFLICT DO NOTHING", (host,)
+        )
+        row = conn.execute(
+            f"SELECT generation, scan_from FROM {schema}.hosts WHERE host_id = %s FOR UPDATE",
+            (host,),
+        ).fetchone()
+        assert row is not None
+        generation, scan_from = int(row[0]), int(row[1])
+        starts = conn.execute(_OPEN_STARTS.replace("{s}", schema), (host, scan_from)).fetchall()
+        ends: list[PgRow] = []
+        last: dict[str, int] = {}
+        for start in starts:
+            session_id = start[1]
+            if session_id not in last:
+                top = conn.execute(
+                    f"SELECT max(seq) FROM {schema}.events WHERE session_id = %s", (session_id,)
+                ).fetchone()
+                last[session_id] = int(top[0]) if top and top[0] is not None else 0
+            last[session_id] += 1
+            end = interrupted_end(event_from_pg(start[1:]))
+            ends.append(
+                (
+                    session_id,
+                    last[session_id],
+                    end.ts,
+                    end.type,
+                    end.turn_id,
+                    end.call_id,
+                    end.version,
+                    encode_data(end.data),
+                )
+            )
+        if ends:
+            insert_rows(conn, schema, host, ends)
+        # Nothing of this host before here is left open; its later rows get larger ids
+        # (it writes only while holding the lock, which the caller holds now).
+        top_id = conn.execute(f"SELECT COALESCE(max(id), 0) FROM {schema}.events").fetchone()
+        bookmark = int(top_id[0]) + 1 if top_id else 1
+        if opening:
+            conn.execute(
+                f"UPDATE {schema}.hosts SET generation = %s, scan_from = %s, hostname = %s, "
+                "pid = %s, opened_at = %s WHERE host_id = %s",
+                (generation + 1, bookmark, socket.gethostname(), os.getpid(), time.time(), host),
+            )
+        else:
+            conn.execute(
+                f"UPDATE {schema}.hosts SET generation = %s, scan_from = %s WHERE host_id = %s",
+                (generation + 1, bookmark, host),
+            )
+    return generation + 1, len(starts)
+
+
+def close_host(conn: Connection, schema: str, host: str) -> None:
+    """Record a clean close: where the next recovery starts looking (the first start still
+    open, or past everything), and that no process runs the host."""
+    with conn.transaction():
+        row = conn.execute(
+            f"SELECT scan_from FROM {schema}.hosts WHERE host_id = %s", (host,)
+        ).fetchone()
+        scan_from = int(row[0]) if row else 0
+        first = conn.execute(
+            f"SELECT min(id) FROM ({_OPEN_STARTS.replace('{s}', schema)}) AS open_starts",
+            (host, scan_from),
+        ).fetchone()
+        if first is None or first[0] is None:
+            top = conn.execute(f"SELECT COALESCE(max(id), 0) FROM {schema}.events").fetchone()
+            bookmark = int(top[0]) + 1 if top else scan_from
+        else:
+            bookmark = int(first[0])
+        conn.execute(
+            f"UPDATE {schema}.hosts SET scan_from = %s, pid = NULL WHERE host_id = %s",
+            (bookmark, host),
+        )
+
+
+def recover_stopped_host(database: PostgresDatabase, host: str) -> int:
+    """Close the unfinished calls of a host that is not running (``clearance store
+    recover --host ID``); how many were closed.
+
+    Raises:
+        JournalError: no such host in the journal, or it is running (a process holds its
+            lock: stop it first, or let it recover itself when it restarts).
+        StoreError: the database is unreachable.
+    """
+    database.migrate()
+    conn = database.connect()
+    try:
+        known = conn.execute(
+            f"SELECT 1 FROM {database.schema}.hosts WHERE host_id = %s", (host,)
+        ).fetchone()
+        if known is None:
+            raise JournalError(f"no host {host!r} has written to {database.label}")
+        if not lock_host(conn, database, host):
+            raise JournalError(
+                f"host {host!r} is running (a process writing to {database.label} holds its "
+                "lock); stop it first, or let it close its own calls when it restarts"
+            )
+        try:
+            _, closed = open_host(conn, database.schema, host, opening=False)
+        finally:
+            unlock_host(conn, database, host)
+        return closed
+    finally:
+        conn.close()
