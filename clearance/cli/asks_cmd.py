@@ -12,6 +12,7 @@ from __future__ import annotations
 import getpass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -35,12 +36,22 @@ def _db_option(fn: click.decorators.FC) -> click.decorators.FC:
         "--db",
         metavar="PATH",
         default=None,
-        help="The ask store (default: [approvals] grants of the configuration, else the "
-        "journal file).",
+        help="The ask store: a SQLite file or a postgresql:// URL (default: store of the "
+        "configuration, else [approvals] grants, else the journal file).",
     )(fn)
 
 
-def _open_store(db: str | None, config_path: str | None) -> SqliteAskStore:
+def _open_store(db: str | None, config_path: str | None) -> Any:
+    """The ask store: ``--db`` (a file or a ``postgresql://`` URL), else the
+    configuration's ``store``, else its SQLite file."""
+    url = db if db is not None and _is_url(db) else None
+    if db is None:
+        url = load_cli_config(config_path).store
+    if url is not None:
+        # Imported here: psycopg is the optional ``postgres`` extra.
+        from clearance.harness.ask_store_postgres import PostgresAskStore
+
+        return PostgresAskStore(url)
     path = Path(db) if db is not None else load_cli_config(config_path).grants_path
     if not path.is_file():
         fail(f"no ask store at {str(path)!r} (give the file with --db)")
@@ -215,3 +226,7 @@ def _login() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
+
+
+def _is_url(db: str) -> bool:
+    return db.startswith(("postgresql://", "postgres://"))

@@ -14,6 +14,7 @@ from clearance.cli import (  # noqa: F401
     policy_validate_cmd,
     replay_cmd,
     run_cmd,
+    store_cmd,
 )
 
 __all__: list[str] = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -31,12 +32,22 @@ def _db_option(fn: click.decorators.FC) -> click.decorators.FC:
         "--db",
         metavar="PATH",
         default=None,
-        help="The grant store (default: [approvals] grants of the configuration, else "
-        "the journal file).",
+        help="The grant store: a SQLite file or a postgresql:// URL (default: store of the "
+        "configuration, else [approvals] grants, else the journal file).",
     )(fn)
 
 
-def _open_store(db: str | None, config_path: str | None) -> SqliteGrantStore:
+def _open_store(db: str | None, config_path: str | None) -> Any:
+    """The grant store: ``--db`` (a file or a ``postgresql://`` URL), else the
+    configuration's ``store``, else its SQLite file."""
+    url = db if db is not None and _is_url(db) else None
+    if db is None:
+        url = load_cli_config(config_path).store
+    if url is not None:
+        # Imported here: psycopg is the optional ``postgres`` extra.
+        from clearance.harness.grants_postgres import PostgresGrantStore
+
+        return PostgresGrantStore(url)
     path = Path(db) if db is not None else load_cli_config(config_path).grants_path
     if not path.is_file():
         fail(f"no grant store at {str(path)!r} (give the file with --db)")
@@ -127,3 +138,7 @@ def revoke_command(grant_id: str, db: str | None, config_path: str | None, as_js
         print_json({"revoked": grant_id})
     else:
         click.echo(f"revoked {grant_id}")
+
+
+def _is_url(db: str) -> bool:
+    return db.startswith(("postgresql://", "postgres://"))

@@ -12,7 +12,8 @@ Every relative path in the file is relative to the file's own directory. A key t
 does not know is an error naming the key, the file and the line: a misspelt option is never
 silently ignored. The format is documented in ``docs/config.md``; ``examples/clearance.toml``
 is a commented example. The same file's ``[gateway]`` and ``[[mcp_servers]]`` are read by
-:func:`load_gateway_config` (which needs the ``mcp`` extra).
+:func:`load_gateway_config` (which needs the ``mcp`` extra); :func:`load_mcp_servers`
+reads only the servers (the policy commands start them to learn their tools).
 
 Where things live:
 
@@ -24,8 +25,14 @@ Where things live:
   journal and the harness from a :class:`Config`.
 """
 
-from clearance.config._build import build_evaluator, build_harness, build_registry, open_journal
-from clearance.config._gateway import load_gateway_config
+from clearance.config._build import (
+    build_evaluator,
+    build_harness,
+    build_registry,
+    open_journal,
+    open_store,
+)
+from clearance.config._gateway import load_gateway_config, load_mcp_servers
 from clearance.config._guardrails import build_guardrails
 from clearance.config._load import load_config, resolve_config
 from clearance.config._model import (
@@ -78,7 +85,9 @@ __all__ = [
     "find_config",
     "load_config",
     "load_gateway_config",
+    "load_mcp_servers",
     "open_journal",
+    "open_store",
     "pack_path",
     "resolve_config",
     "state_directory",

@@ -6,6 +6,7 @@ Each part is built from the configuration alone and may be replaced by the calle
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,7 +25,7 @@ from clearance.policy.noop import NoopEvaluator
 from clearance.toolsets.files import register_files
 from clearance.toolsets.shell import register_shell
 
-__all__ = ["build_evaluator", "build_harness", "build_registry", "open_journal"]
+__all__ = ["build_evaluator", "build_harness", "build_registry", "open_journal", "open_store"]
 
 
 def open_journal(path: Path) -> Journal:
@@ -105,12 +106,14 @@ def build_harness(
         registry: the tools (default: :func:`build_registry`); more tools may be registered
             on it before the first session.
         evaluator: overrides ``[evaluator]``.
-        journal: overrides ``[journal]`` (default: a ``SqliteJournal`` at its path).
+        journal: overrides ``[journal]`` (default: a ``SqliteJournal`` at its path, or a
+            ``PostgresJournal`` when ``store`` names a PostgreSQL database).
         grant_store: overrides the grant store (default: a ``SqliteGrantStore`` at
-            ``[approvals] grants``).
+            ``[approvals] grants``, or a ``PostgresGrantStore`` with ``store``).
         ask_store: overrides the ask store (default: a ``SqliteAskStore`` in the grant
             store's file when that is the default too, so that ``clearance asks`` can
-            answer from another process; else in memory).
+            answer from another process; a ``PostgresAskStore`` with ``store``; else in
+            memory).
         **options: further keyword options for :class:`~clearance.Harness`.
 
     Raises:
@@ -121,6 +124,11 @@ def build_harness(
     if evaluator is None:
         evaluator = build_evaluator(config)
     argument_guardrails, result_guardrails = build_guardrails(config)
+    closing: list[Callable[[], None]] = []
+    if config.store is not None:
+        journal, grant_store, ask_store = _postgres_stores(
+            config.store, journal, grant_store, ask_store, closing
+        )
     if journal is None:
         journal = open_journal(config.journal.path)
     if grant_store is None:
@@ -130,7 +138,7 @@ def build_harness(
             # Asks live beside the grants, so that `clearance asks` answers from elsewhere.
             ask_store = SqliteAskStore(config.grants_path)
     limits = config.limits
-    return Harness(
+    harness = Harness(
         registry,
         evaluator=evaluator,
         argument_guardrails=argument_guardrails,
@@ -144,6 +152,62 @@ def build_harness(
         ask_timeout=config.approvals.ask_timeout,
         **options,
     )
+    for close in closing:
+
+        async def hook(close: Callable[[], None] = close) -> None:
+            close()
+
+        harness.close_hooks.append(hook)
+    return harness
+
+
+def open_store(url: str) -> tuple[GrantStore, AskStore, Callable[[], None]]:
+    """The PostgreSQL grant and ask stores of ``store = "postgresql://..."``, sharing one
+    pool, and the function that closes them.
+
+    Raises:
+        MissingExtraError: the ``postgres`` extra is not installed.
+        ConfigError: the URL is not a PostgreSQL URL.
+    """
+    # Imported here: psycopg is an optional extra, and only a configured store needs it.
+    from clearance.harness.ask_store_postgres import PostgresAskStore
+    from clearance.harness.grants_postgres import PostgresGrantStore
+    from clearance.harness.postgres import PostgresDatabase
+
+    database = PostgresDatabase(url)
+    grants = PostgresGrantStore(database)
+
+    def close() -> None:
+        grants.close()
+        database.close()
+
+    return grants, PostgresAskStore(database), close
+
+
+def _postgres_stores(
+    url: str,
+    journal: Journal | None,
+    grant_store: GrantStore | None,
+    ask_store: AskStore | None,
+    closing: list[Callable[[], None]],
+) -> tuple[Journal, GrantStore, AskStore | None]:
+    """The journal, grant store and ask store of ``store = "postgresql://..."`` for those
+    the caller did not give."""
+    if grant_store is None or ask_store is None:
+        grants, asks, close = open_store(url)
+        closing.append(close)
+        grant_store = grant_store if grant_store is not None else grants
+        ask_store = ask_store if ask_store is not None else asks
+    if journal is None:
+        from clearance.harness.journal import PostgresJournal
+
+        try:
+            journal = PostgresJournal(url)
+        except BaseException:
+            for close in closing:
+                close()
+            raise
+    return journal, grant_store, ask_store
 
 
 def _private_directory(path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 from clearance.config._guardrails import option_names
 from clearance.config._model import (
@@ -79,7 +80,7 @@ class _ConfigReader(TomlReader):
             (),
             (
                 *("evaluator", "guardrails", "journal", "approvals", "limits", "tools"),
-                *("gateway", "mcp_servers"),
+                *("store", "gateway", "mcp_servers"),
             ),
         )
         if "evaluator" not in data:
@@ -103,9 +104,25 @@ class _ConfigReader(TomlReader):
             approvals=self.load_approvals(data.get("approvals", {})),
             limits=self.load_limits(data.get("limits", {})),
             tools=tools,
+            store=self.load_store(data["store"]) if "store" in data else None,
             path=self.file.resolve(),
             base_dir=self.base,
         )
+
+    def load_store(self, raw: Any) -> str:
+        """``store``: a ``postgresql://`` URL (checked here; connected to when used)."""
+        url = self.string(raw, ("store",))
+        try:
+            scheme = urlsplit(url).scheme
+        except ValueError:
+            scheme = ""
+        if scheme not in ("postgresql", "postgres"):
+            raise self.error(
+                ("store",),
+                'store must be a PostgreSQL URL ("postgresql://user@host:5432/db"); '
+                "the SQLite files are set by [journal] path and [approvals] grants",
+            )
+        return url
 
     def load_evaluator(self, raw: Any) -> EvaluatorConfig:
         w: Where = ("evaluator",)

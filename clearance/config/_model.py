@@ -172,6 +172,10 @@ class Config:
     approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    store: str | None = None
+    """``store = "postgresql://..."``: the PostgreSQL database that keeps the grants, the
+    asks and the journal, shared by several hosts (``None``: the SQLite files of
+    ``[journal]`` and ``[approvals]``)."""
     path: Path | None = None
     """The file this came from; ``None`` for the built-in default."""
     base_dir: Path = field(default_factory=Path.cwd)

@@ -366,7 +366,8 @@ class PostgresDatabase:
         Raises:
             StoreError: the database is unreachable, refused, or holds a newer schema.
         """
-        self.start()
+        if self._closing.is_set():
+            raise StoreError(f"{self.label} is closed", store=self.label)
         try:
             with self.connect() as conn:
                 result = migrate(conn, self.schema, label=self.label)

@@ -19,6 +19,7 @@ from clearance.harness.journal._postgres_host import (
     PgRow,
     default_host,
     event_from_pg,
+    recover_stopped_host,
 )
 from clearance.harness.journal._postgres_writer import (
     MAX_PENDING,
@@ -115,6 +116,23 @@ class PostgresJournal:
 
     def __repr__(self) -> str:
         return f"PostgresJournal({self.database!r}, host={self.host!r})"
+
+    @staticmethod
+    def recover_host(database: str | PostgresDatabase, host: str) -> int:
+        """Close, as ``interrupted``, every call that ``host`` started and never finished,
+        for a host that stopped and will not come back (``clearance store recover``);
+        how many were closed.
+
+        Raises:
+            JournalError: no such host, or a process runs as it now.
+            StoreError: the database is unreachable.
+        """
+        db, owned = open_database(database)
+        try:
+            return recover_stopped_host(db, host)
+        finally:
+            if owned:
+                db.close()
 
     @property
     def recovered(self) -> int:

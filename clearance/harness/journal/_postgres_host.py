@@ -31,7 +31,9 @@ import socket
 import time
 from typing import Any, Final
 
-from clearance.errors import JournalError
+import psycopg
+
+from clearance.errors import JournalError, StoreError
 from clearance.harness.journal._durable import interrupted_end
 from clearance.harness.journal._event import JournalEvent, encode_data
 from clearance.harness.postgres import Connection, PostgresDatabase
@@ -220,20 +222,30 @@ def recover_stopped_host(database: PostgresDatabase, host: str) -> int:
     database.migrate()
     conn = database.connect()
     try:
-        known = conn.execute(
-            f"SELECT 1 FROM {database.schema}.hosts WHERE host_id = %s", (host,)
-        ).fetchone()
-        if known is None:
-            raise JournalError(f"no host {host!r} has written to {database.label}")
-        if not lock_host(conn, database, host):
-            raise JournalError(
-                f"host {host!r} is running (a process writing to {database.label} holds its "
-                "lock); stop it first, or let it close its own calls when it restarts"
-            )
-        try:
-            _, closed = open_host(conn, database.schema, host, opening=False)
-        finally:
-            unlock_host(conn, database, host)
-        return closed
+        return _recover(conn, database, host)
+    except psycopg.OperationalError as exc:
+        raise database.unavailable("cannot recover", exc) from None
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"{database.label} refused the recovery: {exc}", store=database.label
+        ) from None
     finally:
         conn.close()
+
+
+def _recover(conn: Connection, database: PostgresDatabase, host: str) -> int:
+    known = conn.execute(
+        f"SELECT 1 FROM {database.schema}.hosts WHERE host_id = %s", (host,)
+    ).fetchone()
+    if known is None:
+        raise JournalError(f"no host {host!r} has written to {database.label}")
+    if not lock_host(conn, database, host):
+        raise JournalError(
+            f"host {host!r} is running (a process writing to {database.label} holds its "
+            "lock); stop it first, or let it close its own calls when it restarts"
+        )
+    try:
+        _, closed = open_host(conn, database.schema, host, opening=False)
+    finally:
+        unlock_host(conn, database, host)
+    return closed
