@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from clearance.harness.session import Harness
 from clearance.tuning._corpus import CorpusError, parse_corpus_line
 from clearance.tuning._flips import Flip
+from clearance.tuning._progress import CHECK_EVERY, Checkpoint
 from clearance.tuning._tally import Tally
 
 __all__ = ["decide_lines"]
@@ -21,6 +22,7 @@ async def decide_lines(
     skip_bad: bool,
     path: str | None,
     on_flip: Callable[[Flip], None] | None,
+    checkpoint: Checkpoint | None = None,
 ) -> None:
     """Parse and decide each ``(line number, text)``, counting into ``tally``.
 
@@ -36,13 +38,24 @@ async def decide_lines(
         skip_bad: count and skip lines that do not parse instead of raising.
         path: the corpus file, named in errors.
         on_flip: called with each flip.
+        checkpoint: called with the lines read since its last call, every
+            :data:`CHECK_EVERY` lines and at the end; when it returns True the replay
+            stops there and ``tally.interrupted`` is set.
 
     Raises:
         CorpusError: a line does not parse and ``skip_bad`` is false.
     """
     decide = harness.decide
     base_decide = baseline.decide if baseline is not None else None
+    since = 0
     for number, text in numbered:
+        if checkpoint is not None:
+            if since == CHECK_EVERY:
+                if checkpoint(since):
+                    tally.interrupted = True
+                    return
+                since = 0
+            since += 1
         try:
             call = parse_corpus_line(text, number, path=path)
         except CorpusError as exc:
@@ -71,3 +84,5 @@ async def decide_lines(
         flip = tally.add(call, decision, before)
         if flip is not None and on_flip is not None:
             on_flip(flip)
+    if checkpoint is not None:
+        checkpoint(since)  # the last lines: nothing is left to stop

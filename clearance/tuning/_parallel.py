@@ -4,6 +4,12 @@ The corpus is cut into chunks of lines dealt round-robin to the workers; each wo
 builds its own harness from the same picklable factory, decides its lines and sends back
 its :class:`~clearance.tuning._tally.Tally`. Flips go to one file per worker and are
 streamed to ``on_flip`` in corpus order once every worker is done.
+
+Progress and stopping cross processes through a shared counter of lines read and a shared
+stop event: the parent polls ``stop`` while it waits and sets the event, every worker stops
+within a few lines and sends back what it counted. Workers ignore SIGINT: a Ctrl-C on the
+terminal reaches the whole process group, and only the parent decides what it means (the
+command line: stop and report).
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import heapq
 import json
 import multiprocessing
 import os
+import queue
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +32,7 @@ from clearance.tuning._corpus import CorpusError
 from clearance.tuning._decide import decide_lines
 from clearance.tuning._flips import Flip
 from clearance.tuning._harness_spec import HarnessFactory, as_harness
+from clearance.tuning._progress import ReplayProgress, count_lines
 from clearance.tuning._report import ReplayReport, build_report, policy_ids
 from clearance.tuning._tally import Tally
 
@@ -44,15 +53,18 @@ def replay_parallel(
     sample_size: int,
     on_flip: Callable[[Flip], None] | None,
     shown_path: str | None,
+    progress: Callable[[ReplayProgress], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> ReplayReport:
     """Replay the corpus file ``path`` in ``jobs`` worker processes.
 
-    ``shown_path`` is the name errors give the corpus (``None``: ``path``).
+    ``shown_path`` is the name errors give the corpus (``None``: ``path``); ``progress``
+    and ``stop`` are as for :func:`~clearance.tuning.replay`.
 
     Raises:
         CorpusError: a line does not parse and ``skip_bad`` is false (the first such line
             of any worker).
-        RuntimeError: a worker failed otherwise.
+        RuntimeError: a worker failed otherwise, or exited without an answer.
     """
     start = time.perf_counter()
     # Build one harness here first: a configuration or policy error surfaces as itself, and
@@ -65,6 +77,9 @@ def replay_parallel(
     methods = multiprocessing.get_all_start_methods()
     ctx: Any = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     results = ctx.Queue()
+    read = ctx.Value("q", 0)
+    stopping = ctx.Event()
+    total = count_lines(path) if progress is not None else None
     with tempfile.TemporaryDirectory(prefix="clearance-replay-") as tmp:
         flip_files = [
             os.path.join(tmp, f"flips-{k}.jsonl") if on_flip is not None else None
@@ -85,6 +100,8 @@ def replay_parallel(
                     sample_size,
                     flip_files[k],
                     results,
+                    read,
+                    stopping,
                 ),
                 daemon=True,
             )
@@ -94,8 +111,14 @@ def replay_parallel(
             process.start()
         answers: list[Any] = []
         try:
-            answers.extend(results.get() for _ in workers)
+            while len(answers) < len(workers):
+                answers.extend(_answers(results, workers, len(workers) - len(answers)))
+                if stop is not None and not stopping.is_set() and stop():
+                    stopping.set()
+                if progress is not None:
+                    progress(ReplayProgress(read.value, total, time.perf_counter() - start))
         finally:
+            stopping.set()  # leaving early (an error, a second Ctrl-C): the workers stop too
             for process in workers:
                 process.join(timeout=5)
                 if process.is_alive():
@@ -111,6 +134,33 @@ def replay_parallel(
         jobs=jobs,
         max_flips=max_flips,
     )
+
+
+def _answers(results: Any, workers: list[Any], missing: int) -> list[Any]:
+    """The answers that arrive within a tenth of a second (the polling period of progress
+    and stop).
+
+    Raises:
+        RuntimeError: every worker has exited and an answer is still missing (a worker
+            killed, or one that died without reporting).
+    """
+    try:
+        return [results.get(timeout=0.1)]
+    except queue.Empty:
+        pass
+    if any(p.is_alive() for p in workers):
+        return []
+    # Every worker is gone: what they put on the queue before exiting is there by now.
+    found: list[Any] = []
+    while len(found) < missing:
+        try:
+            found.append(results.get(timeout=1))
+        except queue.Empty:
+            codes = ", ".join(str(p.exitcode) for p in workers)
+            raise RuntimeError(
+                f"a replay worker exited without an answer (exit codes: {codes})"
+            ) from None
+    return found
 
 
 def _merged(answers: list[Any], sample_size: int, max_flips: int) -> Tally:
@@ -148,7 +198,17 @@ def _worker(
     sample_size: int,
     flips_file: str | None,
     results: Any,
+    read: Any,
+    stopping: Any,
 ) -> None:
+    # Ctrl-C is the parent's to interpret (it sets ``stopping``).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def checkpoint(lines: int) -> bool:
+        with read.get_lock():
+            read.value += lines
+        return bool(stopping.is_set())
+
     try:
         tally = Tally(sample_size, max_flips, seed=worker)
         harness = as_harness(factory)
@@ -169,6 +229,7 @@ def _worker(
                 skip_bad,
                 shown_path or path,
                 keep if handle is not None else None,
+                checkpoint,
             )
         finally:
             if handle is not None:
@@ -188,9 +249,17 @@ async def _run_worker_lines(
     skip_bad: bool,
     path: str,
     on_flip: Callable[[Flip], None] | None,
+    checkpoint: Callable[[int], bool],
 ) -> None:
     await decide_lines(
-        lines, harness, baseline, tally, skip_bad=skip_bad, path=path, on_flip=on_flip
+        lines,
+        harness,
+        baseline,
+        tally,
+        skip_bad=skip_bad,
+        path=path,
+        on_flip=on_flip,
+        checkpoint=checkpoint,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from clearance.policy.base import AuthorityEvaluator, as_evaluator
 from clearance.tuning._flips import Flip
+from clearance.tuning._groups import GroupFinding
 from clearance.tuning._tally import OUTCOMES, STAGES, Tally
 
 __all__ = ["ReplayReport", "build_report", "policy_ids"]
@@ -69,6 +70,15 @@ class ReplayReport:
     elapsed: float
     """Seconds the replay took (wall clock)."""
     jobs: int
+    benign_not_allowed: tuple[GroupFinding, ...] = ()
+    """The benign groups not fully allowed, each with its first call that was not allowed
+    and the policies that decided it (the first 1,000 such groups), in corpus order."""
+    attacks_not_stopped: tuple[GroupFinding, ...] = ()
+    """The attack groups not stopped, each with its first calls and the policies that
+    allowed them, in corpus order."""
+    interrupted: bool = False
+    """The replay was stopped (Ctrl-C) before the end of the corpus: the report covers the
+    lines read until then."""
 
     @property
     def agreement(self) -> tuple[int, int]:
@@ -116,12 +126,14 @@ class ReplayReport:
                 "fully_allowed": self.utility_groups,
                 "rate": self.utility,
                 "baseline_fully_allowed": self.baseline_utility_groups,
+                "not_fully_allowed": [f.to_json() for f in self.benign_not_allowed],
             },
             "security": {
                 "attack_groups": self.attack_groups,
                 "stopped": self.security_groups,
                 "rate": self.security,
                 "baseline_stopped": self.baseline_security_groups,
+                "not_stopped": [f.to_json() for f in self.attacks_not_stopped],
             },
             "policies": {
                 "hits": dict(self.hits),
@@ -142,6 +154,7 @@ class ReplayReport:
             "elapsed_s": round(self.elapsed, 6),
             "calls_per_second": round(self.calls_per_second, 1),
             "jobs": self.jobs,
+            "interrupted": self.interrupted,
         }
 
 
@@ -191,6 +204,7 @@ def build_report(
         max_flips: how many flips to list.
     """
     groups = tally.group_counts()
+    benign_not_allowed, attacks_not_stopped = tally.group_findings()
     flips = tuple(itertools.islice(itertools.chain.from_iterable(tally.kept_flips), max_flips))
     never = tuple(i for i in ids if i not in tally.hits) if ids is not None else None
     return ReplayReport(
@@ -226,6 +240,9 @@ def build_report(
         baseline_security_groups=groups.baseline_stopped if has_baseline else None,
         elapsed=elapsed,
         jobs=jobs,
+        benign_not_allowed=benign_not_allowed,
+        attacks_not_stopped=attacks_not_stopped,
+        interrupted=tally.interrupted,
     )
 
 

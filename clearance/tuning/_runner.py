@@ -3,7 +3,9 @@
 Each call goes through :meth:`~clearance.Harness.decide`: tool resolution, the argument
 schema, the argument guardrails and the evaluator, exactly as a live call would, but nothing
 runs, nobody is asked (an ask stays ``ask``) and nothing is journaled. ``jobs=N`` hands the
-corpus to :mod:`clearance.tuning._parallel`.
+corpus to :mod:`clearance.tuning._parallel`. ``progress`` and ``stop`` (see
+:mod:`clearance.tuning._progress`) let a caller show how far it is and stop it early with
+the report of what was decided until then.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from clearance.tuning._decide import decide_lines
 from clearance.tuning._flips import Flip
 from clearance.tuning._harness_spec import HarnessFactory, as_harness
 from clearance.tuning._parallel import replay_parallel
+from clearance.tuning._progress import Checkpoint, ReplayProgress, count_lines
 from clearance.tuning._report import ReplayReport, build_report, policy_ids
 from clearance.tuning._tally import Tally
 
@@ -36,6 +39,8 @@ async def replay_async(
     max_flips: int = 1000,
     sample_size: int = 10_000,
     on_flip: Callable[[Flip], None] | None = None,
+    progress: Callable[[ReplayProgress], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> ReplayReport:
     """:func:`replay` in one process, for callers already inside an event loop.
 
@@ -55,6 +60,7 @@ async def replay_async(
         skip_bad=skip_bad,
         path=path,
         on_flip=on_flip,
+        checkpoint=_checkpoint(path, start, progress, stop),
     )
     return build_report(
         tally,
@@ -64,6 +70,28 @@ async def replay_async(
         jobs=1,
         max_flips=max_flips,
     )
+
+
+def _checkpoint(
+    path: str | None,
+    start: float,
+    progress: Callable[[ReplayProgress], None] | None,
+    stop: Callable[[], bool] | None,
+) -> Checkpoint | None:
+    """The checkpoint of a one-process replay: report progress, ask whether to stop."""
+    if progress is None and stop is None:
+        return None
+    total = count_lines(path) if path is not None and progress is not None else None
+    done = 0
+
+    def checkpoint(lines: int) -> bool:
+        nonlocal done
+        done += lines
+        if progress is not None:
+            progress(ReplayProgress(done, total, time.perf_counter() - start))
+        return stop is not None and stop()
+
+    return checkpoint
 
 
 def replay(
@@ -76,6 +104,8 @@ def replay(
     max_flips: int = 1000,
     sample_size: int = 10_000,
     on_flip: Callable[[Flip], None] | None = None,
+    progress: Callable[[ReplayProgress], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> ReplayReport:
     """Decide every call of a corpus and measure the outcome (see ``docs/replay.md``).
 
@@ -94,6 +124,11 @@ def replay(
         sample_size: calls kept in the reservoir sample the latency percentiles come from.
         on_flip: called with every flip (with ``jobs > 1``: after the workers finish, in
             corpus order).
+        progress: called with a :class:`ReplayProgress` every few lines (and at the end),
+            in the calling thread.
+        stop: asked as often; once it returns True the replay stops within a few lines
+            (every worker, with ``jobs > 1``) and returns the report of what was decided
+            so far, with ``interrupted`` set. Ctrl-C handlers set what it reads.
 
     Returns:
         The report.
@@ -114,6 +149,8 @@ def replay(
                 max_flips=max_flips,
                 sample_size=sample_size,
                 on_flip=on_flip,
+                progress=progress,
+                stop=stop,
             )
 
         return anyio.run(run)
@@ -132,6 +169,8 @@ def replay(
             sample_size=sample_size,
             on_flip=on_flip,
             shown_path=shown_path,
+            progress=progress,
+            stop=stop,
         )
 
     if isinstance(corpus, str | os.PathLike):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from clearance.harness.pipeline import Decision
 from clearance.tuning._corpus import CorpusCall, CorpusError
 from clearance.tuning._flips import FLIP_PRIORITIES, Flip, flip_priority
+from clearance.tuning._groups import GroupFinding, GroupFindings
 
 __all__ = ["OUTCOMES", "STAGES", "GroupCounts", "Tally"]
 
@@ -71,6 +72,11 @@ class Tally:
     flip_kinds: Counter[str] = field(default_factory=Counter)
     kept_flips: list[list[Flip]] = field(default_factory=list)
     """The flips kept, one list per :func:`flip_priority`, each in corpus order."""
+    findings: GroupFindings = field(default_factory=GroupFindings)
+    """The calls that show which benign groups were not fully allowed and which attack
+    groups were not stopped."""
+    interrupted: bool = False
+    """The replay was stopped before the end of the corpus."""
     _rng: random.Random | None = None
 
     def __post_init__(self) -> None:
@@ -112,7 +118,9 @@ class Tally:
             if before != outcome:
                 flip = self._flip(call, decision, baseline)
         if call.group is not None:
-            self.groups[call.group] = self.groups.get(call.group, 0) | flags
+            flags |= self.groups.get(call.group, 0)
+            self.groups[call.group] = flags
+            self.findings.add(call, decision, stopped=bool(flags & _STOPPED))
         return flip
 
     def _count_reasons(self, decision: Decision) -> None:
@@ -183,10 +191,21 @@ class Tally:
                 base_useful += not flags & _BASE_STOPPED
         return GroupCounts(benign, useful, attack, stopped, base_useful, base_stopped)
 
+    def group_findings(self) -> tuple[tuple[GroupFinding, ...], tuple[GroupFinding, ...]]:
+        """(benign groups not fully allowed, attack groups not stopped), as
+        :meth:`group_counts` counts them, with the calls that show it."""
+        stopped_benign = [
+            g for g, f in self.groups.items() if f & _BENIGN and not f & _ATTACK and f & _STOPPED
+        ]
+        running_attacks = [g for g, f in self.groups.items() if f & _ATTACK and not f & _STOPPED]
+        return self.findings.findings(stopped_benign, running_attacks)
+
     def merge(self, other: Tally) -> None:
         """Add what ``other`` (another worker's tally) counted."""
         self.lines += other.lines
         self.calls += other.calls
+        self.interrupted = self.interrupted or other.interrupted
+        self.findings.merge(other.findings)
         self.bad += other.bad
         self.bad_samples = sorted(self.bad_samples + other.bad_samples)[:_MAX_BAD_SAMPLES]
         self.withheld += other.withheld
