@@ -1,0 +1,151 @@
+"""``clearance inbox``: the pending asks in a browser, answered by the people named.
+
+It serves :class:`clearance.inbox.Inbox` on ``127.0.0.1`` over the ask store that
+``clearance asks`` reads (``--db``: a SQLite file or a ``postgresql://`` URL; else the
+configuration's ``store``; else its SQLite file, ``[approvals] grants`` or the journal
+file in the state directory), and prints one one-time login link per person
+(``--user``, repeatable; default the login name). An answer given there is recorded as that
+person's, through the inbox, and the host waiting on the ask goes on.
+
+The inbox needs Starlette and uvicorn, which the optional ``mcp`` extra installs. The
+command is always listed; without the extra, ``clearance inbox`` (with or without
+``--help``) prints how to install it and exits 2. :mod:`clearance.inbox` is imported only
+when the command runs.
+"""
+
+from __future__ import annotations
+
+import getpass
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import click
+
+from clearance._text import printable
+from clearance.cli._options import config_option, load_cli_config
+from clearance.cli.main import EXIT_USAGE, cli, fail
+from clearance.errors import ClearanceError, MissingExtraError
+from clearance.harness.ask_store_sqlite import SqliteAskStore
+
+if TYPE_CHECKING:
+    from clearance.inbox import InboxStarted
+
+__all__ = ["inbox"]
+
+
+class _NeedsInbox(click.Command):
+    """A command that says how to install the extra the inbox needs, before parsing
+    anything (``--help`` included), when it is missing."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            import clearance.inbox  # noqa: F401
+        except MissingExtraError as exc:
+            fail(str(exc), EXIT_USAGE)
+        return super().parse_args(ctx, args)
+
+
+def _open_store(db: str | None, config_path: str | None) -> Any:
+    """The ask store, as ``clearance asks`` finds it."""
+    try:
+        url = db if db is not None and db.startswith(("postgresql://", "postgres://")) else None
+        if db is None:
+            url = load_cli_config(config_path).store
+        if url is not None:
+            # Imported here: psycopg is the optional ``postgres`` extra.
+            from clearance.harness.ask_store_postgres import PostgresAskStore
+
+            return PostgresAskStore(url)
+        path = Path(db) if db is not None else load_cli_config(config_path).grants_path
+    except ClearanceError as exc:
+        fail(str(exc))
+    if not path.is_file():
+        fail(f"no ask store at {str(path)!r} (give the file with --db)")
+    return SqliteAskStore(path)
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser() or "user"
+    except (KeyError, OSError):  # no login name (some containers)
+        return "user"
+
+
+@cli.command("inbox", cls=_NeedsInbox)
+@click.option(
+    "--db",
+    metavar="PATH",
+    default=None,
+    help="The ask store: a SQLite file or a postgresql:// URL (default: store of the "
+    "configuration, else [approvals] grants, else the journal file).",
+)
+@config_option
+@click.option(
+    "--user",
+    "users",
+    metavar="NAME",
+    multiple=True,
+    help="Who may answer, and is recorded as answering (repeat for several people, each "
+    "with a login link; default: the login name).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8766,
+    show_default=True,
+    help="The port on 127.0.0.1 (0: any free port).",
+)
+def inbox(db: str | None, config_path: str | None, users: tuple[str, ...], port: int) -> None:
+    """Serve the pending asks on a page in the browser, to approve or deny.
+
+    Prints a one-time login link per person: open it and press "Sign in" (the link then
+    stops working). New asks appear on the page as hosts raise them; an answer goes to the
+    ask store, and the waiting host goes on. Stop with Ctrl-C.
+    """
+    from clearance.inbox import Inbox
+
+    names = list(users) or [_login()]
+    store = _open_store(db, config_path)
+    try:
+        try:
+            server = Inbox(store, users=names)
+        except ValueError as exc:
+            fail(f"--user: {exc}")
+
+        def ready(started: InboxStarted) -> None:
+            click.echo(f"clearance inbox on {printable(started.url)} for {printable(server.label)}")
+            click.echo("Open your link and press Sign in (each link works once):")
+            for user, link in started.links.items():
+                click.echo(f"  {printable(user)}: {printable(link)}")
+            click.echo("Stop with Ctrl-C.", nl=True)
+
+        async def main() -> None:
+            async with anyio.create_task_group() as tg:
+
+                async def on_signal() -> None:
+                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                        async for _ in signals:
+                            tg.cancel_scope.cancel()
+                            return
+
+                tg.start_soon(on_signal)
+                await server.serve(port=port, ready=ready)
+
+        try:
+            anyio.run(main)
+        except ClearanceError as exc:
+            fail(str(exc))
+        except BaseExceptionGroup as group:
+            match, _ = group.split(ClearanceError)
+            if match is None:
+                raise
+            leaf: BaseException = match
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            fail(str(leaf))
+        except KeyboardInterrupt:
+            pass
+    finally:
+        store.close()

@@ -1,0 +1,219 @@
+"""The inbox's HTML: the page, one card per ask, and the small pages around them.
+
+Everything that comes from the ask store was chosen, at least in part, by a model (the
+arguments, the reason a guardrail quotes, a call id) or a server. Each such text goes
+through :func:`_h`: first :func:`clearance._text.printable` (control, bidi and invisible
+characters spelled as visible escapes, so ``txt.exe`` cannot be shown for ``exe.txt``),
+then ``html.escape`` with quotes (safe in text and in attribute values). No value from the
+store is ever put anywhere else: not in a tag name, a URL path or a script. The page's
+script (``inbox.js``) only moves these server-made cards around and writes answers'
+messages with ``textContent``.
+
+Arguments are laid out as every approval surface lays them (:func:`ask_lines`): the
+deciding fields first and whole, then the rest, long values elided in the middle, with
+every argument whole one click away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from html import escape
+from typing import Any
+
+from clearance._text import json_text, printable
+from clearance.harness.ask_display import ask_lines, deciding_fields
+from clearance.harness.ask_store import StoredAsk
+
+__all__ = ["ANSWER_LABELS", "ask_card", "ask_list", "inbox_page", "login_page", "message_page"]
+
+ANSWER_LABELS: Mapping[str, str] = {
+    "deny": "Deny",
+    "allow_once": "Allow once",
+    "allow_session": "Allow for this session",
+    "allow_always": "Allow always",
+}
+"""The answer buttons, in page order: deny first (the default of a form sent with Enter)."""
+
+_WIDTH = 160
+"""The longest line of a non-deciding argument before its value is elided."""
+
+
+def _h(text: Any) -> str:
+    """Untrusted text made inert in HTML (see the module docstring)."""
+    return escape(printable(text), quote=True)
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _argument_rows(ask: StoredAsk, *, elide_values: bool) -> tuple[str, bool]:
+    """The arguments as rows (deciding first, whole), and whether a value was elided."""
+    arguments = dict(ask.arguments)
+    deciding = [n for n in dict.fromkeys(deciding_fields(ask)) if n in arguments]
+    order = deciding + [n for n in arguments if n not in deciding]
+    rows, elided = [], False
+    for name in order:
+        decides = name in deciding
+        # One argument at a time, so that its value is split from its name exactly.
+        (line,) = ask_lines(
+            {name: arguments[name]},
+            [name] if decides else [],
+            width=_WIDTH,
+            elide_values=elide_values,
+        )
+        label = printable(name)
+        value = line[len(label) + 2 :]
+        full = ask_lines({name: arguments[name]}, [], width=_WIDTH, elide_values=False)[0]
+        elided = elided or line != full
+        rows.append(
+            f'<div class="arg{" deciding" if decides else ""}">'
+            f'<span class="name">{_h(label)}</span>'
+            f'<span class="value">{_h(value)}</span></div>'
+        )
+    return "".join(rows), elided
+
+
+def _mapping_rows(values: Mapping[str, Any]) -> str:
+    return "".join(
+        f'<div class="arg"><span class="name">{_h(name)}</span>'
+        f'<span class="value">{_h(json_text(value, default=str))}</span></div>'
+        for name, value in values.items()
+    )
+
+
+def _scopes(ask: StoredAsk) -> str:
+    if not ask.suggestions:
+        return ""
+    options = "".join(
+        f'<label><input type="radio" name="scope" value="{index}"'
+        f"{' checked' if index == 1 else ''}> {_h(scope.description or scope.kind)}</label>"
+        for index, scope in enumerate(ask.suggestions, 1)
+    )
+    return (
+        '<fieldset class="scopes"><legend>A session or always answer covers</legend>'
+        f"{options}</fieldset>"
+    )
+
+
+def ask_card(ask: StoredAsk, *, csrf: str) -> str:
+    """One ask as an ``<article>``: what it is, why it asks, and the answer form."""
+    rows, elided = _argument_rows(ask, elide_values=True)
+    whole = ""
+    if elided:
+        all_rows, _ = _argument_rows(ask, elide_values=False)
+        whole = (
+            '<details class="whole"><summary>Every argument whole</summary>'
+            f'<div class="args">{all_rows}</div></details>'
+        )
+    facts = (
+        '<details class="facts" open><summary>Facts</summary>'
+        f'<div class="args">{_mapping_rows(ask.facts)}</div></details>'
+        if ask.facts
+        else ""
+    )
+    provenance_of = getattr(ask, "provenance", None)  # carried by asks that know it
+    provenance = (
+        f'<section class="provenance"><h3>Provenance</h3><div class="args">'
+        f"{_mapping_rows(provenance_of)}</div></section>"
+        if isinstance(provenance_of, Mapping) and provenance_of
+        else ""
+    )
+    policies = (
+        f'<p class="policies"><span class="label">Asked by</span> '
+        f"{', '.join(f'<code>{_h(p)}</code>' for p in ask.policies)}</p>"
+        if ask.policies
+        else ""
+    )
+    buttons = "".join(
+        f'<button type="submit" name="decision" value="{value}" class="{value}">{label}</button>'
+        for value, label in ANSWER_LABELS.items()
+    )
+    ask_id = _h(ask.ask_id)
+    return (
+        f'<article class="ask" id="ask-{ask_id}" data-ask-id="{ask_id}">'
+        f'<header><h2 class="tool">{_h(ask.tool)}</h2>'
+        f'<span class="who">{_h(ask.principal)}</span>'
+        f'<time datetime="{_h(_iso(ask.created_at))}">{_h(_when(ask.created_at))}</time>'
+        "</header>"
+        f'<p class="reason"><span class="label">Why</span> {_h(ask.reason)}</p>'
+        f"{policies}"
+        f'<div class="args">{rows}</div>{whole}{facts}{provenance}'
+        f'<p class="ids">ask <code>{ask_id}</code> · call <code>{_h(ask.call_id)}</code> · '
+        f"session <code>{_h(ask.session_id)}</code></p>"
+        '<form method="post" action="/answer">'
+        f'<input type="hidden" name="csrf" value="{_h(csrf)}">'
+        f'<input type="hidden" name="ask_id" value="{ask_id}">'
+        f'<fieldset class="controls">{_scopes(ask)}<div class="buttons">{buttons}</div>'
+        "</fieldset></form>"
+        '<p class="result" role="status"></p>'
+        "</article>"
+    )
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
+def ask_list(asks: Sequence[StoredAsk], *, csrf: str) -> str:
+    """The cards of ``asks`` (what the page fetches to stay live)."""
+    return "".join(ask_card(ask, csrf=csrf) for ask in asks)
+
+
+def _document(title: str, body: str, *, poll_ms: int | None = None) -> str:
+    poll = f' data-poll="{poll_ms}"' if poll_ms is not None else ""
+    script = '<script src="/static/inbox.js" defer></script>' if poll_ms is not None else ""
+    return (
+        "<!doctype html>"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_h(title)}</title>"
+        '<link rel="stylesheet" href="/static/inbox.css">'
+        f"{script}</head><body{poll}>{body}</body></html>"
+    )
+
+
+def inbox_page(asks: Sequence[StoredAsk], *, user: str, csrf: str, store: str, poll_ms: int) -> str:
+    """The inbox: who is signed in, the pending asks, and the script that keeps it live."""
+    count = len(asks)
+    body = (
+        '<header class="top"><h1>clearance inbox</h1>'
+        f'<span class="store">{_h(store)}</span>'
+        f'<span class="user">signed in as <strong>{_h(user)}</strong></span>'
+        '<form method="post" action="/logout" class="logout">'
+        f'<input type="hidden" name="csrf" value="{_h(csrf)}">'
+        '<button type="submit">Sign out</button></form></header>'
+        '<main><p class="summary"><span id="count">'
+        f"{count} ask{'' if count == 1 else 's'} waiting</span>"
+        ' <span id="status" role="status">Live</span></p>'
+        f'<p id="empty"{" hidden" if asks else ""}>No asks waiting. '
+        "New ones appear here as hosts raise them.</p>"
+        f'<div id="asks">{ask_list(asks, csrf=csrf)}</div></main>'
+    )
+    return _document("clearance inbox", body, poll_ms=poll_ms)
+
+
+def login_page(user: str, token: str) -> str:
+    """The page a login link opens: a button that spends the link (so that a link preview
+    fetching it does not)."""
+    body = (
+        '<main class="narrow"><h1>clearance inbox</h1>'
+        f"<p>Sign in as <strong>{_h(user)}</strong>. This link works once.</p>"
+        '<form method="post" action="/login">'
+        f'<input type="hidden" name="token" value="{_h(token)}">'
+        '<button type="submit" class="allow_once">Sign in</button></form></main>'
+    )
+    return _document("clearance inbox: sign in", body)
+
+
+def message_page(title: str, message: str, *, back: bool = True) -> str:
+    """A page that says one thing (a refusal, an answer given without the script)."""
+    link = '<p><a href="/">Back to the inbox</a></p>' if back else ""
+    body = (
+        f'<main class="narrow"><h1>{_h(title)}</h1>'
+        f'<p class="message">{_h(message)}</p>{link}</main>'
+    )
+    return _document(title, body)
