@@ -6,6 +6,8 @@
 * anything else with at most ``enum_limit`` distinct values → those exact values;
 * numbers with more distinct values → their range;
 * arrays → the set of elements seen (built by :func:`~clearance.tuning.suggest`);
+* rules that differ only in one argument's exact value → one rule with the values seen for
+  it (``oneof``; :mod:`clearance.tuning._suggest_scope` merges them);
 * long or multi-line text, objects, and values with too many distinct forms → left free.
 """
 
@@ -19,7 +21,7 @@ from typing import Any, Literal
 
 __all__ = ["MISSING", "ArgumentConstraint", "ConstraintKind", "generalize", "value_key"]
 
-ConstraintKind = Literal["exact", "prefix", "host", "range", "subset", "absent"]
+ConstraintKind = Literal["exact", "oneof", "prefix", "host", "range", "subset", "absent"]
 
 _URL = re.compile(
     r"^(?P<base>(?:[a-zA-Z][a-zA-Z0-9+.\-]*://)?[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*"
@@ -37,7 +39,8 @@ MISSING: Any = object()
 class ArgumentConstraint:
     """How a rule constrains one argument.
 
-    ``exact``: ``value`` is the one value allowed. ``prefix``: a string starting with
+    ``exact``: ``value`` is the one value allowed. ``oneof``: one of the values in the tuple
+    ``value``. ``prefix``: a string starting with
     ``value + "/"`` and holding no ``..`` segment. ``host``: a URL equal to ``value``
     (scheme and host) or continuing with ``/``. ``range``: a number in
     ``[value[0], value[1]]``. ``subset``: an array whose every element is in ``value``.
@@ -56,6 +59,8 @@ class ArgumentConstraint:
             return False
         if self.kind == "exact":
             return _same(value, self.value)
+        if self.kind == "oneof":
+            return any(_same(value, allowed) for allowed in self.value)
         if self.kind == "prefix":
             return (
                 isinstance(value, str)
@@ -82,6 +87,8 @@ class ArgumentConstraint:
     def describe(self) -> str:
         if self.kind == "exact":
             return json.dumps(self.value, ensure_ascii=False)
+        if self.kind == "oneof":
+            return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in self.value)
         if self.kind == "prefix":
             return f"{self.value}/* (no '..')"
         if self.kind == "host":

@@ -86,12 +86,17 @@ def _fix_brackets(text: str) -> str:
     return "".join(special.get(ch, ch) for ch in text)
 
 
+def _exact_glob(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return _fix_brackets(text)
+
+
 def local_globs(pattern: ArgumentConstraint) -> list[str] | None:
     """Glob alternatives for a local rule (``None``: the argument stays free)."""
     if pattern.kind == "exact":
-        value = pattern.value
-        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-        return [_fix_brackets(text)]
+        return [_exact_glob(pattern.value)]
+    if pattern.kind == "oneof":
+        return [_exact_glob(v) for v in pattern.value]
     if pattern.kind == "prefix":
         return [_fix_brackets(pattern.value) + "/**"]
     if pattern.kind == "host":
@@ -153,6 +158,8 @@ def expressible(
             if kind in ("long", "decimal") and all(_fits(v, kind) for v in value)
             else (f"a range of {kind} values")
         )
+    if pattern.kind == "oneof":
+        return None if all(_fits(v, kind) for v in value) else f"a value does not fit {kind}"
     return None if _fits(value, kind) else f"the value does not fit {kind}"
 
 

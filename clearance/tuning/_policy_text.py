@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from clearance._text import is_printable, printable
 from clearance.errors import PolicyError, RuleError
-from clearance.policy.local import parse_rule
+from clearance.policy.local import RuleKind, parse_rule
 
 __all__ = [
     "IntendedPolicy",
@@ -141,13 +142,15 @@ class IntendedPolicy:
     """What one generated ``permit`` was written to say."""
 
     policy_id: str
-    """Its ``@id`` (its only annotation)."""
+    """Its ``@id``."""
     principal: tuple[str, str]
     """``principal ==`` this entity (type, id)."""
     action: str
     """``action == Action::"<action>"``."""
     conditioned: bool
     """Whether it has one ``when`` clause (else none); the resource is unconstrained."""
+    ask: str | None = None
+    """Its ``@ask`` text, if it has one (``@id`` and ``@ask`` are its only annotations)."""
 
 
 def check_cedar(text: str, intended: Sequence[IntendedPolicy]) -> None:
@@ -172,7 +175,8 @@ def check_cedar(text: str, intended: Sequence[IntendedPolicy]) -> None:
         same = (
             info.effect == "permit"
             and info.kind == "static"
-            and dict(info.annotations) == {"id": want.policy_id}
+            and dict(info.annotations)
+            == ({"id": want.policy_id} | ({"ask": want.ask} if want.ask is not None else {}))
             and info.principal.op == "=="
             and [(e.type, e.id) for e in info.principal.entities] == [want.principal]
             and info.action.op == "=="
@@ -190,9 +194,10 @@ def check_cedar(text: str, intended: Sequence[IntendedPolicy]) -> None:
             )
 
 
-def check_local(block: str, rules: Sequence[str], tools: set[str]) -> None:
-    """Parse one ``allow = [...]`` TOML block and each of its rules back: the block must
-    hold exactly ``rules``, each naming one of ``tools`` exactly (no glob).
+def check_local(block: str, rules: Mapping[str, Sequence[str]], tools: set[str]) -> None:
+    """Parse one TOML block of rule lists (``allow = [...]``, ``ask = [...]``) and each of
+    its rules back: the block must hold exactly ``rules`` (kind → rules), each naming one of
+    ``tools`` exactly (no glob).
 
     Raises:
         PolicyError: anything differs, or does not parse.
@@ -201,11 +206,13 @@ def check_local(block: str, rules: Sequence[str], tools: set[str]) -> None:
         parsed = tomllib.loads(block)
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(f"the generated rules do not parse as TOML: {exc}") from None
-    if parsed != {"allow": list(rules)}:
+    if parsed != {kind: list(texts) for kind, texts in rules.items()}:
         raise PolicyError("the generated rules do not parse back to themselves: refusing them")
-    for rule in rules:
+    for kind, rule in ((k, r) for k, texts in rules.items() for r in texts):
+        if kind not in ("allow", "ask"):
+            raise PolicyError(f"a generated rule list is {printable(kind)}: refusing it")
         try:
-            tool = parse_rule("allow", rule).tool_glob
+            tool = parse_rule(cast(RuleKind, kind), rule).tool_glob
         except RuleError as exc:
             raise PolicyError(f"a generated rule does not parse: {exc}") from None
         if tool not in tools:

@@ -4,6 +4,9 @@ From the calls a deployment allowed (a journal export, or corpus lines expected 
 allowed; :func:`allowed_calls`), :func:`suggest` groups the calls by principal and tool and
 generalizes each argument's values (:mod:`clearance.tuning._patterns`). Each distinct
 combination of patterns becomes one rule; every rule lists the calls it was derived from.
+Calls that were asked and then approved get rules that keep the ask, no allow rule covers
+them, and rules that differ only in one exact value are merged
+(:mod:`clearance.tuning._suggest_scope`).
 
 The calls come from a journal or a corpus: call ids, argument names and values, tool names
 and principals are chosen by a model or whoever wrote the file. A call whose principal type
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from clearance.harness.tools import Tool, ToolRegistry
@@ -24,6 +28,7 @@ from clearance.tuning._corpus import CorpusCall, CorpusError, parse_corpus_line
 from clearance.tuning._patterns import MISSING, ArgumentConstraint, generalize, value_key
 from clearance.tuning._policy_forms import expressible
 from clearance.tuning._policy_text import is_entity_type
+from clearance.tuning._suggest_scope import Derived, keep_asks, merge_exact, was_asked
 from clearance.tuning._suggestions import Suggestion, SuggestionSet
 
 __all__ = ["allowed_calls", "is_allowed_record", "suggest"]
@@ -52,7 +57,8 @@ def suggest(
 
     Returns:
         One suggestion per principal, tool and combination of patterns, in the order the
-        principals and tools first appear.
+        principals and tools first appear; calls that were asked (a journal's
+        ``expected: ask``) get suggestions that keep the ask (``Suggestion.ask``).
     """
     tool_map: dict[str, Tool] = {}
     aliases: dict[str, str] = {}
@@ -60,7 +66,7 @@ def suggest(
         items = tools.values() if isinstance(tools, Mapping) else tools
         tool_map = {t.qualified_name: t for t in items}
         aliases = {t.model_alias: name for name, t in tool_map.items()}
-    by_key: dict[tuple[str, str], list[CorpusCall]] = {}
+    by_key: dict[tuple[str, str, bool], list[CorpusCall]] = {}
     skipped: list[tuple[int, str, str]] = []
     total = 0
     for call in calls:
@@ -72,11 +78,16 @@ def suggest(
             continue
         total += 1
         tool = aliases.get(call.tool, call.tool)
-        by_key.setdefault((str(call.principal), tool), []).append(call)
-    out: list[Suggestion] = []
-    for (principal, tool), group in by_key.items():
-        out.extend(_suggest_for(principal, tool, group, tool_map.get(tool), format, enum_limit))
-    return SuggestionSet(tuple(out), total, tool_map, tuple(skipped))
+        by_key.setdefault((str(call.principal), tool, was_asked(call)), []).append(call)
+    derived: list[Derived] = []
+    for (principal, tool, asked), group in by_key.items():
+        for rule, covered in _suggest_for(
+            principal, tool, group, tool_map.get(tool), format, enum_limit
+        ):
+            derived.append((replace(rule, ask=asked), covered))
+    asked_calls = [c for group in by_key.values() for c in group if was_asked(c)]
+    derived = merge_exact(keep_asks(derived, asked_calls, tool_map, aliases, format))
+    return SuggestionSet(tuple(rule for rule, _ in derived), total, tool_map, tuple(skipped))
 
 
 def _suggest_for(
@@ -86,9 +97,9 @@ def _suggest_for(
     tool_def: Tool | None,
     format: Literal["cedar", "local"],
     enum_limit: int,
-) -> list[Suggestion]:
-    """The suggestions for one principal's calls of one tool: one per distinct combination
-    of the patterns ``format`` can express."""
+) -> list[Derived]:
+    """The suggestions for one principal's calls of one tool (with the calls each came
+    from): one per distinct combination of the patterns ``format`` can express."""
     names = list(dict.fromkeys(n for c in group for n in (c.arguments or {})))
     per_arg, notes = _argument_patterns(group, names, enum_limit)
     rules: dict[tuple[Any, ...], list[CorpusCall]] = {}
@@ -110,12 +121,15 @@ def _suggest_for(
         shapes[key] = constraints
     # Every suggestion of the group carries all its notes: they are known only now.
     return [
-        Suggestion(
-            principal,
-            tool,
-            shapes[key],
-            tuple(c.name for c in covered),
-            tuple(dict.fromkeys(notes)),
+        (
+            Suggestion(
+                principal,
+                tool,
+                shapes[key],
+                tuple(c.name for c in covered),
+                tuple(dict.fromkeys(notes)),
+            ),
+            covered,
         )
         for key, covered in rules.items()
     ]

@@ -38,7 +38,10 @@ from clearance.tuning._policy_text import (
 )
 from clearance.types import ToolCatalog
 
-__all__ = ["PrincipalRules", "Suggestion", "SuggestionSet"]
+__all__ = ["ASK_REASON", "PrincipalRules", "Suggestion", "SuggestionSet"]
+
+ASK_REASON = "asked and approved in the recorded calls"
+"""The ``@ask`` text of a suggestion that keeps an ask."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,9 @@ class Suggestion:
     """The calls it was derived from (their ids, else ``line N``)."""
     notes: tuple[str, ...] = ()
     """Why some arguments are left free."""
+    ask: bool = False
+    """The calls it came from were asked before they were approved (or it also covers such a
+    call): it grants only with approval (Cedar ``@ask``, a local ``ask`` rule)."""
 
     def allows(self, principal: str, tool: str, arguments: Mapping[str, Any]) -> bool:
         """Whether this rule covers the call (the scope the rendered policies enforce)."""
@@ -60,11 +66,19 @@ class Suggestion:
             return False
         return all(p.matches(arguments.get(name)) for name, p in self.constraints)
 
+    def scope(self) -> str:
+        """What the rule allows, in words: ``path: src/* (no '..'); message: one of "x",
+        "y"`` (``any arguments`` when nothing is constrained)."""
+        parts = [f"{name}: {p.describe()}" for name, p in self.constraints]
+        return "; ".join(parts) or "any arguments"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "principal": self.principal,
             "tool": self.tool,
             "constraints": {name: p.to_json() for name, p in self.constraints},
+            "scope": self.scope(),
+            "ask": self.ask,
             "calls": list(self.calls),
             "notes": list(self.notes),
         }
@@ -96,8 +110,9 @@ class SuggestionSet:
     # -- Cedar -------------------------------------------------------------------------------
 
     def to_cedar(self) -> str:
-        """Cedar policies, one ``permit`` per suggestion, each with an ``@id`` and a
-        comment listing the calls it covers.
+        """Cedar policies, one ``permit`` per suggestion, each with an ``@id`` (and an
+        ``@ask`` when it keeps an ask), and comments listing the calls it covers and its
+        scope.
 
         Raises:
             PolicyError: the text does not parse back to one policy per suggestion, each
@@ -116,8 +131,11 @@ class SuggestionSet:
                 f" and {len(s.calls) - 5} more" if len(s.calls) > 5 else ""
             )
             out.append(comment("//", f"{len(s.calls)} call(s): {covers}"))
+            out.append(comment("//", f"scope: {s.scope()}"))
             out.extend(comment("//", f"note: {note}") for note in s.notes)
             out.append(f'@id("suggested-{index}")')
+            if s.ask:
+                out.append(f"@ask({cedar_string(ASK_REASON)})")
             head = f"permit (principal == {principal}, action == Action::{cedar_string(s.tool)}, resource)"
             if conditions:
                 out.append(head)
@@ -129,7 +147,13 @@ class SuggestionSet:
         check_cedar(
             text,
             [
-                IntendedPolicy(f"suggested-{n}", split_entity(s.principal), s.tool, when)
+                IntendedPolicy(
+                    f"suggested-{n}",
+                    split_entity(s.principal),
+                    s.tool,
+                    when,
+                    ASK_REASON if s.ask else None,
+                )
                 for n, (s, when) in enumerate(zip(self.suggestions, conditioned, strict=True), 1)
             ],
         )
@@ -145,6 +169,9 @@ class SuggestionSet:
             return None if required else f"!(context.input has {has_name(name)})"
         if pattern.kind == "exact":
             return guard + f"{ref} == {cedar_value(pattern.value, kind)}"
+        if pattern.kind == "oneof":
+            either = " || ".join(f"{ref} == {cedar_value(v, kind)}" for v in pattern.value)
+            return guard + f"({either})"
         if pattern.kind == "prefix":
             prefix = cedar_like(pattern.value + "/") + "*"
             return guard + f'({ref} like "{prefix}" && !({ref} like "*..*"))'
@@ -167,8 +194,14 @@ class SuggestionSet:
     def to_local(self) -> dict[str, list[str]]:
         """Local allow rules per principal (the local evaluator has no principal, so each
         principal gets its own rules file). Build the set with ``format="local"`` so that
-        every constraint can be written as a glob."""
-        rules: dict[str, list[str]] = {}
+        every constraint can be written as a glob. Suggestions that keep an ask are not
+        here: see :meth:`to_local_rules`."""
+        return {p: kinds["allow"] for p, kinds in self.to_local_rules().items()}
+
+    def to_local_rules(self) -> dict[str, dict[str, list[str]]]:
+        """Local rules per principal: ``{"allow": [...], "ask": [...]}``, the suggestions
+        that keep an ask in ``ask``."""
+        rules: dict[str, dict[str, list[str]]] = {}
         for s in self.suggestions:
             alternatives: list[list[str]] = [[]]
             for name, p in s.constraints:
@@ -178,7 +211,8 @@ class SuggestionSet:
                 alternatives = [
                     [*a, f"{name}={local_quote(g)}"] for a in alternatives for g in globs
                 ]
-            target = rules.setdefault(s.principal, [])
+            kinds = rules.setdefault(s.principal, {"allow": [], "ask": []})
+            target = kinds["ask" if s.ask else "allow"]
             for parts in alternatives:
                 rule = f"{s.tool}({', '.join(parts)})" if parts else s.tool
                 if rule not in target:
@@ -186,8 +220,9 @@ class SuggestionSet:
         return rules
 
     def to_local_toml(self) -> str:
-        """:meth:`to_local` as TOML: one ``allow`` list per principal, under a comment
-        naming the principal (save each as its own rules file).
+        """:meth:`to_local_rules` as TOML: one ``allow`` list (and ``ask`` list, when some
+        suggestions keep an ask) per principal, under a comment naming the principal (save
+        each as its own rules file).
 
         Raises:
             PolicyError: a principal's block does not parse back to exactly its rules, or a
@@ -195,16 +230,13 @@ class SuggestionSet:
                 calls carried is always escaped).
         """
         out: list[str] = []
-        for principal, rules in self.to_local().items():
-            block = "\n".join(
-                [
-                    comment("#", principal),
-                    "allow = [",
-                    *(f"  {toml_string(r)}," for r in rules),
-                    "]",
-                ]
-            )
-            check_local(block, rules, {s.tool for s in self.suggestions})
+        for principal, kinds in self.to_local_rules().items():
+            lines = [comment("#", principal)]
+            written = {k: v for k, v in kinds.items() if v or k == "allow"}
+            for kind, rules in written.items():
+                lines += [f"{kind} = [", *(f"  {toml_string(r)}," for r in rules), "]"]
+            block = "\n".join(lines)
+            check_local(block, written, {s.tool for s in self.suggestions})
             out.extend([block, ""])
         return "\n".join(out)
 
@@ -217,7 +249,10 @@ class SuggestionSet:
 
             return CedarEvaluator(self.to_cedar() or "")
         return PrincipalRules(
-            {p: LocalEvaluator(allow=rules) for p, rules in self.to_local().items()}
+            {
+                p: LocalEvaluator(allow=kinds["allow"], ask=kinds["ask"])
+                for p, kinds in self.to_local_rules().items()
+            }
         )
 
 
