@@ -443,10 +443,10 @@ class PostgresDatabase:
             except Exception as exc:  # pragma: no cover - best effort
                 _log.debug("draining the pool failed: %r", exc)
         self.down = None
-        self._listening.set()
         if was_down:
             _log.warning("%s is reachable again", self.label)
         self._dispatch_all(None)  # anything may have changed while we were not listening
+        self._listening.set()
         while not self._closing.is_set():
             for notice in conn.notifies(timeout=_LISTEN_TICK):
                 self._dispatch(notice.channel, notice.payload)

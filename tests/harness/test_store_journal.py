@@ -1,0 +1,404 @@
+"""The durable journal contract, run against SQLite (a file) and PostgreSQL (a schema of
+its own on a real server): rule R7 (one end per call, ``seq`` without gaps, a crash's
+unfinished starts closed as ``interrupted`` when the writer opens again, one writer at a
+time). Then what only the PostgreSQL journal does: several hosts, ``clearance store
+recover``, and failing closed while its database is away (rule R1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from postgres_support import Outage, fresh_schema, sql
+from support import ALICE, Recorder, coding_registry, harness
+
+from clearance import JournalError, JournalEvent, SqliteJournal
+from clearance.policy import LocalEvaluator
+
+pytestmark = pytest.mark.anyio
+
+ALLOW = LocalEvaluator(allow=["files.*"], deny=["shell.*"])
+WRITE = {"path": "src/a.py", "content": "x"}
+
+
+@dataclass
+class Backend:
+    kind: str
+    target: str
+    schema: str = ""
+
+    def open(self, host: str = "h1") -> Any:
+        if self.kind == "sqlite":
+            return SqliteJournal(self.target)
+        from clearance.harness.journal import PostgresJournal
+
+        return PostgresJournal(self.target, host=host)
+
+    def opener(self) -> str:
+        """Python that opens the journal as ``journal`` (host ``h1``) in a child."""
+        if self.kind == "sqlite":
+            return f"from clearance import SqliteJournal\njournal = SqliteJournal({self.target!r})"
+        return (
+            "from clearance.harness.journal import PostgresJournal\n"
+            f"journal = PostgresJournal({self.target!r}, host='h1')"
+        )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        yield Backend("sqlite", str(tmp_path / "journal.db"))
+        return
+    with fresh_schema() as (url, schema):
+        yield Backend("postgres", url, schema)
+
+
+async def _call(session: Any, tool: str, arguments: dict[str, Any], call_id: str) -> Any:
+    return await session.call_tool(tool, arguments, call_id=call_id)
+
+
+def check_r7(events: list[JournalEvent], *, per_session: bool) -> None:
+    """R7 on a whole journal: ``seq`` 1, 2, 3... without gaps (per session for the
+    PostgreSQL journal), one ``call_decided`` per call, at most one start, and exactly one
+    end per start."""
+    if per_session:
+        by_session: dict[str, list[int]] = defaultdict(list)
+        for e in events:
+            by_session[e.session_id].append(e.seq)
+        for session_id, seqs in by_session.items():
+            assert sorted(seqs) == list(range(1, len(seqs) + 1)), session_id
+    else:
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    kinds: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for e in events:
+        if e.call_id is not None:
+            kinds[(e.session_id, e.call_id)][e.type] += 1
+    for call, seen in kinds.items():
+        assert seen["call_decided"] == 1, (call, seen)
+        assert seen["tool_started"] <= 1, (call, seen)
+        assert seen["tool_finished"] == seen["tool_started"], (call, seen)
+
+
+async def test_a_run_keeps_r7(backend: Backend) -> None:
+    rec = Recorder()
+    journal = backend.open()
+    async with harness(coding_registry(rec), evaluator=ALLOW, journal=journal) as h:
+        sessions = [await h.create_session(principal=ALICE) for _ in range(3)]
+        async with anyio.create_task_group() as tg:
+            for n, s in enumerate(sessions):
+                for i in range(20):
+                    tool = "shell__run" if i % 5 == 0 else "files__write_file"
+                    args = {"command": "ls"} if tool == "shell__run" else WRITE
+                    tg.start_soon(_call, s, tool, args, f"c{n}-{i}")
+        written = journal.events()
+    per_session = backend.kind == "postgres"
+    check_r7(written, per_session=per_session)
+    again = backend.open()
+    try:
+        stored = again.events()
+    finally:
+        again.close()
+    check_r7(stored, per_session=per_session)
+    assert len(written) == 3 * (1 + 20 + 16 * 2)  # created; decided x20, started+finished x16
+    assert len(stored) == len(written) + 3  # and the sessions' closes
+    assert len(rec.calls) == 3 * 16
+    assert {e.type for e in stored} >= {"session_created", "tool_started", "session_closed"}
+
+
+async def test_a_crash_leaves_interrupted_ends_when_the_writer_opens_again(
+    backend: Backend,
+) -> None:
+    child = textwrap.dedent(
+        """
+        import anyio, os
+        from clearance import JournalEvent
+        {opener}
+
+        async def main():
+            for event in (
+                JournalEvent("session_created", "s1", None, None, {{}}),
+                JournalEvent("call_decided", "s1", "t1", "c1", {{"decision": "allow"}}),
+                JournalEvent("tool_started", "s1", "t1", "c1",
+                             {{"tool": "files__write_file", "correlation_id": "x1"}}),
+                JournalEvent("call_decided", "s1", "t1", "c2", {{"decision": "allow"}}),
+                JournalEvent("tool_started", "s1", "t1", "c2", {{"tool": "files__write_file"}}),
+                JournalEvent("tool_finished", "s1", "t1", "c2", {{"status": "ok"}}),
+            ):
+                await journal.append(event)
+            if hasattr(journal, "flush"):
+                await journal.flush()
+            os._exit(9)  # a crash: no close
+
+        anyio.run(main)
+        """
+    ).format(opener=backend.opener())
+    with anyio.fail_after(60):
+        done = await anyio.run_process([sys.executable, "-c", child], check=False)
+    assert done.returncode == 9, done.stderr.decode()
+    journal = backend.open()
+    try:
+        events = journal.events()
+        await journal.append(JournalEvent("session_closed", "s1", None, None, {}))
+        events_after = journal.events()
+    finally:
+        journal.close()
+    ends = [e for e in events if e.type == "tool_finished" and e.call_id == "c1"]
+    assert len(ends) == 1 and ends[0].data["status"] == "interrupted"
+    started = next(e for e in events if e.type == "tool_started" and e.call_id == "c1")
+    assert ends[0].data["started_seq"] == started.seq
+    assert ends[0].data["correlation_id"] == "x1"
+    check_r7(events_after, per_session=backend.kind == "postgres")
+    assert events_after[-1].seq == ends[0].seq + 1  # seq goes on after the recovery
+
+
+def test_a_second_writer_is_refused(backend: Backend) -> None:
+    first = backend.open()
+    try:
+        with pytest.raises(JournalError, match="another process"):
+            backend.open()
+    finally:
+        first.close()
+    backend.open().close()  # free again once the first is closed
+
+
+# -- PostgreSQL only ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_url() -> Iterator[tuple[str, str]]:
+    with fresh_schema() as found:
+        yield found
+
+
+def _pg(url: str, host: str, **options: Any) -> Any:
+    from clearance.harness.journal import PostgresJournal
+
+    return PostgresJournal(url, host=host, **options)
+
+
+async def test_two_hosts_write_one_journal_each_session_without_gaps(
+    pg_url: tuple[str, str],
+) -> None:
+    url, _ = pg_url
+    rec_a, rec_b = Recorder(), Recorder()
+    journal_a, journal_b = _pg(url, "a"), _pg(url, "b")
+    async with (
+        harness(coding_registry(rec_a), evaluator=ALLOW, journal=journal_a) as ha,
+        harness(coding_registry(rec_b), evaluator=ALLOW, journal=journal_b) as hb,
+    ):
+        sa, sb = await ha.create_session(principal=ALICE), await hb.create_session(principal=ALICE)
+        async with anyio.create_task_group() as tg:
+            for i in range(30):
+                tg.start_soon(_call, sa, "files__write_file", WRITE, f"a{i}")
+                tg.start_soon(_call, sb, "files__write_file", WRITE, f"b{i}")
+        seen_by_a = journal_a.events()
+    assert {e.session_id for e in seen_by_a} == {sa.id, sb.id}  # every host's records
+    reader = _pg(url, "reader")
+    try:
+        check_r7(reader.events(), per_session=True)
+        assert len(reader.events(session_id=sb.id)) == 1 + 30 * 3 + 1
+        with pytest.raises(JournalError, match="journaled by host 'a'"):
+            await reader.append(JournalEvent("session_closed", sa.id, None, None, {}))
+    finally:
+        reader.close()
+
+
+def test_a_stopped_host_is_recovered_by_an_operator_and_a_running_one_is_not(
+    pg_url: tuple[str, str],
+) -> None:
+    from clearance.harness.journal import PostgresJournal
+
+    url, schema = pg_url
+    child = textwrap.dedent(
+        f"""
+        import anyio, os, sys
+        from clearance import JournalEvent
+        from clearance.harness.journal import PostgresJournal
+        journal = PostgresJournal({url!r}, host="gone")
+
+        async def main():
+            await journal.append(JournalEvent("session_created", "s9", None, None, {{}}))
+            await journal.append(JournalEvent("call_decided", "s9", None, "c1", {{}}))
+            await journal.append(JournalEvent("tool_started", "s9", None, "c1", {{}}))
+            print("started", flush=True)
+            if sys.argv[1] == "crash":
+                os._exit(9)
+            sys.stdin.readline()  # runs until told to stop
+
+        anyio.run(main)
+        """
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", child, "hang"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as running:
+        try:
+            assert running.stdout is not None and running.stdout.readline() == "started\n"
+            with pytest.raises(JournalError, match="is running"):
+                PostgresJournal.recover_host(url, "gone")
+        finally:
+            running.kill()
+            running.wait()
+    # Killed: its start is open; the operator closes it.
+    assert PostgresJournal.recover_host(url, "gone") == 1
+    assert PostgresJournal.recover_host(url, "gone") == 0
+    ends = sql(schema, "SELECT data FROM {s}.events WHERE type = 'tool_finished'")
+    assert len(ends) == 1 and '"status":"interrupted"' in str(ends[0][0])
+    with pytest.raises(JournalError, match="no host 'nobody'"):
+        PostgresJournal.recover_host(url, "nobody")
+
+
+def test_clearance_store_migrate_and_recover_on_the_command_line(
+    pg_url: tuple[str, str], tmp_path: Path
+) -> None:
+    url, schema = pg_url
+    config = tmp_path / "clearance.toml"
+    config.write_text(f'store = "{url}"\n[evaluator]\nkind = "noop"\n')
+    env = {**os.environ, "NO_COLOR": "1"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "clearance", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+
+    first = cli("store", "migrate", "--config", str(config))
+    assert first.returncode == 0, first.stderr
+    assert "schema version 0 -> 1" in first.stdout and f"(schema {schema})" in first.stdout
+    again = cli("store", "migrate", "--url", url, "--json")
+    assert again.returncode == 0 and '"from": 1' in again.stdout
+    missing = cli("store", "recover", "--host", "nobody", "--config", str(config))
+    assert missing.returncode == 2 and "no host 'nobody'" in missing.stderr
+    journal = _pg(url, "h7")
+    journal.close()
+    done = cli("store", "recover", "--host", "h7", "--url", url)
+    assert done.returncode == 0 and "0 unfinished call(s)" in done.stdout
+    bad = cli("store", "migrate", "--url", "sqlite:///x.db")
+    assert bad.returncode == 2 and "postgresql:// URL" in bad.stderr
+
+
+async def test_an_unreachable_database_denies_every_call_and_loses_nothing(
+    pg_url: tuple[str, str],
+) -> None:
+    """Fail closed: while the database is away every call is denied (the journal cannot
+    record its start) and no handler runs; the records made meanwhile are written when it
+    returns, the journal reconnects by itself, and R7 holds throughout."""
+    url, schema = pg_url
+    rec = Recorder()
+    outcomes: dict[str, str] = {}
+    with Outage() as outage:
+        journal = _pg(outage.url(schema), "h1")
+        async with harness(coding_registry(rec), evaluator=ALLOW, journal=journal) as h:
+            s = await h.create_session(principal=ALICE)
+            outcomes["c1"] = (await s.call_tool("files__write_file", WRITE, call_id="c1")).status
+            outage.cut()  # the writer does not know yet: its start's commit fails
+            outcomes["c2"] = (await s.call_tool("files__write_file", WRITE, call_id="c2")).status
+            outcomes["c3"] = (await s.call_tool("files__write_file", WRITE, call_id="c3")).status
+            with pytest.raises(JournalError, match="the PostgreSQL store at postgresql://"):
+                await journal.append(JournalEvent("tool_started", s.id, None, "x", {}))
+            outage.restore()
+            deadline = time.monotonic() + 10
+            while outcomes.get("c4") != "ok":
+                assert time.monotonic() < deadline
+                await anyio.sleep(0.05)
+                outcomes["c4"] = (
+                    await s.call_tool("files__write_file", WRITE, call_id=f"c4-{time.monotonic()}")
+                ).status
+    assert outcomes["c1"] == "ok" and outcomes["c2"] == "denied" and outcomes["c3"] == "denied"
+    ran_paths = len(rec.calls)
+    reader = _pg(url, "reader")
+    try:
+        events = reader.events(session_id=s.id)
+    finally:
+        reader.close()
+    check_r7(events, per_session=True)
+    by_call: dict[str, list[JournalEvent]] = defaultdict(list)
+    for e in events:
+        if e.call_id is not None:
+            by_call[e.call_id].append(e)
+    # c2's start went out as the connection died: it is written, with its own end saying
+    # the call did not run (and it did not).
+    c2 = {e.type: e for e in by_call["c2"]}
+    assert c2["tool_finished"].data["status"] == "cancelled"
+    assert "did not run" in c2["tool_finished"].data["message"]
+    assert c2["tool_finished"].data["started_seq"] == c2["tool_started"].seq
+    # c3 was refused before its start: its decision is kept, nothing else.
+    assert [e.type for e in by_call["c3"]] == ["call_decided"]
+    ok_calls = [c for c, evs in by_call.items() if any(e.type == "tool_started" for e in evs)]
+    ran = {
+        c
+        for c, evs in by_call.items()
+        for e in evs
+        if e.type == "tool_finished" and e.data.get("status") == "ok"
+    }
+    assert len(ran) == ran_paths  # every handler that ran has its start and its ok end
+    assert "c2" in ok_calls and "c2" not in ran
+
+
+async def test_a_host_recovered_while_disconnected_stops_writing(
+    pg_url: tuple[str, str],
+) -> None:
+    """If an operator closes a host's calls while it is cut off, the host must not give
+    them a second end when it reconnects: it refuses every later record."""
+    from clearance.harness.journal import PostgresJournal
+
+    url, schema = pg_url
+    with Outage() as outage:
+        journal = _pg(outage.url(schema), "h1")
+        try:
+            await journal.append(JournalEvent("session_created", "s1", None, None, {}))
+            await journal.append(JournalEvent("call_decided", "s1", None, "c1", {}))
+            await journal.append(JournalEvent("tool_started", "s1", None, "c1", {}))
+            outage.cut()
+            deadline = time.monotonic() + 10
+            while True:  # the server notices the dropped connection and frees the lock
+                try:
+                    closed = PostgresJournal.recover_host(url, "h1")
+                    break
+                except JournalError:
+                    assert time.monotonic() < deadline
+                    await anyio.sleep(0.05)
+            assert closed == 1
+            outage.restore()
+            deadline = time.monotonic() + 10
+            with pytest.raises(JournalError, match="closed as interrupted by another"):
+                while True:
+                    await journal.append(JournalEvent("tool_finished", "s1", None, "c1", {}))
+                    assert time.monotonic() < deadline
+                    await anyio.sleep(0.05)
+        finally:
+            await journal.aclose()
+    ends = sql(schema, "SELECT data FROM {s}.events WHERE type = 'tool_finished'")
+    assert len(ends) == 1 and "interrupted" in str(ends[0][0])
+
+
+async def test_the_journal_records_of_one_call_are_one_commit_at_the_start(
+    pg_url: tuple[str, str],
+) -> None:
+    """``tool_started`` is committed before its append returns, with everything appended
+    before it; another connection sees them at once."""
+    url, schema = pg_url
+    journal = _pg(url, "h1")
+    try:
+        await journal.append(JournalEvent("session_created", "s1", None, None, {}))
+        await journal.append(JournalEvent("call_decided", "s1", None, "c1", {}))
+        await journal.append(JournalEvent("tool_started", "s1", None, "c1", {}))
+        rows = sql(schema, "SELECT type, seq FROM {s}.events ORDER BY seq")
+        assert rows == [("session_created", 1), ("call_decided", 2), ("tool_started", 3)]
+    finally:
+        journal.close()
