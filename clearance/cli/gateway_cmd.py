@@ -1,9 +1,11 @@
 """``clearance gateway``: serve the configured MCP servers' tools through clearance.
 
 Start-up from a ``clearance.toml`` lives here: :func:`open_gateway` builds the harness from
-the file's main configuration, starts the ``[[mcp_servers]]`` and wraps the harness in a
-:class:`~clearance.mcp.Gateway`; :func:`run_gateway` serves it over stdio or HTTP
-(generating the HTTP token when none is configured).
+the file's main configuration, starts the ``[[mcp_servers]]``, binds the evaluator to their
+tools (a policy that does not fit them stops the start, before anything is served) and
+wraps the harness in a :class:`~clearance.mcp.Gateway`; :func:`run_gateway` serves it over
+stdio or HTTP (generating the HTTP token when none is configured). ``--check`` runs
+:func:`check_gateway`: the same checks, serving nothing and opening no store.
 
 The gateway needs the optional ``mcp`` extra. The command is always listed; without the
 extra, ``clearance gateway`` (with or without ``--help``) prints how to install it and
@@ -17,7 +19,7 @@ import dataclasses
 import secrets
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,22 +28,28 @@ import anyio
 import click
 
 from clearance._text import printable
+from clearance.cli._tools import learn_server_tools, start_servers
 from clearance.cli.main import EXIT_USAGE, cli, fail, fail_too_deep
+from clearance.cli.policy_cmd import quiet_cedar_log
 from clearance.config import (
+    build_evaluator,
+    build_guardrails,
     build_harness,
     build_registry,
     load_config,
     load_gateway_config,
     resolve_config,
 )
-from clearance.errors import ClearanceError, ConfigError, MissingExtraError
+from clearance.errors import ClearanceError, ConfigError, MissingExtraError, PolicyError
 from clearance.harness.session import Harness
 from clearance.harness.tools import ToolRegistry
+from clearance.policy.base import bind
+from clearance.tuning import register_tool_declarations
 
 if TYPE_CHECKING:
-    from clearance.mcp import Gateway, GatewayConfig, McpServerConfig
+    from clearance.mcp import Gateway, GatewayConfig
 
-__all__ = ["gateway", "open_gateway", "run_gateway"]
+__all__ = ["check_gateway", "gateway", "open_gateway", "run_gateway"]
 
 
 class _NeedsMcp(click.Command):
@@ -81,14 +89,26 @@ class _NeedsMcp(click.Command):
     default=None,
     help="Where to write the generated bearer token (mode 0600).",
 )
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Check the configuration and exit (0: it would start, 2: it would not): start "
+    "the servers to list their tools, validate every policy against them, build the "
+    "guardrails; serve nothing, open no journal.",
+)
 def gateway(
     config_path: Path,
     transport: str | None,
     host: str | None,
     port: int | None,
     token_file: Path | None,
+    check: bool,
 ) -> None:
     """Run an MCP gateway: every tool call passes clearance before it reaches a server.
+
+    A configuration that cannot work (a policy that does not validate against the
+    servers' tools, a server that does not start) stops the gateway before it serves
+    anything, with every problem and its file:line, and exit code 2.
 
     Over HTTP the gateway prints its URL on stderr once it listens; clients send
     `Authorization: Bearer <token>` with the token from --token-file.
@@ -99,6 +119,9 @@ def gateway(
         fail(str(exc), EXIT_USAGE)
     except RecursionError:
         fail_too_deep(config_path)
+    if check:
+        _check(config)
+        return
     changes: dict[str, Any] = {}
     if transport is not None:
         changes["transport"] = transport
@@ -151,6 +174,63 @@ def _first(group: BaseExceptionGroup[Any]) -> BaseException:
     return leaf
 
 
+def _check(config: GatewayConfig) -> None:
+    """``--check``: what start-up checks, without serving or opening any store; exit 0 with
+    a summary, or 2 with every problem (``fail``)."""
+    assert config.path is not None
+    try:
+        summary = check_gateway(config)
+    except ClearanceError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except RecursionError:
+        fail_too_deep(config.path)
+    click.echo(printable(f"ok: {config.path}: {summary}"))
+
+
+def check_gateway(config: GatewayConfig) -> str:
+    """Check the configuration ``clearance gateway`` would start from: start the servers
+    to list their tools (then stop them), validate the evaluator's policies or rules
+    against those tools (every problem of every policy file), build the guardrails.
+    Nothing is served; no journal, grant or ask store is opened.
+
+    Returns:
+        A one-line summary (tools, servers, evaluator).
+
+    Raises:
+        PolicyError: policies that do not parse or validate (``problems`` lists all).
+        ConfigError: anything else that would stop the gateway from starting.
+        MissingExtraError: the ``mcp`` extra is not installed.
+    """
+    from clearance.policy.cedar import check_directory
+
+    assert config.path is not None
+    main = load_config(config.path)
+    registry = build_registry(main)
+    register_tool_declarations(registry, learn_server_tools(config.servers))
+    names = [tool.qualified_name for tool in registry]
+    build_guardrails(main, tools=names)
+    evaluator = main.evaluator
+    if evaluator.kind == "cedar" and evaluator.policies is not None:
+        with quiet_cedar_log():
+            check = check_directory(evaluator.policies, registry, entities=evaluator.entities)
+        if check.problems:
+            first = check.problems[0]
+            line = first.get("line")
+            raise PolicyError(
+                str(first.get("message")),
+                path=str(first.get("path")),
+                line=line if isinstance(line, int) else None,
+                problems=[dict(p) for p in check.problems],
+            )
+        decided = f"{check.policies} Cedar policies validate"
+    else:
+        with quiet_cedar_log():
+            bind(build_evaluator(main), registry)
+        decided = f"the {evaluator.kind} evaluator binds"
+    servers = len(config.servers)
+    return f"{len(registry)} tools ({servers} MCP server{'' if servers == 1 else 's'}), {decided}"
+
+
 # --- start-up from a config file ---------------------------------------------------------------
 
 
@@ -183,7 +263,10 @@ async def open_gateway(
     else:
         raise ConfigError("a GatewayConfig without a file needs a harness_factory")
     async with harness:
-        await _start_all(harness, config.servers)
+        await start_servers(harness, config.servers)
+        # Bind the evaluator to the tools now: a policy that does not fit them stops the
+        # gateway before it serves (not at the first session, as "Internal server error").
+        harness.freeze()
         yield Gateway(
             harness,
             principal=config.principal,
@@ -207,23 +290,6 @@ def _asks_finds_store(harness: Harness) -> bool:
     except (ClearanceError, OSError, RecursionError):
         return False
     return Path(path).resolve() == found.resolve()
-
-
-async def _start_all(harness: Harness, servers: Sequence[McpServerConfig]) -> None:
-    """Start every server at once (each takes a process start and a handshake)."""
-    failures: list[BaseException] = []
-
-    async def start(server: McpServerConfig) -> None:
-        try:
-            await server.start(harness)
-        except Exception as exc:
-            failures.append(exc)
-
-    async with anyio.create_task_group() as tg:
-        for server in servers:
-            tg.start_soon(start, server)
-    if failures:
-        raise failures[0]
 
 
 async def run_gateway(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -10,16 +11,12 @@ import anyio
 import click
 
 from clearance._text import printable
-from clearance.cli._options import (
-    config_option,
-    default_principal,
-    load_cli_config,
-    principal_option,
-)
+from clearance.cli._options import config_option, default_principal, principal_option
 from clearance.cli._render import LABEL_COLOURS, plain_rows, print_json
+from clearance.cli._tools import command_tools, tools_note, tools_option
 from clearance.cli.main import fail
 from clearance.cli.policy_cmd import policy, policy_directory
-from clearance.config import build_evaluator, build_guardrails, build_registry
+from clearance.config import build_evaluator, build_guardrails
 from clearance.harness.journal import MemoryJournal
 from clearance.harness.session import Harness
 from clearance.harness.tools import ToolRegistry
@@ -110,6 +107,7 @@ def _parse_args(ctx: click.Context, param: click.Parameter, value: str) -> Any:
 )
 @principal_option
 @config_option
+@tools_option
 @click.option(
     "--policies",
     metavar="DIR",
@@ -122,6 +120,7 @@ def explain_command(
     arguments: dict[str, Any],
     principal: Principal | None,
     config_path: str | None,
+    tools_path: str | None,
     policies: str | None,
     as_json: bool,
 ) -> None:
@@ -139,17 +138,21 @@ def explain_command(
     """
     from clearance.policy.cedar import CedarEvaluator
 
-    config = load_cli_config(config_path)
-    registry = build_registry(config)
+    tools = command_tools(config_path, tools_path)
+    tools_note(tools)
+    config, registry = tools.config, tools.registry
     if registry.find(tool) is None:
-        known = ", ".join(sorted(t.qualified_name for t in registry)) or "none"
-        fail(f"unknown tool {tool!r} (registered: {known})")
+        names = sorted(t.qualified_name for t in registry)
+        near = difflib.get_close_matches(tool.replace("__", ".", 1), names, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        fail(f"unknown tool {tool!r}{hint} (registered: {', '.join(names) or 'none'})")
     evaluator: AuthorityEvaluator = (
         CedarEvaluator.from_directory(policy_directory(policies))
         if policies is not None
         else build_evaluator(config)
     )
-    argument_guardrails, _ = build_guardrails(config)
+    names = [t.qualified_name for t in registry]
+    argument_guardrails, _ = build_guardrails(config, tools=names)
     who = principal or default_principal()
 
     async def main() -> dict[str, Any]:

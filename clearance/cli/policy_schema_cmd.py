@@ -10,10 +10,11 @@ from typing import Any
 import click
 
 from clearance._text import printable
-from clearance.cli._options import config_option, load_cli_config
+from clearance.cli._options import config_option
 from clearance.cli._render import print_json
+from clearance.cli._tools import command_tools, tools_note, tools_option
 from clearance.cli.policy_cmd import bind_quietly, policy, policy_directory
-from clearance.config import Config, build_registry
+from clearance.config import Config
 from clearance.errors import ConfigError
 
 __all__ = ["schema_command"]
@@ -21,6 +22,7 @@ __all__ = ["schema_command"]
 
 @policy.command("schema")
 @config_option
+@tools_option
 @click.option(
     "--policies",
     metavar="DIR",
@@ -36,18 +38,24 @@ __all__ = ["schema_command"]
     show_default=True,
     help="Cedar schema syntax or Cedar's JSON schema format.",
 )
-def schema_command(config_path: str | None, policies: str | None, fmt: str) -> None:
+def schema_command(
+    config_path: str | None, tools_path: str | None, policies: str | None, fmt: str
+) -> None:
     """Print the Cedar schema generated from the configured tools.
 
     One action per tool (Action::"files.read_file") in the groups Action::"ns:files",
     Action::"read_only" or Action::"mutating", and Action::"call_tool"; the tool's
     arguments typed as context.input. Policies are validated against exactly this schema.
     The schema is printed even when the policies do not validate.
+
+    The tools of the configured [[mcp_servers]] are listed by starting each server;
+    --tools FILE (from `clearance tools export`) reads them from FILE instead.
     """
     from clearance.policy.cedar import CedarEvaluator, schema_to_text
 
-    config = load_cli_config(config_path)
-    registry = build_registry(config)
+    tools = command_tools(config_path, tools_path)
+    tools_note(tools)
+    config, registry = tools.config, tools.registry
     directory = _policies_dir(config, policies)
     if policies is not None:
         policy_directory(policies)

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from clearance._text import printable
-from clearance.cli._options import config_option, load_cli_config
+from clearance.cli._options import config_option
 from clearance.cli._render import ProgressLine, print_json, style
+from clearance.cli._tools import command_tools, tools_note, tools_option
 from clearance.cli.main import EXIT_FAILED, fail, fail_too_deep
 from clearance.cli.policy_cmd import policy, policy_directory
-from clearance.config import build_registry
 
 if TYPE_CHECKING:
     from clearance.policy.testing import CaseResult, DecisionReport, DecisionTest, PolicyCoverage
@@ -51,6 +51,7 @@ def _selector(pattern: str | None) -> Any:
 @policy.command("test")
 @click.argument("directory", metavar="DIR")
 @config_option
+@tools_option
 @click.option(
     "--rules",
     "rules_path",
@@ -97,6 +98,7 @@ def _selector(pattern: str | None) -> Any:
 def test_command(
     directory: str,
     config_path: str | None,
+    tools_path: str | None,
     rules_path: str | None,
     pattern: str | None,
     verbose: bool,
@@ -116,8 +118,9 @@ def test_command(
     from clearance.policy.testing import load_decision_tests, run_decision_tests
 
     path = policy_directory(directory)
-    config = load_cli_config(config_path)
-    registry = build_registry(config)
+    tools = command_tools(config_path, tools_path)
+    tools_note(tools)
+    registry = tools.registry
     select = _selector(pattern)
     try:
         tests = load_decision_tests(path)

@@ -20,9 +20,9 @@ from clearance.config._toml import TomlReader, Where
 from clearance.types import Principal
 
 if TYPE_CHECKING:
-    from clearance.mcp import GatewayConfig
+    from clearance.mcp import GatewayConfig, McpServerConfig
 
-__all__ = ["load_gateway_config"]
+__all__ = ["load_gateway_config", "load_mcp_servers"]
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -82,6 +82,26 @@ def load_gateway_config(path: str | os.PathLike[str]) -> GatewayConfig:
         elicitation=elicitation,
         servers=servers,
     )
+
+
+def load_mcp_servers(path: str | os.PathLike[str]) -> tuple[McpServerConfig, ...]:
+    """Only the ``[[mcp_servers]]`` entries of a TOML file: what the policy commands start
+    to learn the servers' tools. ``[gateway]`` is not read (its tokens are not needed to
+    list tools).
+
+    Returns:
+        The servers; ``()`` when the file has none (the ``mcp`` extra is then not needed).
+
+    Raises:
+        MissingExtraError: the file has servers and the ``mcp`` package is not installed.
+        ConfigError: an entry is wrong (the message names the key, the file and the line).
+    """
+    reader = _GatewayReader.open(path)
+    if "mcp_servers" not in reader.data:
+        return ()
+    from clearance.mcp import McpServerConfig
+
+    return tuple(McpServerConfig(**fields) for fields in reader.servers())
 
 
 def _ask_fallbacks() -> tuple[str, ...]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from fnmatch import fnmatchcase
 from typing import Any
 
 import clearance.guardrails as g
@@ -45,19 +46,31 @@ def option_names(kind: str, stage: GuardrailStage) -> tuple[str, ...]:
 
 
 def build_guardrails(
-    config: Config,
+    config: Config, *, tools: Iterable[str] | None = None
 ) -> tuple[list[ArgumentGuardrail], list[ResultGuardrail]]:
     """The configured guardrails, built: ``(argument guardrails, result guardrails)``.
 
     A ``path_scope`` without a ``root`` option uses the ``[tools.files]`` root (else the
     config file's directory).
 
+    Args:
+        config: the configuration.
+        tools: the qualified names of the tools the guardrails will guard, when known. The
+            built-in default's guardrails (there is no configuration file) that apply to
+            none of them are left out: nobody asked for them, so the harness would only
+            warn that they guard nothing (as with declared tools instead of ``files``).
+
     Raises:
         ConfigError: a guardrail rejects its options (naming the entry's line).
     """
     arguments: list[ArgumentGuardrail] = []
     results: list[ResultGuardrail] = []
+    names = list(tools) if tools is not None and config.path is None else None
     for index, entry in enumerate(config.guardrails):
+        if names is not None and not any(
+            fnmatchcase(name, pattern) for name in names for pattern in entry.tools
+        ):
+            continue
         cls = guardrail_class(entry.kind, entry.stage)
         options: dict[str, Any] = dict(entry.options)
         if entry.kind == "path_scope" and "root" not in options:

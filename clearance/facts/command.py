@@ -187,6 +187,11 @@ class CommandFact:
         """The root, fully resolved (None when there is none)."""
         return self._root
 
+    @property
+    def max_length(self) -> int:
+        """Characters a command may have."""
+        return self._max_length
+
     def canonicalize(self, value: Any) -> Canonical:
         argv = split_command(value, max_length=self._max_length)
         refuse_argument_files(argv)

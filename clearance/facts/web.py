@@ -218,6 +218,11 @@ class UrlFact:
         return "url"
 
     @property
+    def default_scheme(self) -> str | None:
+        """The scheme put before a URL given without one (None: such URLs are refused)."""
+        return self._default_scheme
+
+    @property
     def attributes(self) -> Mapping[str, str]:
         return _URL_ATTRIBUTES
 

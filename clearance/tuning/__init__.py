@@ -8,7 +8,8 @@ and below :mod:`clearance.cli`. ``docs/replay.md`` is the guide.
   with a baseline, every call whose decision flips is a :class:`Flip`.
 - :class:`HarnessSpec`: the harness the command line replays with (a configuration, other
   policies, declared tools), picklable for ``jobs > 1``; :func:`load_tool_declarations` and
-  :func:`register_tool_declarations` declare tools that are never run.
+  :func:`register_tool_declarations` declare tools that are never run, and
+  :func:`tool_declarations` writes them for registered tools (``clearance tools export``).
 - The corpus format: :class:`CorpusCall`, :func:`parse_corpus_line`, :func:`read_corpus`,
   :class:`CorpusError`; :func:`calls_from_events` and :func:`corpus_record` turn a journal
   into corpus lines (``clearance journal export``).
@@ -17,9 +18,10 @@ and below :mod:`clearance.cli`. ``docs/replay.md`` is the guide.
 
 Where things are: ``_corpus`` (the format), ``_journal_calls`` (journal → rows → corpus
 lines), ``_declarations`` and ``_harness_spec`` (what decides), ``_decide``, ``_runner`` and
-``_parallel`` (running a replay, ``jobs``), ``_tally``, ``_flips`` and ``_report`` (what
-is counted and reported), ``_patterns``, ``_policy_forms``,
-``_policy_text``, ``_suggestions`` and ``_suggest`` (suggestions).
+``_parallel`` (running a replay, ``jobs``), ``_progress`` (how far it is, stopping it),
+``_tally``, ``_flips``, ``_groups`` and ``_report`` (what is counted and reported),
+``_patterns``, ``_policy_forms``, ``_policy_text``, ``_suggestions`` and ``_suggest``
+(suggestions).
 """
 
 from clearance.tuning._corpus import (
@@ -30,11 +32,17 @@ from clearance.tuning._corpus import (
     parse_corpus_line,
     read_corpus,
 )
-from clearance.tuning._declarations import load_tool_declarations, register_tool_declarations
+from clearance.tuning._declarations import (
+    load_tool_declarations,
+    register_tool_declarations,
+    tool_declarations,
+)
 from clearance.tuning._flips import Flip
+from clearance.tuning._groups import GroupCall, GroupFinding
 from clearance.tuning._harness_spec import HarnessFactory, HarnessSpec
 from clearance.tuning._journal_calls import CallFolder, CallRow, calls_from_events, corpus_record
 from clearance.tuning._patterns import ArgumentConstraint, ConstraintKind
+from clearance.tuning._progress import ReplayProgress
 from clearance.tuning._report import ReplayReport, policy_ids
 from clearance.tuning._runner import replay, replay_async
 from clearance.tuning._suggest import allowed_calls, is_allowed_record, suggest
@@ -50,12 +58,15 @@ __all__ = [
     "CorpusError",
     "Expected",
     "Flip",
+    "GroupCall",
+    "GroupFinding",
     "HarnessFactory",
     "HarnessSpec",
     "Label",
     "ArgumentConstraint",
     "ConstraintKind",
     "PrincipalRules",
+    "ReplayProgress",
     "ReplayReport",
     "Suggestion",
     "SuggestionSet",
@@ -71,4 +82,5 @@ __all__ = [
     "replay",
     "replay_async",
     "suggest",
+    "tool_declarations",
 ]

@@ -90,9 +90,13 @@ class HarnessSpec:
 
     def __call__(self) -> Harness:
         config = resolve_config(self.config)
-        argument_guardrails, _ = build_guardrails(config)
+        registry = self.build_registry()
+        # Without a configuration file, the built-in default's guardrails that guard none of
+        # these tools (declared ones) are left out instead of warned about.
+        names = [tool.qualified_name for tool in registry]
+        argument_guardrails, _ = build_guardrails(config, tools=names)
         harness = Harness(
-            self.build_registry(),
+            registry,
             evaluator=self.build_evaluator(),
             argument_guardrails=argument_guardrails,
             journal=MemoryJournal(),

@@ -92,19 +92,23 @@ def test_validate_the_starter_pack(cli: Any) -> None:
 def test_validate_reports_every_problem_with_file_line_and_id(cli: Any, bad_dir: Path) -> None:
     r = cli("policy", "validate", "bad")
     assert r.code == 1
-    # the line of the offending expression, the policy by its @id
-    assert re.search(r"^bad/a.cedar:6: policy typo-attribute: .*`input.pth`", r.err, re.M)
-    assert re.search(r"^bad/b.cedar:2: policy no-such-tool: .*web.fetch", r.err, re.M)
-    assert re.search(r"^\d+ problem\(s\) in bad$", r.err, re.M)
+    # on stdout: the line and column of the offending expression, the policy by its @id,
+    # the line itself with a caret under the name
+    assert r.err == ""
+    assert re.search(r"^bad/a.cedar:6:22: policy typo-attribute: .*`input.pth`", r.out, re.M)
+    assert '\n   6 | when { context.input.pth == "x" };\n     |                      ^^^\n' in r.out
+    assert re.search(r"^bad/b.cedar:2:38: policy no-such-tool: .*web.fetch", r.out, re.M)
+    assert re.search(r"^2 problem\(s\) in 2 file\(s\) in bad ", r.out, re.M)
 
     js = cli("policy", "validate", "bad", "--json")
     assert js.code == 1
     doc = json.loads(js.out)
     assert doc["valid"] is False
-    assert {(p["path"], p["policy_id"]) for p in doc["problems"]} == {
-        ("bad/a.cedar", "typo-attribute"),
-        ("bad/b.cedar", "no-such-tool"),
+    assert {(p["path"], p["line"], p["column"], p["policy_id"]) for p in doc["problems"]} == {
+        ("bad/a.cedar", 6, 22, "typo-attribute"),
+        ("bad/b.cedar", 2, 38, "no-such-tool"),
     }
+    assert all(p["frame"] for p in doc["problems"])
 
 
 def test_validate_syntax_errors_and_bad_directories(cli: Any, tmp_path: Path) -> None:
@@ -112,7 +116,8 @@ def test_validate_syntax_errors_and_bad_directories(cli: Any, tmp_path: Path) ->
     (tmp_path / "syntax" / "x.cedar").write_text(SYNTAX_ERROR)
     r = cli("policy", "validate", "syntax")
     assert r.code == 1
-    assert re.search(r"^syntax/x.cedar:2: policy broken: ", r.err, re.M)
+    # the line and column of the error, not of the policy's first line (2)
+    assert re.search(r"^syntax/x.cedar:3:60: policy broken: unexpected token `}`$", r.out, re.M)
 
     missing = cli("policy", "validate", "nowhere")
     assert missing.code == 2 and missing.err == "error: nowhere: no such directory\n"
@@ -149,10 +154,20 @@ def test_format_check_then_in_place(cli: Any, tmp_path: Path) -> None:
 def test_format_refuses_what_does_not_parse(cli: Any, tmp_path: Path) -> None:
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "x.cedar").write_text(SYNTAX_ERROR)
+    (tmp_path / "s" / "y.cedar").write_text(UNFORMATTED)
     r = cli("policy", "format", "s")
     assert r.code == 2
-    assert r.err.startswith("error: s/x.cedar: cannot parse")
+    # the file, line and column it cannot parse, and the line with a caret
+    assert r.err.splitlines() == [
+        "error: s/x.cedar:3:60: policy broken: unexpected token `}`",
+        '   2 | @id("broken")',
+        "   3 | permit (principal, action, resource) when { context.input. };",
+        "     |                                                            ^",
+    ]
     assert (tmp_path / "s" / "x.cedar").read_text() == SYNTAX_ERROR
+    # the other files are formatted all the same
+    assert "reformatted s/y.cedar" in r.out and "1 file(s) do not parse" in r.out
+    assert (tmp_path / "s" / "y.cedar").read_text() != UNFORMATTED
 
 
 # --- test --------------------------------------------------------------------------------
