@@ -1,8 +1,10 @@
 """Asks through the gateway: sent to the MCP client as elicitations, or answered by the
 fallback.
 
-When the client can answer elicitations, an ask is sent as one (a form with one choice:
-allow once, for the session, always, or deny): as an ``elicitation/create`` request on a
+When the client can answer elicitations, an ask is sent as one (a form: allow once, for
+the session, always, or deny; and, when the ask offers two or more grant scopes, which
+calls a session or permanent grant covers: this exact call, every path under its
+directory, any arguments, as the terminal prompt offers them): as an ``elicitation/create`` request on a
 handshake-era (2025) connection (:class:`Direct`), or as an ``input_required`` result
 that the client answers by retrying the call on a 2026-07-28 connection (:class:`Rounds`).
 A client that cannot elicit gets the configured fallback: ``pending`` (the default) puts
@@ -30,6 +32,7 @@ from pydantic import TypeAdapter, ValidationError
 from clearance._text import printable
 from clearance.harness.approvals import ANSWERS, Answer, PermissionAsk, PermissionDecision
 from clearance.harness.ask_display import ask_lines, deciding_fields
+from clearance.harness.grants import GrantScope
 from clearance.harness.pipeline import CallOutcome
 from clearance.harness.session import Session
 from clearance.mcp.gateway._config import AskFallback
@@ -41,7 +44,18 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
     from mcp.server.session import ServerSession
 
-__all__ = ["ASK_KEY", "ASK_SCHEMA", "Asks", "Direct", "Rounds", "ask_message", "decision_of"]
+__all__ = [
+    "ASK_KEY",
+    "ASK_SCHEMA",
+    "Asks",
+    "Direct",
+    "Rounds",
+    "SCOPE_FIELD",
+    "ask_message",
+    "ask_schema",
+    "decision_of",
+    "scope_choices",
+]
 
 _log = logging.getLogger("clearance.mcp")
 
@@ -68,7 +82,51 @@ ASK_SCHEMA: dict[str, Any] = {
     },
     "required": ["decision"],
 }
-"""The elicitation form of an ask: one choice."""
+"""The elicitation form of an ask that offers one grant scope or none: one choice."""
+
+SCOPE_FIELD = "scope"
+"""The form field naming the grant's scope, among the ask's suggestions."""
+_WIDENS = ("allow_session", "allow_always")
+"""The answers that create a grant, so whose scope matters."""
+
+
+def scope_choices(ask: PermissionAsk) -> list[tuple[str, GrantScope]]:
+    """The values the form's scope field offers, each with the suggestion it stands for:
+    the scope's kind (``exact``, ``prefix``, ``tool``), numbered when two suggestions share
+    a kind (``prefix-2``)."""
+    kinds = [scope.kind for scope in ask.suggestions]
+    return [
+        (scope.kind if kinds.count(scope.kind) == 1 else f"{scope.kind}-{n}", scope)
+        for n, scope in enumerate(ask.suggestions, 1)
+    ]
+
+
+def ask_schema(ask: PermissionAsk) -> dict[str, Any]:
+    """The elicitation form of ``ask``: :data:`ASK_SCHEMA`, plus a scope field when the ask
+    offers two or more scopes (titled with each scope's description: ``this exact call``,
+    ``path under src/``, ``any arguments``), the exact call by default."""
+    choices = scope_choices(ask)
+    if len(choices) < 2:
+        return ASK_SCHEMA
+    decision = ASK_SCHEMA["properties"]["decision"]
+    return {
+        **ASK_SCHEMA,
+        "properties": {
+            "decision": decision,
+            SCOPE_FIELD: {
+                "type": "string",
+                "title": "The grant covers",
+                "description": "For 'Allow for this session' and 'Always allow': which "
+                "calls of this tool the grant lets through without asking again.",
+                "oneOf": [
+                    {"const": value, "title": printable(scope.description)}
+                    for value, scope in choices
+                ],
+                "default": choices[0][0],
+            },
+        },
+    }
+
 
 _ASK_WIDTH = 2000
 """The longest line an argument that does not decide what the call does gets in an ask."""
@@ -91,8 +149,11 @@ def ask_message(ask: PermissionAsk) -> str:
     )
 
 
-def decision_of(response: Any) -> PermissionDecision:
-    """An elicitation answer as a decision; anything but an explicit allow denies."""
+def decision_of(response: Any, ask: PermissionAsk | None = None) -> PermissionDecision:
+    """An elicitation answer to ``ask`` as a decision; anything but an explicit allow
+    denies. An allow for the session or always may name a scope: it must be one of the
+    ask's (see :func:`scope_choices`), or the answer denies; without one the grant covers
+    the exact call."""
     if response is None:
         return PermissionDecision("deny", message="the client sent no answer; denied")
     try:
@@ -110,8 +171,19 @@ def decision_of(response: Any) -> PermissionDecision:
     choice = result.content.get("decision")
     if choice not in ANSWERS:
         return PermissionDecision("deny", message="the client's answer was not understood; denied")
+    scope: GrantScope | None = None
+    named = result.content.get(SCOPE_FIELD)
+    if choice in _WIDENS and named is not None:
+        offered = dict(scope_choices(ask)) if ask is not None else {}
+        found = offered.get(named) if isinstance(named, str) else None
+        if found is None:
+            return PermissionDecision(
+                "deny", message="the client's answer named a scope the ask did not offer; denied"
+            )
+        scope = found
     return PermissionDecision(
         cast(Answer, choice),
+        scope=scope,
         message="denied by the user" if choice == "deny" else None,
         decided_by="mcp-elicitation",
     )
@@ -246,7 +318,7 @@ class Asks:
             raise MCPError(code=mcp_types.INVALID_PARAMS, message="Invalid or expired requestState")
         del self._waiting[rounds.token]
         response = (params.input_responses or {}).get(ASK_KEY)
-        rounds.deliver(decision_of(response))
+        rounds.deliver(decision_of(response, rounds.ask))
         return await rounds.wait(ctx)
 
 
@@ -263,9 +335,9 @@ class Direct(_Exchange):
             return self.asks.fallback(ask)
         # An elicitation that fails raises: the pipeline then denies (rule R1).
         result = await session.elicit_form(
-            ask_message(ask), ASK_SCHEMA, related_request_id=self.ctx.request_id
+            ask_message(ask), ask_schema(ask), related_request_id=self.ctx.request_id
         )
-        return decision_of(result)
+        return decision_of(result, ask)
 
 
 @dataclass(eq=False)
@@ -356,7 +428,7 @@ class Rounds(_Exchange):
                             ASK_KEY: mcp_types.ElicitRequest(
                                 params=mcp_types.ElicitRequestFormParams(
                                     message=ask_message(self.ask),
-                                    requested_schema=ASK_SCHEMA,
+                                    requested_schema=ask_schema(self.ask),
                                 )
                             )
                         },
