@@ -17,6 +17,9 @@ a call-level policy: it is reported as unscorable and left out of the security r
 
 Writes ``RESULTS.md`` (a table) and ``utility_security.png`` (matplotlib) next to this file,
 and ``data/<suite>.corpus.jsonl`` / ``data/<suite>.tools.json`` for ``clearance replay``.
+These files are tracked: each is written to a temporary file beside it and renamed into
+place only once every suite has been replayed and every output (the plot too) has been
+made, so a run that fails leaves them as they were.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,11 +104,12 @@ def evaluators(suite: str, data: dict[str, Any]) -> dict[str, Any]:
 def run(plot: bool) -> list[dict[str, Any]]:
     logging.getLogger("clearance").setLevel(logging.ERROR)  # the noop warning, on purpose
     rows: list[dict[str, Any]] = []
+    outputs: dict[Path, Callable[[Path], None]] = {}
     for suite in SUITES:
         data, lines, unscorable = load(suite)
-        (HERE / "data" / f"{suite}.corpus.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
-        (HERE / "data" / f"{suite}.tools.json").write_text(
-            json.dumps(data["tools"], indent=1, ensure_ascii=False) + "\n", "utf-8"
+        outputs[HERE / "data" / f"{suite}.corpus.jsonl"] = _text("\n".join(lines) + "\n")
+        outputs[HERE / "data" / f"{suite}.tools.json"] = _text(
+            json.dumps(data["tools"], indent=1, ensure_ascii=False) + "\n"
         )
         for name, evaluator in evaluators(suite, data).items():
             harness = Harness(registry_for(data), evaluator=evaluator, journal=MemoryJournal())
@@ -118,10 +126,37 @@ def run(plot: bool) -> list[dict[str, Any]]:
                 {json.loads(line)["group"] for line in lines if '"attack"' in line}
             )
             rows.append(row)
-    _write_results(rows)
+    outputs[HERE / "RESULTS.md"] = _text(_results(rows))
     if plot:
-        _plot(rows)
+        outputs[HERE / "utility_security.png"] = lambda path: _plot(rows, path)
+    _write_all(outputs)
     return rows
+
+
+def _text(content: str) -> Callable[[Path], None]:
+    def write(path: Path) -> None:
+        path.write_text(content, encoding="utf-8")
+
+    return write
+
+
+def _write_all(outputs: dict[Path, Callable[[Path], None]]) -> None:
+    """Make every output in a temporary file beside its place, then rename them all into
+    place: a failure before the renames (a suite that does not load, matplotlib missing, a
+    full disk) leaves the tracked files untouched and removes the temporary ones."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, write in outputs.items():
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            staged.append((Path(name), path))
+            write(Path(name))
+    except BaseException:
+        for temporary, _ in staged:
+            temporary.unlink(missing_ok=True)
+        raise
+    for temporary, path in staged:
+        os.replace(temporary, path)
 
 
 def _row(
@@ -147,7 +182,8 @@ def _row(
     }
 
 
-def _write_results(rows: list[dict[str, Any]]) -> None:
+def _results(rows: list[dict[str, Any]]) -> str:
+    """RESULTS.md."""
     out = [
         "# AgentDojo: utility and security of policy sets",
         "",
@@ -209,11 +245,52 @@ def _write_results(rows: list[dict[str, Any]]) -> None:
     if never:
         out += ["", "Pack policies that decided no call:", ""]
         out += [f"- {r['suite']}: {', '.join(r['never_hit'])}" for r in never]
-    out += ["", "![utility vs security](utility_security.png)", ""]
-    (HERE / "RESULTS.md").write_text("\n".join(out), encoding="utf-8")
+    out += [
+        "",
+        "![utility vs security](utility_security.png)",
+        "",
+        "Points that would overlap (every suite's `noop` at 0% security and 100% utility)",
+        "are drawn around their place on a small circle, joined to it by a thin line, each",
+        "with its suite's colour and its policy's marker, so none hides another.",
+        "",
+    ]
+    return "\n".join(out)
 
 
-def _plot(rows: list[dict[str, Any]]) -> None:
+SPREAD = 3.0
+"""How far (in percentage points) points that would overlap are drawn from their place."""
+NEAR = 3.0
+"""Points closer than this (percentage points) overlap on the plot: a marker is about
+three points wide."""
+
+
+def plot_positions(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Where to draw each point: a point alone at its place; points that would overlap
+    (each within :data:`NEAR` of the first of its group) evenly around their group's
+    centre on a circle of radius :data:`SPREAD`, in order, so that each stays visible and
+    the group stays centred where its points are."""
+    groups: list[list[int]] = []
+    for index, (x, y) in enumerate(points):
+        for members in groups:
+            fx, fy = points[members[0]]
+            if math.hypot(x - fx, y - fy) < NEAR:
+                members.append(index)
+                break
+        else:
+            groups.append([index])
+    drawn = list(points)
+    for members in groups:
+        if len(members) < 2:
+            continue
+        cx = sum(points[i][0] for i in members) / len(members)
+        cy = sum(points[i][1] for i in members) / len(members)
+        for k, index in enumerate(members):
+            angle = math.pi / 2 + 2 * math.pi * k / len(members)
+            drawn[index] = (cx + SPREAD * math.cos(angle), cy + SPREAD * math.sin(angle))
+    return drawn
+
+
+def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -222,15 +299,19 @@ def _plot(rows: list[dict[str, Any]]) -> None:
     markers = {"noop": "o", "deny-mutating": "s", "pack": "*"}
     colours = dict(zip(SUITES, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=True))
     fig, ax = plt.subplots(figsize=(7, 5.5))
-    for r in rows:
+    true = [(100 * r["security_rate"], 100 * r["utility_rate"]) for r in rows]
+    for r, (x, y), (tx, ty) in zip(rows, plot_positions(true), true, strict=True):
+        if (x, y) != (tx, ty):  # moved aside: a thin line back to the true place
+            ax.plot([tx, x], [ty, y], color="grey", linewidth=0.5, zorder=2)
         ax.scatter(
-            100 * r["security_rate"],
-            100 * r["utility_rate"],
+            x,
+            y,
             marker=markers[r["policy"]],
             s=160 if r["policy"] == "pack" else 70,
             color=colours[r["suite"]],
             edgecolors="black",
             linewidths=0.5,
+            alpha=0.9,
             zorder=3,
         )
     for suite in SUITES:
@@ -244,8 +325,18 @@ def _plot(rows: list[dict[str, Any]]) -> None:
     ax.grid(True, alpha=0.3)
     ax.set_title("AgentDojo ground truth: utility vs security per policy set")
     ax.legend(loc="lower left", fontsize=8)
+    fig.text(
+        0.99,
+        0.01,
+        "overlapping points are drawn around their place",
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        color="grey",
+    )
     fig.tight_layout()
-    fig.savefig(HERE / "utility_security.png", dpi=120)
+    fig.savefig(path, dpi=120, format="png")
+    plt.close(fig)
 
 
 def main() -> None:
