@@ -14,7 +14,8 @@ or suggests needs them (names, schemas, read_only, annotations, facts). They com
 :func:`command_tools` does this for the policy commands and ``tools export``;
 :func:`tools_file_for` gives ``replay`` and ``suggest`` (which build their harnesses from
 a file, in worker processes too) a snapshot file of the servers' tools when there is no
-``--tools``. :func:`tools_note` names the implicit ./clearance.toml and the tool count.
+``--tools``. :func:`tools_note` (and :func:`implicit_config_note` for those two) names the
+implicit ./clearance.toml and the tool count.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ if TYPE_CHECKING:
 __all__ = [
     "CommandTools",
     "command_tools",
+    "implicit_config_note",
     "learn_server_tools",
     "start_servers",
+    "tool_count",
     "tools_file_for",
     "tools_note",
     "tools_option",
@@ -93,10 +96,7 @@ class CommandTools:
 
     def summary(self) -> str:
         """``8 tools (files 5, shell 1, time 2)``."""
-        count = Counter(tool.namespace for tool in self.registry)
-        total = sum(count.values())
-        by = ", ".join(f"{ns} {n}" for ns, n in sorted(count.items()))
-        return f"{total} tool{'' if total == 1 else 's'}" + (f" ({by})" if by else "")
+        return tool_count(self.registry)
 
 
 def command_tools(config_path: str | None, tools_path: str | None) -> CommandTools:
@@ -138,10 +138,25 @@ def tools_note(tools: CommandTools) -> None:
     """Say on stderr which implicit configuration (./clearance.toml) the tools came from,
     and how many there are: a file picked up without being named is always named."""
     if tools.implicit:
-        click.echo(
-            printable(f"clearance: using {tools.origin}: {tools.summary()}"),
-            err=True,
-        )
+        click.echo(printable(f"clearance: using {tools.origin}: {tools.summary()}"), err=True)
+
+
+def implicit_config_note(config_path: str | None, registry: ToolRegistry) -> None:
+    """:func:`tools_note` for a command that built its registry itself (``replay``,
+    ``suggest``): names ./clearance.toml and the tool count when it was used without
+    ``--config``."""
+    found = find_config() if config_path is None else None
+    if found is None:
+        return
+    click.echo(printable(f"clearance: using ./{found}: {tool_count(registry)}"), err=True)
+
+
+def tool_count(registry: ToolRegistry) -> str:
+    """``8 tools (files 5, shell 1, time 2)``."""
+    count = Counter(tool.namespace for tool in registry)
+    total = sum(count.values())
+    by = ", ".join(f"{ns} {n}" for ns, n in sorted(count.items()))
+    return f"{total} tool{'' if total == 1 else 's'}" + (f" ({by})" if by else "")
 
 
 # --- MCP servers ----------------------------------------------------------------------------
