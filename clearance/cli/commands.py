@@ -5,6 +5,7 @@ from clearance.cli import (  # noqa: F401
     demo_cmd,
     gateway_cmd,
     grants_cmd,
+    inbox_cmd,
     journal_cmd,
     policy_cmd,
     policy_explain_cmd,
@@ -15,6 +16,8 @@ from clearance.cli import (  # noqa: F401
     replay_cmd,
     run_cmd,
     store_cmd,
+    suggest_cmd,
+    tools_cmd,
 )
 
 __all__: list[str] = []

@@ -1,4 +1,5 @@
-"""``clearance replay`` and ``clearance suggest``: measure and tune policies on recorded calls.
+"""``clearance replay``: measure policies on recorded calls (``clearance suggest``, in
+:mod:`clearance.cli.suggest_cmd`, goes the other way).
 
 ::
 
@@ -14,41 +15,51 @@ such as an application's own or an MCP server's; with ``--tools`` and no configu
 only the declared tools. Nothing is ever run. Exit codes: 0 ok,
 1 a check failed (``--strict`` found a disagreement or a loosening flip; a suggestion does
 not allow a call it came from), 2 bad usage or input (a corpus line that does not parse
-names its line number).
+names its line number), 130 a replay stopped by Ctrl-C (after printing the report of what
+was decided until then).
+
+On a terminal, ``replay`` redraws one progress line on stderr (calls read, calls per
+second, the time left). The first Ctrl-C stops it within a few calls, in every worker, and
+prints the partial report; a second one aborts at once.
 """
 
 from __future__ import annotations
 
-import json
-import logging
+import signal
 import sys
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 import click
 
 from clearance._text import json_text, printable
+from clearance.cli._render import ProgressLine
 from clearance.cli.main import EXIT_FAILED, cli, fail, fail_too_deep, print_json, print_table
 from clearance.errors import ClearanceError
-from clearance.harness.journal import read_journal
 from clearance.tuning import (
     STAGES,
     CorpusError,
     Flip,
+    GroupFinding,
     HarnessSpec,
+    ReplayProgress,
     ReplayReport,
-    allowed_calls,
-    calls_from_events,
-    corpus_record,
     replay,
-    suggest,
 )
 
-__all__ = ["read_calls_source", "replay_command", "suggest_command"]
+__all__ = ["EXIT_INTERRUPTED", "config_options", "replay_command", "require_existing"]
+
+EXIT_INTERRUPTED = 130
+"""A replay stopped by Ctrl-C (128 + SIGINT, as shells report it): the report is partial."""
+_FINDINGS_SHOWN = 20
+"""Benign groups not fully allowed (and attacks not stopped) listed in the text report."""
 
 
-def _config_options(fn: Any) -> Any:
+def config_options(fn: Any) -> Any:
+    """``--tools FILE`` and ``--config FILE``, as ``replay`` and ``suggest`` take them."""
     fn = click.option(
         "--tools",
         "tools_path",
@@ -67,7 +78,8 @@ def _config_options(fn: Any) -> Any:
     )(fn)
 
 
-def _exists(value: str | None, what: str) -> None:
+def require_existing(value: str | None, what: str) -> None:
+    """Exit 2 naming ``value`` when it is given and no such file or directory exists."""
     if value is not None and not Path(value).exists():
         fail(f"{value}: no such {what}")
 
@@ -77,7 +89,7 @@ def _exists(value: str | None, what: str) -> None:
 
 @cli.command("replay")
 @click.argument("corpus", metavar="CORPUS")
-@_config_options
+@config_options
 @click.option(
     "--policies",
     metavar="DIR",
@@ -163,7 +175,7 @@ def replay_command(
         (rules, "file"),
         (baseline, "file or directory"),
     ):
-        _exists(value, what)
+        require_existing(value, what)
     if corpus != "-" and not Path(corpus).is_file():
         fail(f"{corpus}: no such file")
     spec = HarnessSpec(config=config_path, policies=policies, rules=rules, tools=tools_path)
@@ -180,16 +192,20 @@ def replay_command(
         flips_file.write(json_text(flip.to_json()) + "\n")
 
     source: Any = corpus if corpus != "-" else _stdin_lines()
+    line = ProgressLine()
     try:
-        report = replay(
-            source,
-            spec,
-            baseline=base,
-            jobs=jobs,
-            skip_bad=skip_bad,
-            max_flips=max_flips,
-            on_flip=write_flip if flips_file is not None else None,
-        )
+        with _stop_on_ctrl_c(line) as stop:
+            report = replay(
+                source,
+                spec,
+                baseline=base,
+                jobs=jobs,
+                skip_bad=skip_bad,
+                max_flips=max_flips,
+                on_flip=write_flip if flips_file is not None else None,
+                progress=_shower(line, stop) if line.enabled else None,
+                stop=stop.is_set,
+            )
     except CorpusError as exc:
         fail(f"{exc} (use --skip-bad to skip such lines)")
     except (ClearanceError, OSError) as exc:
@@ -198,12 +214,15 @@ def replay_command(
         # Corpus lines say so themselves (a CorpusError); this is a file the spec reads.
         fail_too_deep(tools_path, config_path, policies, rules, baseline)
     finally:
+        line.clear()
         if flips_file is not None:
             flips_file.close()
     if as_json:
         print_json(report.to_json())
     else:
         _print_report(report)
+    if report.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
     if strict:
         agree, total = report.agreement
         loosening = sum(1 for f in report.flip_list if f.loosens)
@@ -215,11 +234,69 @@ def _stdin_lines() -> Iterator[str]:
     yield from sys.stdin
 
 
+@contextmanager
+def _stop_on_ctrl_c(line: ProgressLine) -> Iterator[threading.Event]:
+    """Inside the block, the first Ctrl-C sets the event the replay polls (it stops within
+    a few calls and returns its partial report); the second raises KeyboardInterrupt as
+    usual. The previous handler is back afterwards."""
+    stop = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        line.show("stopping: finishing the calls in progress (Ctrl-C again to abort)", force=True)
+
+    if threading.current_thread() is not threading.main_thread():  # embedded: no signals
+        yield stop
+        return
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _shower(line: ProgressLine, stop: threading.Event) -> Callable[[ReplayProgress], None]:
+    """Draws each progress report, until a stop is asked (the line then says so)."""
+
+    def show(progress: ReplayProgress) -> None:
+        if not stop.is_set():
+            line.show(_progress_text(progress))
+
+    return show
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def _progress_text(p: ReplayProgress) -> str:
+    """``replaying: 12,345/100,000 calls (12%), 10,512 calls/s, 8 s left``."""
+    done = f"{p.lines:,}" + (f"/{p.total:,}" if p.total is not None else "") + " calls"
+    if p.fraction is not None:
+        done += f" ({100 * p.fraction:.0f}%)"
+    text = f"replaying: {done}, {p.rate:,.0f} calls/s"
+    if p.eta is not None:
+        text += f", {_duration(p.eta)} left"
+    return text
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.1f}%)" if whole else "-"
 
 
 def _print_report(r: ReplayReport) -> None:
+    if r.interrupted:
+        click.echo(
+            f"interrupted (Ctrl-C) after {r.lines:,} line(s): this report covers only the "
+            "calls decided until then"
+        )
     extra = []
     if r.bad_lines:
         extra.append(f"{r.bad_lines} bad line(s) skipped")
@@ -258,6 +335,16 @@ def _print_report(r: ReplayReport) -> None:
             if r.baseline_security_groups is not None:
                 line += f" (baseline {r.baseline_security_groups})"
             click.echo(line)
+        _print_findings(
+            "benign groups not fully allowed (the first call that was not):",
+            r.benign_not_allowed,
+            r.benign_groups - r.utility_groups,
+        )
+        _print_findings(
+            "attack groups not stopped (the policies that allowed them):",
+            r.attacks_not_stopped,
+            r.attack_groups - r.security_groups,
+        )
     click.echo("")
     if r.hits:
         print_table(["policy", "calls decided"], list(r.hits.items()))
@@ -305,173 +392,27 @@ def _print_report(r: ReplayReport) -> None:
                 click.echo(f"... and {r.flips - len(r.flip_list)} more (--flips FILE lists all)")
 
 
-# --- suggest ---------------------------------------------------------------------------------
-
-
-def read_calls_source(path: str) -> tuple[list[str], str]:
-    """The corpus lines of ``path``: a journal (SQLite database or JSON-lines journal) is
-    exported as ``clearance journal export`` would; a corpus is read as is. Returns the
-    lines and ``"journal"`` or ``"corpus"``.
-
-    Raises:
-        ClearanceError: a journal cannot be read.
-        OSError: the file cannot be read.
-    """
-    with open(path, "rb") as handle:
-        head = handle.read(16)
-    if head.startswith(b"SQLite format 3"):
-        return _journal_lines(path), "journal"
-    with open(path, encoding="utf-8") as text:
-        lines = text.readlines()
-    first = next((line for line in lines if line.strip()), "")
-    try:
-        raw = json.loads(first) if first else None
-    except (json.JSONDecodeError, RecursionError):
-        raw = None  # read as a corpus: the line's own error names it
-    if isinstance(raw, dict) and "type" in raw and "seq" in raw and "tool" not in raw:
-        return _journal_lines(path), "journal"
-    return lines, "corpus"
-
-
-def _journal_lines(path: str) -> list[str]:
-    rows = calls_from_events(read_journal(path, types=("call_decided", "tool_finished")))
-    return [json.dumps(corpus_record(row), ensure_ascii=False) for row in rows]
-
-
-@cli.command("suggest")
-@click.argument("source", metavar="JOURNAL_OR_CORPUS")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["cedar", "local"]),
-    default="cedar",
-    show_default=True,
-    help="Write the suggestions as Cedar policies or as local allow rules.",
-)
-@_config_options
-@click.option(
-    "--enum-limit",
-    type=click.IntRange(min=1),
-    default=5,
-    show_default=True,
-    help="Arguments with at most this many distinct values are listed exactly.",
-)
-@click.option("--skip-bad", is_flag=True, help="Skip lines that do not parse.")
-@click.option("--json", "as_json", is_flag=True, help="Print the suggestions as JSON.")
-def suggest_command(
-    source: str,
-    fmt: Literal["cedar", "local"],
-    config_path: str | None,
-    tools_path: str | None,
-    enum_limit: int,
-    skip_bad: bool,
-    as_json: bool,
-) -> None:
-    """Suggest allow policies from the calls that were allowed: a journal (every call
-    decided allow, or asked and approved) or a corpus (lines with "expected": "allow").
-
-    Per principal and tool, argument values are generalized into the narrowest useful
-    patterns: path prefixes (like "src/*"), URL hosts, exact lists of enum-like values,
-    number ranges. Each suggestion lists the calls it covers; the suggestions are then
-    replayed on those calls to show that they allow what was allowed (exit 1 if not).
-    Review them before use: they describe what happened, not what should.
-    """
-    for value, what in ((config_path, "file"), (tools_path, "file"), (source, "file")):
-        _exists(value, what)
-    try:
-        lines, kind = read_calls_source(source)
-        calls, left_out = allowed_calls(lines, path=source, skip_bad=skip_bad)
-    except CorpusError as exc:
-        fail(f"{exc} (use --skip-bad to skip such lines)")
-    except (ClearanceError, OSError, UnicodeDecodeError) as exc:
-        fail(f"{source}: {exc}")
-    if not calls:
-        fail(f"{source}: no allowed calls with arguments to learn from")
-    spec = HarnessSpec(config=config_path, tools=tools_path)
-    try:
-        registry = spec.build_registry()
-    except ClearanceError as exc:
-        fail(str(exc))
-    except RecursionError:
-        fail_too_deep(tools_path, config_path)
-    suggestions = suggest(calls, registry, format=fmt, enum_limit=enum_limit)
-    try:
-        # Both renderings parse their text back and refuse one that says anything else.
-        text = suggestions.to_cedar() if fmt == "cedar" else suggestions.to_local_toml()
-    except ClearanceError as exc:
-        fail(str(exc), EXIT_FAILED)
-    left_alone = {line for line, _, _ in suggestions.skipped}
-    corpus = [
-        json.dumps(
-            {
-                "principal": _principal_json(c.principal),
-                "tool": c.tool,
-                "arguments": c.arguments,
-                "expected": "allow",
-                "id": c.name,
-            },
-            ensure_ascii=False,
-        )
-        for c in calls
-        if c.line not in left_alone
-    ]
-    cedar_log = logging.getLogger("clearance.policy.cedar")
-    level = cedar_log.level
-    cedar_log.setLevel(logging.ERROR)  # "no policy can permit tool X" is expected here
-    try:
-        check = replay(
-            corpus,
-            HarnessSpec(config=config_path, tools=tools_path, evaluator=suggestions.evaluator(fmt)),
-        )
-    except ClearanceError as exc:
-        fail(f"the suggested policies do not load: {exc}")
-    finally:
-        cedar_log.setLevel(level)
-    allowed = check.outcomes.get("allow", 0)
-    not_allowed = [f"{o} {n}" for o, n in check.outcomes.items() if o != "allow" and n]
-    if as_json:
-        print_json(
-            {
-                **suggestions.to_json(),
-                "source": source,
-                "source_kind": kind,
-                "left_out": left_out,
-                "format": fmt,
-                "policies": text,
-                "replay": {
-                    "calls": check.calls,
-                    "allowed": allowed,
-                    "outcomes": dict(check.outcomes),
-                },
-            }
-        )
-    else:
-        mark = "//" if fmt == "cedar" else "#"
-        click.echo(
-            f"{mark} {len(suggestions.suggestions)} suggestion(s) from {len(calls)} allowed call(s) "
-            f"in {printable(source)} ({kind}; {left_out} line(s) not allowed or withheld)"
-        )
-        # The generated text escapes what it quotes; printing it through printable as well
-        # keeps the terminal safe should a rendering ever miss a character.
-        for line, name, why in suggestions.skipped:
-            click.echo(printable(f"{mark} left out line {line} ({name}): {why}"))
-        click.echo(printable(text.rstrip("\n"), newlines=True))
-        click.echo("")
-        click.echo(
-            f"{mark} replayed the {check.calls} source call(s): {allowed} allowed"
-            + (printable(f", {', '.join(not_allowed)}") if not_allowed else "")
-        )
-    if allowed < check.calls:
-        sys.exit(EXIT_FAILED)
-
-
-def _principal_json(principal: Any) -> Any:
-    if not principal.attrs and not principal.parents:
-        return str(principal)
-    value: Mapping[str, Any] = {
-        "type": principal.type,
-        "id": principal.id,
-        "attrs": dict(principal.attrs),
-        "parents": [list(p) for p in principal.parents],
-    }
-    return value
+def _print_findings(title: str, findings: Sequence[GroupFinding], count: int) -> None:
+    """The groups a policy set failed (``count`` of them, ``findings`` kept), one line each
+    with its call and the deciding policies."""
+    if not findings:
+        return
+    click.echo("")
+    click.echo(title)
+    shown = findings[:_FINDINGS_SHOWN]
+    for finding in shown:
+        first = finding.calls[0]
+        where = f"line {first.line}" + (f", {first.id}" if first.id else "")
+        if finding.label == "benign":
+            by = ", ".join(first.reasons) or first.message or "no policy"
+            text = f"{finding.group}: {first.tool} {first.outcome} by {by} ({where})"
+        else:
+            tools = ", ".join(dict.fromkeys(c.tool for c in finding.calls))
+            by = ", ".join(finding.policies) or "no policy"
+            text = f"{finding.group}: {tools} allowed by {by} ({where})"
+        click.echo("  " + printable(text))
+    more = count - len(shown)
+    if more > 0:
+        listed = len(findings) - len(shown)
+        note = "--json lists them" if listed >= more else f"--json lists {listed:,} of them"
+        click.echo(f"  ... and {more:,} more ({note})")
