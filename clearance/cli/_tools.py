@@ -12,7 +12,7 @@ or suggests needs them (names, schemas, read_only, annotations, facts). They com
   with ``--tools`` and no configuration file at all, only the declared tools.
 
 :func:`command_tools` does this for the policy commands and ``tools export``;
-:func:`tools_file_for` gives ``replay`` and ``suggest`` (which build their harnesses from
+:func:`tools_file_for` (:func:`command_tools_file` inside a command) gives ``replay`` and ``suggest`` (which build their harnesses from
 a file, in worker processes too) a snapshot file of the servers' tools when there is no
 ``--tools``. :func:`tools_note` (and :func:`implicit_config_note` for those two) names the
 implicit ./clearance.toml and the tool count.
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CommandTools",
     "command_tools",
+    "command_tools_file",
     "implicit_config_note",
     "learn_server_tools",
     "start_servers",
@@ -202,6 +203,26 @@ def learn_server_tools(servers: Sequence[McpServerConfig]) -> list[dict[str, Any
             return tools
 
     return anyio.run(learn)
+
+
+def command_tools_file(config_path: str | None, tools_path: str | None) -> str | None:
+    """:func:`tools_file_for` for the running command: the snapshot file lives until the
+    command ends (its click context closes), and ./clearance.toml, when used without
+    ``--config``, is named on stderr with its tool count.
+
+    Raises:
+        ConfigError: the configuration is wrong or a server does not start.
+        MissingExtraError: servers are configured and the ``mcp`` extra is missing.
+    """
+    ctx = click.get_current_context()
+    tools_file: str | None = ctx.with_resource(tools_file_for(config_path, tools_path))
+    if config_path is None and find_config() is not None:
+        config = load_cli_config(None)
+        registry = build_registry(config)
+        if tools_file is not None:
+            register_tool_declarations(registry, load_tool_declarations(tools_file))
+        implicit_config_note(None, registry)
+    return tools_file
 
 
 @contextmanager

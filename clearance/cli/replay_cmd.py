@@ -37,6 +37,7 @@ import click
 
 from clearance._text import json_text, printable
 from clearance.cli._render import ProgressLine
+from clearance.cli._tools import command_tools_file
 from clearance.cli.main import EXIT_FAILED, cli, fail, fail_too_deep, print_json, print_table
 from clearance.errors import ClearanceError
 from clearance.tuning import (
@@ -178,7 +179,9 @@ def replay_command(
         require_existing(value, what)
     if corpus != "-" and not Path(corpus).is_file():
         fail(f"{corpus}: no such file")
-    spec = HarnessSpec(config=config_path, policies=policies, rules=rules, tools=tools_path)
+    # With [[mcp_servers]] and no --tools: a snapshot of the servers' tools.
+    tools_file = command_tools_file(config_path, tools_path)
+    spec = HarnessSpec(config=config_path, policies=policies, rules=rules, tools=tools_file)
     base = spec.with_policies(baseline) if baseline is not None else None
     flips_file: TextIO | None = None
     if flips_path is not None:

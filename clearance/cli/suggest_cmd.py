@@ -22,6 +22,7 @@ from typing import Any, Literal
 import click
 
 from clearance._text import printable
+from clearance.cli._tools import command_tools_file
 from clearance.cli.main import EXIT_FAILED, cli, fail, fail_too_deep, print_json
 from clearance.cli.replay_cmd import config_options, require_existing
 from clearance.errors import ClearanceError
@@ -122,6 +123,8 @@ def suggest_command(
         fail(f"{source}: {exc}")
     if not calls:
         fail(f"{source}: no allowed calls with arguments to learn from")
+    # With [[mcp_servers]] and no --tools: a snapshot of the servers' tools.
+    tools_path = command_tools_file(config_path, tools_path)
     spec = HarnessSpec(config=config_path, tools=tools_path)
     try:
         registry = spec.build_registry()

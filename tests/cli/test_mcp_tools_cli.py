@@ -246,3 +246,24 @@ def test_bad_tools_files_are_bad_input(cli: Any, tmp_path: Path) -> None:
         r = cli("policy", "validate", "policies", "--tools", name)
         assert r.code == 2, (text, r.out, r.err)
         assert message in r.err, (text, r.err)
+
+
+def test_replay_and_suggest_learn_the_tools_of_the_configured_servers(
+    cli: Any, project: Path
+) -> None:
+    call = {
+        "principal": 'User::"alice"',
+        "tool": "time.get_current_time",
+        "arguments": {"timezone": "Europe/Paris"},
+        "expected": "allow",
+    }
+    (project / "calls.jsonl").write_text(json.dumps(call) + "\n")
+    replayed = cli("replay", "calls.jsonl", "--json")
+    assert replayed.code == 0, replayed.err
+    assert json.loads(replayed.out)["outcomes"]["allow"] == 1
+    assert "clearance: using ./clearance.toml: 2 tools (time 2)" in replayed.err
+
+    suggested = cli("suggest", "calls.jsonl", "--json")
+    assert suggested.code == 0, suggested.err
+    assert "time.get_current_time" in json.loads(suggested.out)["policies"]
+    assert "clearance: using ./clearance.toml: 2 tools (time 2)" in suggested.err
