@@ -6,11 +6,13 @@ a local server with its browser, as same-origin. Its requests still say
 ``Host: evil.example``, so :class:`LocalOnly` answers every request whose ``Host`` is not
 this inbox's own ``127.0.0.1:PORT`` (or ``localhost:PORT``) with ``421`` and nothing else,
 and one whose ``Origin`` (when sent) is not ``http://`` + that address with ``403``; a
-browser sends ``Origin`` on every POST. The MCP gateway checks the same two headers (the
+browser sends ``Origin`` on every POST (a POST without it whose ``Sec-Fetch-Site`` says
+it comes from another site is refused too). The MCP gateway checks the same two headers (the
 SDK's transport security, on loopback); the inbox knows its port, so it takes no other.
 
 Every response it lets through gets headers that forbid inline script, framing, sniffing,
-caching and referrers (so that neither a login link nor the page's content leaves it).
+caching, and referrers to other sites (so that neither a login link nor the page's
+content leaves it).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     ),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # Not no-referrer: under it a browser sends "Origin: null" on every POST, and the
+    # inbox could no longer tell its own forms from anyone's.
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
@@ -59,7 +63,7 @@ class LocalOnly:
         headers: dict[bytes, list[bytes]] = {}
         for key, value in scope.get("headers", ()):
             headers.setdefault(key.lower(), []).append(value)
-        refusal = self._refusal(headers)
+        refusal = self._refusal(headers, safe=scope.get("method") in ("GET", "HEAD"))
         if refusal is not None:
             status, text = refusal
             await _plain(send, status, text)
@@ -73,7 +77,7 @@ class LocalOnly:
 
         await self.app(scope, receive, with_headers)
 
-    def _refusal(self, headers: dict[bytes, list[bytes]]) -> tuple[int, str] | None:
+    def _refusal(self, headers: dict[bytes, list[bytes]], *, safe: bool) -> tuple[int, str] | None:
         host = headers.get(b"host", [])
         if len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts:
             return 421, "this inbox answers only requests addressed to it (Host)"
@@ -82,6 +86,16 @@ class LocalOnly:
             len(origin) != 1 or origin[0].decode("latin-1").lower() not in self.origins
         ):
             return 403, "this inbox answers only its own pages (Origin)"
+        # A browser that sends no Origin still says where a request comes from; links from
+        # elsewhere may open a page (GET), nothing else.
+        site = headers.get(b"sec-fetch-site")
+        if (
+            not safe
+            and origin is None
+            and site is not None
+            and site[-1] not in (b"same-origin", b"none")
+        ):
+            return 403, "this inbox answers only its own pages (Sec-Fetch-Site)"
         return None
 
 

@@ -1,0 +1,202 @@
+"""The inbox in a real headless Chromium (Debian's ``chromium``, driven by Playwright):
+a host's ask appears on the open page without reloading, a person answers it there, and the
+host goes on.
+
+The host runs in this process over a SQLite ask store; ``clearance inbox`` runs in a
+subprocess over the same file, as in use. Set ``CLEARANCE_INBOX_SCREENSHOT=docs/inbox.png``
+to save the page (with the ask on it) for the README.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from inbox_support import ALICE, HOSTILE, Host, Running, hostile_ask
+
+from clearance.harness.ask_store_sqlite import SqliteAskStore
+
+playwright_api = pytest.importorskip("playwright.async_api")
+
+pytestmark = pytest.mark.anyio
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARGS = {
+    "path": "notes/release-plan.md",
+    "content": "# Release plan\n\n" + "Ship the inbox, then tell everyone about it. " * 12,
+}
+
+if not os.path.exists(CHROMIUM):  # .ci/run installs it: never skipped there
+    if os.environ.get("CI"):
+        raise RuntimeError(f"the browser tests need Debian's chromium at {CHROMIUM}")
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """A Chromium with a fresh profile: each ``new_context()`` is a separate person.
+
+    ``launch`` starts Chromium with a new temporary ``--user-data-dir`` of its own (it
+    refuses one given in ``args``) and removes it when the browser closes.
+    """
+    async with playwright_api.async_playwright() as p:
+        launched = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+async def signed_in_page(browser: Any, link: str) -> Any:
+    """A new person's page: the login link opened, Sign in pressed."""
+    context = await browser.new_context(viewport={"width": 1100, "height": 820})
+    page = await context.new_page()
+    await page.goto(link)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url(link.partition("login")[0])
+    await page.locator("header.top").wait_for()
+    # Set on this very document: a reload would lose it.
+    await page.evaluate("window.__same_document = true")
+    return page
+
+
+async def same_document(page: Any) -> bool:
+    return bool(await page.evaluate("window.__same_document === true"))
+
+
+async def test_an_ask_appears_live_is_approved_for_the_session_and_the_call_runs(
+    browser: Any, inbox_process: Running, tmp_path: Path, workspace: Path
+) -> None:
+    host = Host(tmp_path / "clearance.db", workspace)
+    page = await signed_in_page(browser, inbox_process.links["alice"])
+    assert await page.locator("#empty").is_visible()
+    outcomes: list[Any] = []
+    async with host.harness:
+        session = await host.harness.create_session(principal=ALICE)
+
+        async def terminal_ui() -> None:  # a listener that shows asks and answers none
+            async for _ in session.permission_asks():
+                pass
+
+        ran = anyio.Event()
+
+        async def call() -> None:
+            outcomes.append(await session.call_tool("notes__write", ARGS, call_id="c1"))
+            ran.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(terminal_ui)
+            await anyio.lowlevel.checkpoint()
+            tg.start_soon(call)
+            card = page.locator("article.ask")
+            await card.wait_for(timeout=15_000)  # appears on the open page by itself
+            assert await same_document(page)
+            assert await page.locator("#count").inner_text() == "1 ask waiting"
+            # The deciding field comes first, whole; the long content is elided.
+            first = card.locator(".args .arg").first
+            assert await first.locator(".name").inner_text() == "path"
+            assert await first.locator(".value").inner_text() == '"notes/release-plan.md"'
+            assert "characters elided" in await card.locator(".args").first.inner_text()
+            if shot := os.environ.get("CLEARANCE_INBOX_SCREENSHOT"):
+                await page.screenshot(path=shot, full_page=True)
+            await card.get_by_label("path under notes/").check()
+            await card.get_by_role("button", name="Allow for this session").click()
+            result = card.locator(".result")
+            await playwright_api.expect(result).to_have_text(
+                "Allowed for this session by alice (the grant covers path under notes/)."
+            )
+            with anyio.fail_after(15):
+                await ran.wait()
+            tg.cancel_scope.cancel()
+        (outcome,) = outcomes
+        assert outcome.status == "ok" and host.ran == [ARGS]
+        (decided,) = host.records("permission_decided", "c1")
+        assert (decided["by"], decided["via"], decided["answer"]) == (
+            "alice",
+            "inbox",
+            "allow_session",
+        )
+        # The same call again in that session is not asked again: the session grant holds.
+        again = await session.call_tool("notes__write", ARGS, call_id="c2")
+        assert again.status == "ok" and again.grant is not None
+        assert len(host.records("permission_asked")) == 1
+        assert host.asks.pending() == []
+    assert await same_document(page)
+    await page.context.close()
+
+
+async def test_answering_an_ask_already_answered_shows_the_refusal(
+    browser: Any, inbox_process: Running, tmp_path: Path, workspace: Path
+) -> None:
+    host = Host(tmp_path / "clearance.db", workspace)
+    alice = await signed_in_page(browser, inbox_process.links["alice"])
+    bob = await signed_in_page(browser, inbox_process.links["bob"])
+    async with host.harness:
+        session = await host.harness.create_session(principal=ALICE)
+        paused = await session.authorize("notes.write", ARGS, call_id="c1")
+        assert paused.pending
+        for page in (alice, bob):
+            await page.locator("article.ask").wait_for(timeout=15_000)
+        # Alice's page stops hearing from the inbox (a slow network, a laptop lid): the
+        # ask stays on it while Bob denies it.
+        await alice.route("**/asks", lambda route: route.abort())
+        await bob.get_by_role("button", name="Deny").click()
+        await playwright_api.expect(bob.locator("article.ask .result")).to_have_text(
+            "Denied by bob."
+        )
+        await alice.get_by_role("button", name="Allow once").click()
+        refusal = alice.locator("article.ask .result")
+        await playwright_api.expect(refusal).to_have_text(
+            f"Ask {paused.ask_id} was already answered (deny by bob via inbox); nothing changed."
+        )
+        assert await alice.locator("article.ask.refused").count() == 1
+        assert await alice.locator("article.ask button.allow_once").is_disabled()
+        resumed = await session.authorize("notes.write", ARGS, call_id="c1")
+        assert resumed.status == "denied" and host.ran == []
+    assert await same_document(alice)
+
+
+async def test_hostile_text_from_the_store_stays_text(
+    browser: Any, inbox_process: Running, tmp_path: Path
+) -> None:
+    store = SqliteAskStore(tmp_path / "clearance.db")
+    page = await signed_in_page(browser, inbox_process.links["alice"])
+    store.put(hostile_ask())
+    card = page.locator("article.ask")
+    await card.wait_for(timeout=15_000)
+    text = await card.inner_text()
+    assert "<script>window.__pwned = 1</script>" in text
+    assert "\\u202etxt.exe\\u2066 \\x1b[2J &amp; </textarea>" in text
+    assert HOSTILE not in text and "\u202e" not in text
+    assert await page.evaluate("window.__pwned === undefined")
+    assert await card.locator("img, script, textarea, pre").count() == 0
+    await card.locator("button.deny").hover()
+    await card.locator(".reason").hover()
+    assert await page.evaluate("window.__pwned === undefined")
+    await card.get_by_role("button", name="Deny").click()
+    await playwright_api.expect(card.locator(".result")).to_have_text("Denied by alice.")
+    answered = store.get("ask_hostile")
+    assert answered is not None and answered.answered_by == "alice"
+    store.close()
