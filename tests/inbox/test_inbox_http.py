@@ -152,7 +152,17 @@ async def test_requests_for_another_host_or_from_another_origin_are_refused(host
                 headers={"origin": origin},
             )
             assert sent.status_code == 403, origin
+        # A browser that sends no Origin still says where a POST comes from.
+        sent = await client.post(
+            "/answer",
+            data={"csrf": csrf, "ask_id": ask_id, "decision": "allow_always"},
+            headers={"sec-fetch-site": "cross-site"},
+        )
+        assert sent.status_code == 403 and "Sec-Fetch-Site" in sent.text
         assert stored(host.db, ask_id).status == "pending"
+        # A link from elsewhere may still open a page.
+        opened = await client.get("/", headers={"sec-fetch-site": "cross-site"})
+        assert opened.status_code == 200
         # Its own address by name is accepted.
         assert (await client.get("/", headers={"host": f"localhost:{PORT}"})).status_code == 200
 
