@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 
-from clearance.errors import AskError
+from clearance.errors import AskError, ClearanceError
 from clearance.harness._call_state import CallState, elapsed_us
 from clearance.harness._recorder import Recorder
 from clearance.harness._redaction import scrub, visible, visible_facts, withheld_deciding
@@ -39,7 +40,7 @@ _STORE_POLL = 0.2
 
 
 def what_asks(
-    verdict: Verdict, guard_asks: list[tuple[str, str]]
+    verdict: Verdict, guard_asks: Sequence[tuple[str, str]]
 ) -> tuple[tuple[str, ...], str] | None:
     """``(policies, reason)`` when the call needs approval (the evaluator asks, or an
     argument guardrail does), else None."""
@@ -89,9 +90,15 @@ class Approval(Recorder):
                     reasons=policies,
                     outcome="pending" if call.pending else None,
                 )
-        call.record["decision"] = "allow" if verdict.effect == "allow" else "ask"
-        call.record["reasons"] = verdict.reasons
+        self._approved(call, verdict)
         return None
+
+    @staticmethod
+    def _approved(call: CallState, verdict: Verdict) -> None:
+        """Record the decision of a call that goes on: ``allow``, or ``ask`` (answered)."""
+        record = call.record
+        record["decision"] = "allow" if verdict.effect == "allow" else "ask"
+        record["reasons"] = verdict.reasons
 
     async def _ask(self, call: CallState, reason: str, policies: tuple[str, ...]) -> bool:
         """Put the call to its grants, then to a person or the app: whether it is allowed
@@ -258,7 +265,13 @@ class Approval(Recorder):
         async def from_store() -> None:
             while ask.open:
                 await anyio.sleep(_STORE_POLL)
-                stored = store.get(ask.ask_id)
+                try:
+                    stored = store.get(ask.ask_id)
+                except ClearanceError:
+                    # The store is away for a moment (a database restart): the call keeps
+                    # waiting, closed, and reads the answer once it is back (ask_timeout
+                    # bounds the wait).
+                    continue
                 if stored is not None and stored.status == "answered" and stored.decision:
                     if ask.open and store.consume(ask.ask_id):
                         found.append(stored.decision)
