@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from clearance import (
+    Answer,
     CallContext,
     Harness,
     JournalError,
@@ -65,7 +66,7 @@ async def main(url: str, index: int, calls: int, out: Path, expect_restart: bool
     journal = PostgresJournal(url, host=f"w{index}")
     first = [index == 0]
 
-    def answer(ask: PermissionAsk) -> PermissionDecision | str:
+    def answer(ask: PermissionAsk) -> PermissionDecision | Answer:
         if first[0]:
             first[0] = False
             return PermissionDecision("allow_always", scope=GrantScope.tool(), decided_by="w0")
