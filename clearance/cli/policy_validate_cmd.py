@@ -18,7 +18,7 @@ from clearance.errors import PolicyError
 __all__ = ["validate_command"]
 
 
-def problem_text(problem: Mapping[str, object]) -> str:
+def _problem_text(problem: Mapping[str, object]) -> str:
     """``path:line:column: policy <id>: message`` and its code frame, printable."""
     return printable(PolicyError.format_problem(problem), newlines=True)
 
@@ -65,7 +65,7 @@ def validate_command(
         )
     elif problems:
         for problem in problems:
-            click.echo(problem_text(problem))
+            click.echo(_problem_text(problem))
         files = len({p.get("path") for p in problems})
         click.echo(
             f"{len(problems)} problem(s) in {files} file(s) in {printable(path)} "
