@@ -228,3 +228,12 @@ def test_check_directory_reports_the_other_files_of_a_syntax_error(tmp_path: Pat
     (tmp_path / "b.cedar").unlink()
     good = check_directory(tmp_path, _registry())
     assert good.valid and good.policies == 1 and good.ungoverned == ()
+
+
+def test_the_unexpected_token_is_found_among_hundreds_like_it() -> None:
+    # 300 well-placed `==` before the one that is wrong, on one line.
+    cond = " && ".join(f'context.a{i} == "x{i}"' for i in range(300))
+    line = f"permit (principal, action, resource) when {{ {cond} && context.z == == 1 }};"
+    with pytest.raises(PolicyError) as info:
+        CedarEngine([("p.cedar", f'@id("long")\n{line}\n')])
+    assert (info.value.line, info.value.column) == (2, line.index("== ==") + 4)

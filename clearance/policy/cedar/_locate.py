@@ -5,9 +5,9 @@ position Cedar's own command line shows, and a validation error names the policy
 the expression. This module finds the position from the policy's text:
 
 * ``unexpected token `X``` : the first ``X`` at which the policy's text, cut just after it
-  and closed (open brackets closed, ``;`` added), fails with the same message. Cutting
-  alone is not enough: Cedar's parser recovers from an error and then reports the end of
-  input instead;
+  and closed (open brackets closed, ``;`` added), fails with the same message (found by
+  bisection over the ``X`` s). Cutting alone is not enough: Cedar's parser recovers from an
+  error and then reports the end of input instead;
 * ``unexpected end of input``: just after the last token;
 * ``invalid token``: the first unterminated string or character Cedar has no token for;
 * any other message (an invalid variable, method or condition keyword, a bad ``like``
@@ -43,8 +43,6 @@ _CLOSERS = {"(": ")", "[": "]", "{": "}"}
 _CEDAR_CHARS = frozenset('()[]{},;.:!<>=+-*%&|?@"_')
 _UNEXPECTED = re.compile(r"unexpected token `(.+)`$", re.DOTALL)
 _TICKED = re.compile(r"`([^`]+)`")
-_MAX_CANDIDATES = 200
-"""Occurrences of the unexpected token tried, at most (each costs a parse)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +92,24 @@ def syntax_span(
     if unexpected is not None:
         wanted = unexpected.group(1)
         candidates = [n for n, t in enumerate(tokens) if t.group() == wanted]
-        for n in candidates[:_MAX_CANDIDATES]:
+
+        def fails_there(n: int) -> bool:
             token = tokens[n]
-            if parse_error(text[: token.end()] + _closed(tokens[: n + 1])) == message:
-                return token.start(), len(token.group())
-        if candidates:
-            return tokens[candidates[0]].start(), len(wanted)
+            return parse_error(text[: token.end()] + _closed(tokens[: n + 1])) == message
+
+        # Before the error the text parses as far as it goes, so a cut there fails with
+        # some other message; from the error on, every cut fails with this one. The first
+        # such candidate is found by bisection (a few parses, however long the policy).
+        low, high = 0, len(candidates)
+        while low < high:
+            middle = (low + high) // 2
+            if fails_there(candidates[middle]):
+                high = middle
+            else:
+                low = middle + 1
+        if low < len(candidates):
+            token = tokens[candidates[low]]
+            return token.start(), len(wanted)
         return None
     if message == "invalid token":
         for token in tokens:
