@@ -138,7 +138,10 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
                 data text NOT NULL,
                 UNIQUE (session_id, seq)
             )""",
-            "CREATE INDEX events_call ON {s}.events (call_id)",
+            # Rows up to a page stay inline and uncompressed: a call_decided record is a
+            # few kilobytes, and compressing it costs the server more than it saves.
+            "ALTER TABLE {s}.events SET (toast_tuple_target = 8160)",
+            # Reading a call, and recovery's "is this start ended?" (a session's calls).
             "CREATE INDEX events_session_call ON {s}.events (session_id, call_id)",
             # What recovery reads: one host's starts from its bookmark on.
             "CREATE INDEX events_host_starts ON {s}.events (host_id, id) "

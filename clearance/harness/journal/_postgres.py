@@ -47,14 +47,17 @@ class PostgresJournal:
 
     Durability (``append`` never blocks the event loop):
 
-    - ``"normal"`` (default): ``tool_started`` is committed (``synchronous_commit=on``)
-      before its ``append`` returns, with every record appended before it, so a handler
-      never runs unrecorded, even if the host then vanishes for good; other records are
-      committed in the background within a few milliseconds (commits of several calls and
-      sessions are shared).
-    - ``"full"``: every ``append`` returns after its commit.
-    - ``"off"``: nothing waits (``synchronous_commit=off``); a crash can lose a start
-      whose handler ran.
+    - ``"normal"`` (default): ``tool_started`` is committed before its ``append``
+      returns, with every record appended before it, so a handler never runs unrecorded,
+      even if the host then vanishes for good; other records are committed in the
+      background within a few milliseconds (concurrent calls and sessions share commits).
+      Commits run with ``synchronous_commit=off``: the server has the records (every host
+      sees them, and they survive a crash of this host and a clean restart of the
+      server), but a crash of the server itself can lose its last fraction of a second,
+      as a ``SqliteJournal`` in ``"normal"`` can lose its last records to a power loss.
+    - ``"full"``: every ``append`` returns after its commit, and commits wait until the
+      server has flushed them to disk (``synchronous_commit=on``).
+    - ``"off"``: nothing waits; a crash of this host can lose a start whose handler ran.
 
     Rule R7 across hosts: opening the journal closes, as ``interrupted``, every start the
     same host id left without an end (a crash); ``clearance store recover --host ID``

@@ -64,6 +64,11 @@ _INSERT = (
     "AS t(session_id, seq, ts, type, turn_id, call_id, version, data)"
 )
 
+_COPY = (
+    "COPY {s}.events (session_id, seq, host_id, ts, type, turn_id, call_id, version, data) "
+    "FROM STDIN"
+)
+
 _OPEN_STARTS = """
     SELECT s.id, s.session_id, s.seq, s.ts, s.type, s.turn_id, s.call_id, s.version, s.data
     FROM {s}.events AS s
@@ -100,13 +105,18 @@ def event_from_pg(row: tuple[Any, ...]) -> JournalEvent:
 def insert_rows(
     conn: Connection, schema: str, host: str, rows: list[PgRow], *, again: bool = False
 ) -> None:
-    """Insert ``rows`` in one statement; ``again``: rows a lost connection may or may not
-    have committed (those already there are skipped)."""
-    columns = list(zip(*rows, strict=True))
-    sql = _INSERT.replace("{s}", schema)
+    """Insert ``rows`` in one statement (``COPY``: the cheapest for the server); ``again``:
+    rows a lost connection may or may not have committed (those already there are
+    skipped, which ``COPY`` cannot do: one ``INSERT ... SELECT FROM unnest``)."""
     if again:
-        sql += " ON CONFLICT (session_id, seq) DO NOTHING"
-    conn.execute(sql.encode(), (host, *map(list, columns)))
+        columns = list(zip(*rows, strict=True))
+        sql = _INSERT.replace("{s}", schema) + " ON CONFLICT (session_id, seq) DO NOTHING"
+        conn.execute(sql.encode(), (host, *map(list, columns)))
+        return
+    copy = _COPY.replace("{s}", schema).encode()
+    with conn.cursor() as cursor, cursor.copy(copy) as stream:
+        for session_id, seq, ts, type_, turn_id, call_id, version, data in rows:
+            stream.write_row((session_id, seq, host, ts, type_, turn_id, call_id, version, data))
 
 
 def lock_host(conn: Connection, database: PostgresDatabase, host: str) -> bool:

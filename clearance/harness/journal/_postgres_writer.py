@@ -413,7 +413,7 @@ class PgWriter:
             return False
         try:
             conn.execute(
-                "SET synchronous_commit = " + ("off" if self.durability == "off" else "on")
+                "SET synchronous_commit = " + ("on" if self.durability == "full" else "off")
             )
             if not lock_host(conn, database, self.host):
                 conn.close()
