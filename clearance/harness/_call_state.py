@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,25 +16,27 @@ if TYPE_CHECKING:
     from clearance.harness.tools import Tool
     from clearance.policy.base import Verdict
 
-__all__ = ["CallState", "copy_json", "elapsed_us", "new_correlation_id"]
+__all__ = ["CallState", "copy_json", "elapsed_us", "new_correlation_id", "tool_names"]
 
 
-@dataclass(slots=True)
+def tool_names(tool: Tool) -> dict[str, Any]:
+    """A tool's names as records carry them."""
+    return {
+        "tool": tool.model_alias,
+        "qualified_name": tool.qualified_name,
+        "model_alias": tool.model_alias,
+    }
+
+
 class CallState:
-    """Working state of one call while it moves through the stages."""
+    """Working state of one call while it moves through the stages.
 
-    session: Session
-    call_id: str
-    turn_id: str | None
-    name: str
-    arguments: Any
-    correlation_id: str
-    t0: float
+    A plain class: the fields that start the same for every call are class attributes
+    (read through until a stage sets them), so that making a call's state costs the few
+    fields that differ, not all of them (this is built once per call).
+    """
+
     tool: Tool | None = None
-    withheld: set[str] = field(default_factory=set)
-    secrets: set[str] = field(default_factory=set)
-    record: dict[str, Any] = field(default_factory=dict)
-    timing: dict[str, int] = field(default_factory=dict)
     dry: bool = False
     """Decide only: no journal, no call-id bookkeeping, no asks, no dispatch."""
     decided_written: bool = False
@@ -49,7 +50,7 @@ class CallState:
     """The canonical facts of the declared arguments (R11), once computed."""
     verdict: Verdict | None = None
     """The evaluator's allow or ask, once evaluated."""
-    guard_asks: list[tuple[str, str]] = field(default_factory=list)
+    guard_asks: tuple[tuple[str, str], ...] = ()
     """``(guardrail, reason)`` of each argument guardrail that asked."""
     grant: Grant | None = None
     """The grant that answered the ask, or the one its answer created."""
@@ -66,6 +67,35 @@ class CallState:
     running: CallHandle | None = None
     """The handle ``Session.aclose`` cancels the call through (None when deciding only)."""
 
+    def __init__(
+        self,
+        session: Session,
+        call_id: str,
+        turn_id: str | None,
+        name: str,
+        arguments: Any,
+        correlation_id: str,
+        t0: float,
+    ) -> None:
+        self.session = session
+        self.call_id = call_id
+        self.turn_id = turn_id
+        self.name = name
+        self.arguments = arguments
+        self.correlation_id = correlation_id
+        self.t0 = t0
+        self.names: dict[str, Any] = {"tool": name, "qualified_name": None, "model_alias": None}
+        """The tool's names for records (``tool``, ``qualified_name``, ``model_alias``);
+        once resolved, shared by every call of the tool: unpack it, never change it."""
+        self.withheld: set[str] = set()
+        """JSON pointers of the arguments whose values are withheld (R8)."""
+        self.secrets: set[str] = set()
+        """The withheld values themselves, scrubbed from every record and message."""
+        self.record: dict[str, Any] = {}
+        """The ``call_decided`` record, filled in stage by stage."""
+        self.timing: dict[str, int] = {}
+        """Microseconds per stage."""
+
     def handler_arguments(self) -> dict[str, Any]:
         """A fresh copy of the arguments the handler runs with (validated, canonical,
         authorized): a caller may change it without changing the call."""
@@ -74,20 +104,18 @@ class CallState:
 
     def identity(self) -> dict[str, Any]:
         """The tool's names for records: a fresh dict each time (records own their data)."""
-        tool = self.tool
-        if tool is None:
-            return {"tool": self.name, "qualified_name": None, "model_alias": None}
-        return {
-            "tool": tool.model_alias,
-            "qualified_name": tool.qualified_name,
-            "model_alias": tool.model_alias,
-        }
+        return dict(self.names)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def copy_json(value: Any) -> Any:
     """A deep copy of a JSON value (dicts, lists, scalars): several times faster than
     ``copy.deepcopy``, which matters on every call."""
     if type(value) is dict:
+        if _SCALARS.issuperset(map(type, value.values())):
+            return value.copy()  # nothing inside to copy: one C call
         return {k: copy_json(v) for k, v in value.items()}
     if type(value) is list:
         return [copy_json(v) for v in value]

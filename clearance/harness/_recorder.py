@@ -4,16 +4,17 @@ ends early gets its one ``call_decided`` (rule R7) and the outcome the model see
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
-from clearance.harness._call_state import CallState, elapsed_us
+from clearance.harness._call_state import CallState
 from clearance.harness._records import result_reference
 from clearance.harness._redaction import scrub, scrub_record, visible
 from clearance.harness.grants import Grant
-from clearance.harness.journal import JournalEvent
+from clearance.harness.journal import Journal, JournalEvent
 from clearance.harness.outcomes import CallOutcome, OutcomeStatus
 from clearance.harness.scrub import scrub_json, scrub_text
 from clearance.harness.tools import CallContext, CallToolResult
@@ -21,9 +22,37 @@ from clearance.harness.tools import CallContext, CallToolResult
 if TYPE_CHECKING:
     from clearance.harness.session import Harness
 
-__all__ = ["Recorder"]
+__all__ = ["Early", "Recorder"]
 
 log = logging.getLogger("clearance")
+
+
+Appender = Callable[[JournalEvent], Awaitable[Any] | None]
+"""A journal's ``append_now`` (``None`` when recorded, else an awaitable that finishes
+recording), or its ``append`` (always an awaitable)."""
+
+
+def _append_now(journal: Journal) -> Appender | None:
+    """``journal.append_now`` when it belongs with ``journal.append`` (see
+    ``Recorder._appender``), else None."""
+    owners = {}
+    for name in ("append", "append_now"):
+        if name in getattr(journal, "__dict__", ()):
+            return None  # replaced on the instance
+        owners[name] = next((c for c in type(journal).__mro__ if name in vars(c)), None)
+    if owners["append_now"] is None or owners["append_now"] is not owners["append"]:
+        return None
+    now: Appender = getattr(journal, "append_now")  # noqa: B009 (not every sink has it)
+    return now
+
+
+class Early(NamedTuple):
+    """How a stage that never waits ends a call that will not run: the pipeline gives it
+    to :meth:`Recorder._end_early`, which records the call's one ``call_decided``."""
+
+    status: OutcomeStatus
+    message: str
+    stage: str
 
 
 class Recorder:
@@ -35,29 +64,53 @@ class Recorder:
         self._withheld: dict[tuple[str, str], set[str]] = {}
         """(session id, call id) -> withheld values, while a handler that was given some
         runs (for its progress records)."""
+        self._journal: Journal | None = None
+        self._append: Appender = harness.journal.append
+
+    def _appender(self, journal: Journal) -> Appender:
+        """How records are appended to ``journal``: its ``append_now`` when it has one
+        (most records then need no coroutine at all), else its ``append``.
+
+        ``append_now`` is used only where it is the same sink's as ``append``: defined
+        by the class that defines ``append``, neither replaced on the instance. A sink
+        that changes ``append`` (a subclass that fails, filters or forwards records)
+        inherits an ``append_now`` that knows nothing of it, and bypassing its ``append``
+        could run a handler whose start was never recorded (R1)."""
+        self._append = _append_now(journal) or journal.append
+        self._journal = journal
+        return self._append
 
     async def _record(self, call: CallState, type_: Any, data: dict[str, Any]) -> JournalEvent:
         if call.secrets:
             data = scrub_record(data, call.secrets)
         event = JournalEvent(type_, call.session.id, call.turn_id, call.call_id, data)
+        journal = self.harness.journal
+        append = self._append if journal is self._journal else self._appender(journal)
         running = call.running
         if running is None or running.task is None:
-            event = await self.harness.journal.append(event)
+            waiting = append(event)
+            if waiting is not None:
+                event = (await waiting) or event
             self.harness.hub.publish(event)
             return event
         # A write is never cancelled halfway (the record may be on disk already): a close
-        # that comes meanwhile takes effect once the write is done (see _Running).
-        running.hold()
+        # that comes meanwhile takes effect once the write is done (see CallHandle).
+        running.holds += 1
         try:
-            event = await self.harness.journal.append(event)
+            waiting = append(event)
+            if waiting is not None:
+                event = (await waiting) or event
         except BaseException:
-            running.unhold()
+            running.holds -= 1
             raise
         self.harness.hub.publish(event)
-        await running.release()
+        if running.requested:  # a close came meanwhile: delivered now, if this was the last hold
+            await running.release()
+        else:
+            running.holds -= 1
         return event
 
-    async def _decided(
+    def _decided(
         self,
         call: CallState,
         outcome: str,
@@ -65,26 +118,38 @@ class Recorder:
         decision: str | None,
         reasons: Sequence[str],
         grant: Grant | None,
-    ) -> None:
-        call.timing["total"] = elapsed_us(call.t0)
+    ) -> dict[str, Any]:
+        """The call's ``call_decided`` record, to write with :meth:`_record` next (the call
+        counts as decided from here: a failure to write it still ends the call)."""
+        timing = call.timing
+        timing["total"] = int((time.perf_counter() - call.t0) * 1_000_000)
+        record = call.record
+        arguments = call.arguments
+        if type(arguments) is not dict:
+            arguments = None
+        elif call.withheld:
+            arguments = visible(arguments, call.withheld)
+        if grant is not None:
+            grant_id: str | None = grant.grant_id
+        else:
+            ask = record.get("ask")
+            grant_id = ask.get("grant") if ask is not None else None
         data = {
-            **call.identity(),
-            "principal": str(call.session.principal),
-            "arguments": visible(call.arguments, call.withheld)
-            if isinstance(call.arguments, dict)
-            else None,
-            **call.record,
+            **call.names,
+            "principal": call.session.principal_text,
+            "arguments": arguments,
+            **record,
             "decision": decision,
             "reasons": list(reasons),
-            "grant": grant.grant_id if grant else call.record.get("ask", {}).get("grant"),
+            "grant": grant_id,
             "outcome": outcome,
             "message": message,
             "correlation_id": call.correlation_id,
-            "timing_us": dict(call.timing),
+            "timing_us": timing.copy(),
         }
-        call.record["decision"] = decision
+        record["decision"] = decision
         call.decided_written = True
-        await self._record(call, "call_decided", data)
+        return data
 
     async def _end_early(
         self,
@@ -109,7 +174,8 @@ class Recorder:
             running.hold()  # the call ends here: a close meanwhile has nothing to cancel
         try:
             with anyio.CancelScope(shield=True):
-                await self._decided(call, outcome or status, message, decision, reasons, None)
+                data = self._decided(call, outcome or status, message, decision, reasons, None)
+                await self._record(call, "call_decided", data)
         except Exception as exc:
             self._diagnose(call, exc, stage="journal")
         finally:
@@ -134,9 +200,9 @@ class Recorder:
         (``ok | error | failed | cancelled | timeout``); a result withheld by a result
         guardrail is marked ``result_blocked`` beside it."""
         data: dict[str, Any] = {
-            **call.identity(),
+            **call.names,
             "status": status,
-            "duration_us": elapsed_us(started),
+            "duration_us": int((time.perf_counter() - started) * 1_000_000),
             "correlation_id": call.correlation_id,
         }
         if message:
@@ -145,8 +211,9 @@ class Recorder:
             data["result_blocked"] = True
         if result is not None:
             data["result"] = result_reference(result)
-        if call.record.get("result_guardrails"):
-            data["result_guardrails"] = call.record["result_guardrails"]
+        guardrails = call.record.get("result_guardrails")
+        if guardrails:
+            data["result_guardrails"] = guardrails
         try:
             await self._record(call, "tool_finished", data)
         except Exception as exc:
@@ -161,19 +228,23 @@ class Recorder:
         reasons: Sequence[str],
         result: CallToolResult | None = None,
     ) -> CallOutcome:
-        ident = call.identity()
+        names = call.names
+        record = call.record
+        grant = record.get("grant")
+        if not grant and "ask" in record:
+            grant = record["ask"].get("grant")
         return CallOutcome(
-            call_id=call.call_id,
-            tool=ident["tool"],
-            qualified_name=ident["qualified_name"],
-            model_alias=ident["model_alias"],
-            status=status,
-            result=result,
-            message=message,
-            correlation_id=call.correlation_id,
-            decision=decision,
-            reasons=tuple(reasons),
-            grant=call.record.get("grant") or call.record.get("ask", {}).get("grant"),
+            call.call_id,
+            names["tool"],
+            names["qualified_name"],
+            names["model_alias"],
+            status,
+            result,
+            message,
+            call.correlation_id,
+            decision,
+            reasons if type(reasons) is tuple else tuple(reasons),
+            grant,
         )
 
     async def progress(self, ctx: CallContext, message: str, data: dict[str, Any] | None) -> None:

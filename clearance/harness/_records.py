@@ -15,6 +15,15 @@ __all__ = ["result_from_json", "result_reference", "verdict_record"]
 
 def verdict_record(verdict: Verdict, failed: bool, secret_values: set[str]) -> dict[str, Any]:
     """The ``verdict`` of a ``call_decided`` record (``error`` when the evaluator failed)."""
+    if not secret_values:  # nothing to scrub
+        return {
+            "effect": "error" if failed else verdict.effect,
+            "reasons": list(verdict.reasons),
+            "annotations": dict(verdict.annotations),
+            "errors": list(verdict.errors),
+            "message": verdict.message,
+            "evaluator": verdict.evaluator,
+        }
     return {
         "effect": "error" if failed else verdict.effect,
         "reasons": list(verdict.reasons),
@@ -27,6 +36,13 @@ def verdict_record(verdict: Verdict, failed: bool, secret_values: set[str]) -> d
 
 def result_reference(result: CallToolResult) -> dict[str, Any]:
     """What the journal keeps of a result: text and structure, images by reference."""
+    content = result.content
+    if type(content) is str:  # the common case: no image, one text block
+        return {
+            "content": [{"type": "text", "text": content}],
+            "structured_content": result.structured_content,
+            "is_error": result.is_error,
+        }
     body = result.to_json()
     content = body["content"]
     if not any(block.get("type") == "image" for block in content):

@@ -88,6 +88,8 @@ def normalize_result(value: Any) -> CallToolResult:
         ResultError: the value is not a string, JSON value, ``CallToolResult`` or a valid
             ``ToolImageResult``.
     """
+    if type(value) is str:  # the common case first
+        return CallToolResult(value)
     if isinstance(value, CallToolResult):
         if not isinstance(value.is_error, bool):
             raise ResultError("CallToolResult.is_error must be a bool")

@@ -90,7 +90,8 @@ class Running(Recorder):
                 session.running.discard(running)
                 self.dispatcher.release()
                 ctx.finish()
-                self._withheld.pop((session.id, call.call_id), None)
+                if call.secrets:
+                    self._withheld.pop((session.id, call.call_id), None)
             if cancelled:
                 status, message, result = "cancelled", "the call was cancelled", None
             finished = True
@@ -117,7 +118,11 @@ class Running(Recorder):
         """Result guardrails, then the call's one ``tool_finished``; the outcome."""
         ran_status = status
         if result is not None:
-            status, result, message = await self._guard_result(call, status, result)
+            tool = call.tool
+            assert tool is not None
+            guards = self._result_guards_of(tool)
+            if guards:
+                status, result, message = await self._guard_result(call, result, guards)
         await self._finished(
             call,
             ran_status if status == "blocked" else status,
@@ -140,17 +145,24 @@ class Running(Recorder):
     ) -> tuple[OutcomeStatus, Any, str | None]:
         """Wait for a slot, then run the handler; the slot is released however it ends."""
         lock = call.session.lock
-        if not self.dispatcher.try_acquire_slot(tool, lock):
-            await self.dispatcher.acquire_slot(tool, lock)
+        dispatcher = self.dispatcher
+        if not dispatcher.try_acquire_slot(tool, lock):
+            await dispatcher.acquire_slot(tool, lock)
         try:
-            if call.running is not None and call.running.requested:
+            running = call.running
+            if running is not None and running.requested:
                 # The session closed before the handler could start (a backend where the
                 # close only flags the call): it never starts.
                 return "cancelled", None, "the call was cancelled"
             call.started_at = time.perf_counter()
+            if tool.timeout is None and tool.is_async:  # the common case, in this frame
+                try:
+                    return "ok", await tool.handler(call.dispatch_arguments, ctx), None
+                except Exception as exc:
+                    return self._handler_failed(call, ctx, exc)
             return await self._invoke(call, tool, ctx)
         finally:
-            self.dispatcher.release_slot(tool, lock)
+            dispatcher.release_slot(tool, lock)
 
     async def _invoke(
         self, call: CallState, tool: Tool, ctx: CallContext
@@ -158,8 +170,6 @@ class Running(Recorder):
         deadline: anyio.CancelScope | None = None
         try:
             if tool.timeout is None:
-                if tool.is_async:  # the common case, one coroutine less
-                    return "ok", await tool.handler(call.dispatch_arguments, ctx), None
                 return (
                     "ok",
                     await self.dispatcher.call_handler(tool, call.dispatch_arguments, ctx),
@@ -173,27 +183,36 @@ class Running(Recorder):
                 )
         except Exception as exc:
             if deadline is None or not deadline.cancel_called:
-                self._diagnose(call, exc, stage="handler")
-                if ctx.cancelled:
-                    return "cancelled", None, "the call was cancelled"
-                return "failed", None, f"the tool failed (correlation id {call.correlation_id})"
+                return self._handler_failed(call, ctx, exc)
         ctx.cancel()
         return "timeout", None, f"the call timed out after {tool.timeout:g}s"
 
-    async def _guard_result(
-        self, call: CallState, status: OutcomeStatus, result: CallToolResult
-    ) -> tuple[OutcomeStatus, CallToolResult | None, str | None]:
-        """The result guardrails, in order: the result the model sees, or why it is
-        withheld."""
-        tool, session, h = call.tool, call.session, self.harness
-        assert tool is not None
+    def _handler_failed(
+        self, call: CallState, ctx: CallContext, exc: Exception
+    ) -> tuple[OutcomeStatus, Any, str | None]:
+        """A handler raised: the diagnostics get the exception, the model a generic
+        failure (or ``cancelled``, when the call was cancelled meanwhile)."""
+        self._diagnose(call, exc, stage="handler")
+        if ctx.cancelled:
+            return "cancelled", None, "the call was cancelled"
+        return "failed", None, f"the tool failed (correlation id {call.correlation_id})"
+
+    def _result_guards_of(self, tool: Tool) -> tuple[Any, ...]:
+        """The result guardrails that apply to ``tool``, in order (found once per tool)."""
         guards = self._result_guards.get(tool.qualified_name)
         if guards is None:
             guards = self._result_guards[tool.qualified_name] = tuple(
-                g for g in h.result_guardrails if g.applies_to(tool.qualified_name)
+                g for g in self.harness.result_guardrails if g.applies_to(tool.qualified_name)
             )
-        if not guards:
-            return status, result, None
+        return guards
+
+    async def _guard_result(
+        self, call: CallState, result: CallToolResult, guards: tuple[Any, ...]
+    ) -> tuple[OutcomeStatus, CallToolResult | None, str | None]:
+        """The result guardrails, in order: the result the model sees, or why it is
+        withheld."""
+        tool, session = call.tool, call.session
+        assert tool is not None
         gctx = GuardrailContext(
             tool.qualified_name,
             tool.model_alias,

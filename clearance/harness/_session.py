@@ -73,6 +73,8 @@ class Session:
         self.harness = harness
         self.id = session_id
         self.principal = principal
+        self.principal_text = str(principal)
+        """``str(principal)`` (``User::"alice"``), as every ``call_decided`` names it."""
         self.agent = agent
         self.evaluator = evaluator
         self.tools: dict[str, Tool] = {}

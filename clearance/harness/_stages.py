@@ -1,6 +1,10 @@
-"""The stages of a call, each a method that returns ``None`` (go on) or the outcome that
-ends the call. :mod:`clearance.harness.pipeline` orders them; nothing here calls the next
-stage.
+"""The stages of a call, each a method that returns ``None`` (go on) or what ends the call.
+:mod:`clearance.harness.pipeline` orders them; nothing here calls the next stage.
+
+The stages that never wait (resolve, the call id, validation, canonical facts) are plain
+methods returning an :class:`~clearance.harness._recorder.Early` (how the call ends, which
+the pipeline records), so that a call that goes on pays for no coroutine; the ones that may
+wait (guardrails, the evaluator) are coroutines returning the outcome.
 
 - :meth:`Stages._resolve`: the tool (a selected tool of the session's agent), the call id;
 - :meth:`Stages._validate`: a JSON object of bounded size and depth, valid for the schema;
@@ -24,9 +28,9 @@ from clearance.facts.base import FactError
 from clearance.facts.declared import apply_facts
 from clearance.guardrails.base import GuardrailContext, GuardrailOutcome
 from clearance.harness import shape
-from clearance.harness._call_state import CallState, copy_json, elapsed_us
+from clearance.harness._call_state import CallState, copy_json, elapsed_us, tool_names
 from clearance.harness._guards import FAILED, check_guardrail
-from clearance.harness._recorder import Recorder
+from clearance.harness._recorder import Early, Recorder
 from clearance.harness._records import verdict_record
 from clearance.harness._redaction import (
     scrub,
@@ -42,9 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Stages"]
 
-_STORE_POLL = 0.2
-"""Seconds between looks at a shared ask store while a call waits for its answer."""
-
 _NO_FACTS: Mapping[str, Any] = {}
 """The facts of a tool that declares none (shared: requests never change it)."""
 
@@ -55,13 +56,13 @@ class Stages(Recorder):
     def __init__(self, harness: Harness) -> None:
         super().__init__(harness)
         self._argument_guards: dict[str, tuple[Any, ...]] = {}
+        self._names: dict[str, dict[str, Any]] = {}
 
     # -- resolve ------------------------------------------------------------------------
 
-    async def _resolve(self, call: CallState) -> CallOutcome | None:
+    def _resolve(self, call: CallState) -> Early | None:
         """The name must be a selected tool of this session's agent, the call id a string."""
-        session = call.session
-        tool = session.tools.get(call.name)
+        tool = call.session.tools.get(call.name)
         if tool is None:
             known = call.name in self.harness.registry
             msg = (
@@ -69,47 +70,50 @@ class Stages(Recorder):
                 if known
                 else f"unknown tool {call.name!r}"
             )
-            return await self._end_early(call, "invalid", msg, stage="resolve")
+            return Early("invalid", msg, "resolve")
         call.tool = tool
-        call.withheld.update(tool.sensitive)
-        if not isinstance(call.call_id, str) or not call.call_id:
-            return await self._end_early(
-                call, "invalid", "call_id must be a non-empty string", stage="call_id"
-            )
+        names = self._names.get(tool.qualified_name)
+        if names is None:
+            names = self._names[tool.qualified_name] = tool_names(tool)
+        call.names = names
+        if tool.sensitive:
+            call.withheld.update(tool.sensitive)
+        call_id = call.call_id
+        if not isinstance(call_id, str) or not call_id:
+            return Early("invalid", "call_id must be a non-empty string", "call_id")
         return None
 
-    async def _claim_call_id(self, call: CallState) -> CallOutcome | None:
+    def _claim_call_id(self, call: CallState) -> Early | None:
         """A call id names one call for the session's lifetime (not for a dry run)."""
-        session = call.session
-        if call.call_id in session.call_ids:
+        call_ids = call.session.call_ids
+        if call.call_id in call_ids:
             call.record["duplicate_call_id"] = True
-            return await self._end_early(
-                call,
-                "invalid",
-                f"call id {call.call_id!r} was already used in this session",
-                stage="call_id",
+            return Early(
+                "invalid", f"call id {call.call_id!r} was already used in this session", "call_id"
             )
-        session.call_ids.add(call.call_id)
+        call_ids.add(call.call_id)
         return None
 
     # -- validate -----------------------------------------------------------------------
 
-    async def _validate(self, call: CallState) -> CallOutcome | None:
+    def _validate(self, call: CallState) -> Early | None:
         """A JSON object of bounded size and depth, valid against the tool's schema."""
         tool, h = call.tool, self.harness
         assert tool is not None
         t = time.perf_counter()
-        problem = shape.check_shape(call.arguments, h.max_argument_bytes, h.max_argument_depth)
+        arguments = call.arguments
+        problem = shape.check_shape(arguments, h.max_argument_bytes, h.max_argument_depth)
         if problem is None:
-            call.secrets.update(values_at(call.arguments, call.withheld))
-            problem = self._schema_problem(call, tool, call.arguments)
-        call.timing["validate"] = elapsed_us(t)
-        call.record["schema"] = {"valid": problem is None, "error": scrub(problem, call.secrets)}
-        if problem is not None:
-            return await self._end_early(
-                call, "invalid", f"invalid arguments: {problem}", stage="schema"
-            )
-        return None
+            if call.withheld:
+                call.secrets.update(values_at(arguments, call.withheld))
+            if not tool.validator.is_valid(arguments):  # else no error text to build
+                problem = self._schema_problem(call, tool, arguments)
+        call.timing["validate"] = int((time.perf_counter() - t) * 1_000_000)
+        if problem is None:
+            call.record["schema"] = {"valid": True, "error": None}
+            return None
+        call.record["schema"] = {"valid": False, "error": scrub(problem, call.secrets)}
+        return Early("invalid", f"invalid arguments: {problem}", "schema")
 
     @staticmethod
     def _schema_problem(call: CallState, tool: Tool, arguments: Any) -> str | None:
@@ -123,7 +127,7 @@ class Stages(Recorder):
 
     # -- canonical facts ------------------------------------------------------------------
 
-    async def _canonicalize(self, call: CallState) -> CallOutcome | None:
+    def _canonicalize(self, call: CallState) -> Early | None:
         """Each declared argument takes its canonical value, once; every stage from here
         on, and the handler, sees that value (R11)."""
         tool = call.tool
@@ -131,15 +135,15 @@ class Stages(Recorder):
         if not tool.declared_facts:
             return None
         t = time.perf_counter()
-        ended = await self._facts(call, call.arguments, stage="facts")
+        ended = self._facts(call, call.arguments, stage="facts")
         call.timing["facts"] = elapsed_us(t)
-        return ended if isinstance(ended, CallOutcome) else None
+        return ended if isinstance(ended, Early) else None
 
-    async def _facts(
+    def _facts(
         self, call: CallState, arguments: dict[str, Any], *, stage: str, guard: str | None = None
-    ) -> dict[str, Any] | CallOutcome:
+    ) -> dict[str, Any] | Early:
         """Canonicalize the declared facts of ``arguments`` (R11); the canonical arguments,
-        or the outcome that ends the call when one cannot be canonicalized (R1)."""
+        or how the call ends when one cannot be canonicalized (R1)."""
         tool = call.tool
         assert tool is not None
         try:
@@ -152,18 +156,15 @@ class Stages(Recorder):
         if problem is not None:
             call.record["facts"] = {"error": scrub(problem, call.secrets)}
             if guard is not None:
-                return await self._end_early(
-                    call,
+                return Early(
                     "blocked",
                     f"guardrail {guard!r} produced arguments that cannot be canonicalized: "
                     f"{scrub(problem, call.secrets)}",
-                    stage=stage,
+                    stage,
                 )
             # A refusal of what the call would act on, not a malformed call: ``blocked``,
             # as a guardrail's refusal is.
-            return await self._end_early(
-                call, "blocked", f"refused: {scrub(problem, call.secrets)}", stage=stage
-            )
+            return Early("blocked", f"refused: {scrub(problem, call.secrets)}", stage)
         call.facts = facts
         call.arguments = canonical
         if call.withheld:
@@ -173,29 +174,42 @@ class Stages(Recorder):
 
     # -- argument guardrails --------------------------------------------------------------
 
-    async def _guard_arguments(self, call: CallState) -> CallOutcome | None:
-        """The argument guardrails, in order; a replace feeds the next one. Then the
-        handler's own copy of the final arguments is taken: whatever the evaluator, a
-        shadow evaluator, an ask answerer or the caller later does to the arguments, the
-        handler runs exactly the ones that were validated and authorized (R2, R6)."""
-        tool = call.tool
-        assert tool is not None
+    def _argument_guards_of(self, tool: Tool) -> tuple[Any, ...]:
+        """The argument guardrails that apply to ``tool``, in order (found once per tool)."""
         guards = self._argument_guards.get(tool.qualified_name)
         if guards is None:
             guards = self._argument_guards[tool.qualified_name] = tuple(
                 g for g in self.harness.argument_guardrails if g.applies_to(tool.qualified_name)
             )
-        if guards:
-            t = time.perf_counter()
-            ended = await self._argument_guardrails(call, guards)
-            call.timing["guardrails"] = elapsed_us(t)
-            if ended is not None:
-                return ended
-        else:
-            call.record["guardrails"] = []
-            call.timing["guardrails"] = 0
-        call.dispatch_arguments = copy_json(call.arguments)
+        return guards
+
+    async def _guard_arguments(
+        self, call: CallState, guards: tuple[Any, ...]
+    ) -> CallOutcome | None:
+        """The argument guardrails, in order; a replace feeds the next one. Then
+        :meth:`_keep_arguments`."""
+        t = time.perf_counter()
+        ended = await self._argument_guardrails(call, guards)
+        call.timing["guardrails"] = elapsed_us(t)
+        if ended is not None:
+            return ended
+        self._keep_arguments(call)
         return None
+
+    @staticmethod
+    def _no_argument_guardrails(call: CallState) -> None:
+        """The guardrail stage of a tool no argument guardrail applies to (its record
+        says so); then :meth:`_keep_arguments`."""
+        call.record["guardrails"] = []
+        call.timing["guardrails"] = 0
+        Stages._keep_arguments(call)
+
+    @staticmethod
+    def _keep_arguments(call: CallState) -> None:
+        """Take the handler's own copy of the final arguments: whatever the evaluator, a
+        shadow evaluator, an ask answerer or the caller later does to the arguments, the
+        handler runs exactly the ones that were validated and authorized (R2, R6)."""
+        call.dispatch_arguments = copy_json(call.arguments)
 
     async def _argument_guardrails(
         self, call: CallState, guards: tuple[Any, ...]
@@ -243,8 +257,8 @@ class Stages(Recorder):
                 call.withheld.update(outcome.pointers)
                 call.secrets.update(values_at(arguments, outcome.pointers))
             elif outcome.action == "ask":
-                call.guard_asks.append(
-                    (guard.name, outcome.message or f"guardrail {guard.name} asks")
+                call.guard_asks += (
+                    (guard.name, outcome.message or f"guardrail {guard.name} asks"),
                 )
             elif outcome.action == "replace":
                 problem = shape.check_shape(
@@ -266,12 +280,14 @@ class Stages(Recorder):
                 }
                 if tool.declared_facts:
                     # A rewrite is canonicalized like the call itself (R11).
-                    canonical = await self._facts(
+                    canonical = self._facts(
                         call, outcome.value, stage="guardrail", guard=guard.name
                     )
-                    if isinstance(canonical, CallOutcome):
+                    if isinstance(canonical, Early):
                         entry["error"] = "replacement cannot be canonicalized"
-                        return canonical
+                        return await self._end_early(
+                            call, canonical.status, canonical.message, stage=canonical.stage
+                        )
                     outcome = GuardrailOutcome.replace(canonical)
                 arguments = outcome.value
                 # Records made from here on (a later block, a failure) show the rewrite,

@@ -94,10 +94,16 @@ class SessionLock:
     def try_acquire(self, *, write: bool) -> bool:
         """Enter (as the writer, or as one more reader) if that is possible now and nobody
         waits; False leaves the lock as it was. Never suspends."""
-        if not self._waiters and self._can_enter(write):
-            self._enter(write)
-            return True
-        return False
+        # _can_enter and _enter, inline: this runs on every call.
+        if self._waiters or self._writer:
+            return False
+        if write:
+            if self._readers:
+                return False
+            self._writer = True
+        else:
+            self._readers += 1
+        return True
 
     async def acquire(self, *, write: bool) -> None:
         """Enter, waiting (first come, first served) until that is possible."""
@@ -121,7 +127,8 @@ class SessionLock:
             self._writer = False
         else:
             self._readers -= 1
-        self._wake()
+        if self._waiters:
+            self._wake()
 
     @asynccontextmanager
     async def hold(self, *, write: bool) -> AsyncIterator[None]:

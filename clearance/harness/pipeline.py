@@ -239,38 +239,49 @@ class Pipeline(Stages, Approval, HostRuns):
         turn_id: str | None,
     ) -> CallState:
         return CallState(
-            session=session,
-            call_id=call_id if call_id is not None else "call_" + secrets.token_hex(6),
-            turn_id=turn_id,
-            name=name,
-            arguments=arguments,
-            correlation_id=new_correlation_id(),
-            t0=time.perf_counter(),
+            session,
+            call_id if call_id is not None else "call_" + secrets.token_hex(6),
+            turn_id,
+            name,
+            arguments,
+            new_correlation_id(),
+            time.perf_counter(),
         )
 
     async def _decide(
         self, call: CallState, context: Mapping[str, Any], *, dry: bool = False
     ) -> CallOutcome | None:
         """The stages that decide, in order; the outcome when the call ends in one of them.
-        A dry run (``decide``) claims no call id and stops before the approval."""
-        stages = (
-            (self._resolve, self._validate, self._canonicalize, self._guard_arguments)
-            if dry
-            else (
-                self._resolve,
-                self._claim_call_id,
-                self._validate,
-                self._canonicalize,
-                self._guard_arguments,
-            )
-        )
-        for stage in stages:
-            ended = await stage(call)
+        A dry run (``decide``) claims no call id and stops before the approval.
+
+        The stages that never wait run as plain calls; only guardrails, the evaluator and
+        an approval are awaited, and only when there is something to await."""
+        early = self._resolve(call)
+        if early is None and not dry:
+            early = self._claim_call_id(call)
+        if early is None:
+            early = self._validate(call)
+        if early is None:
+            early = self._canonicalize(call)
+        if early is not None:
+            return await self._end_early(call, early.status, early.message, stage=early.stage)
+        tool = call.tool
+        assert tool is not None
+        guards = self._argument_guards_of(tool)
+        if guards:
+            ended = await self._guard_arguments(call, guards)
             if ended is not None:
                 return ended
+        else:
+            self._no_argument_guardrails(call)
         ended = await self._evaluate(call, context)
         if ended is not None or dry:
             return ended
+        verdict = call.verdict
+        assert verdict is not None
+        if verdict.effect == "allow" and not call.guard_asks:
+            self._approved(call, verdict)
+            return None
         return await self._approve(call)
 
     async def _guarded(
@@ -364,7 +375,7 @@ class Pipeline(Stages, Approval, HostRuns):
         if running is not None:
             running.hold()
         try:
-            await self._decided(
+            data = self._decided(
                 call,
                 "authorized",
                 None,
@@ -372,6 +383,7 @@ class Pipeline(Stages, Approval, HostRuns):
                 call.record.get("reasons", ()),
                 call.grant,
             )
+            await self._record(call, "call_decided", data)
         except Exception as exc:
             if running is not None:
                 running.unhold()
@@ -422,14 +434,16 @@ class Pipeline(Stages, Approval, HostRuns):
             running.hold()
         try:
             if not call.decided_written:  # an authorized call has its call_decided already
-                await self._decided(call, "dispatched", None, decision, reasons, call.grant)
+                data = self._decided(call, "dispatched", None, decision, reasons, call.grant)
+                await self._record(call, "call_decided", data)
             call.started_written = True
+            arguments = call.arguments
             await self._record(
                 call,
                 "tool_started",
                 {
-                    **call.identity(),
-                    "arguments": visible(call.arguments, call.withheld),
+                    **call.names,
+                    "arguments": visible(arguments, call.withheld) if call.withheld else arguments,
                     "correlation_id": call.correlation_id,
                 },
             )
@@ -449,5 +463,8 @@ class Pipeline(Stages, Approval, HostRuns):
             )
         call.record["grant"] = call.grant.grant_id if call.grant else None
         if running is not None:
-            await running.release()
+            if running.requested:  # closed meanwhile: the cancellation lands here
+                await running.release()
+            else:
+                running.holds -= 1
         return None

@@ -18,6 +18,11 @@ class Journal(Protocol):
     sink promises; the pipeline awaits it for ``tool_started`` before running a handler.
     Once ``append`` is called the event is recorded even if the caller is cancelled while
     it waits (a cancellation takes effect after it returns).
+
+    A sink may also define ``append_now(event)``, which the pipeline prefers: record the
+    event at once where the sink can (assigning ``seq``) and return ``None``, else start
+    recording it and return an awaitable that finishes, with ``append``'s promise. Most
+    records need no wait, and a coroutine per record costs more than keeping one.
     """
 
     async def append(self, event: JournalEvent) -> JournalEvent: ...
@@ -37,9 +42,13 @@ class MemoryJournal:
 
     async def append(self, event: JournalEvent) -> JournalEvent:
         """Keep ``event``; assigns its ``seq``."""
+        self.append_now(event)
+        return event
+
+    def append_now(self, event: JournalEvent) -> None:
+        """:meth:`append` without a coroutine (keeping an event never waits)."""
         event.seq = len(self._events) + 1
         self._events.append(event)
-        return event
 
     async def aclose(self) -> None:
         return None

@@ -17,6 +17,7 @@ import os
 import sqlite3
 import weakref
 from collections import deque
+from collections.abc import Awaitable
 from pathlib import Path
 
 import anyio
@@ -139,6 +140,20 @@ class SqliteJournal:
             JournalError: the journal is closed, a commit failed, or the data cannot be
                 encoded.
         """
+        waiting = self.append_now(event)
+        if waiting is not None:
+            await waiting
+        return event
+
+    def append_now(self, event: JournalEvent) -> Awaitable[None] | None:
+        """:meth:`append` without a coroutine where no wait is needed: ``None`` once the
+        event is recorded as the durability says, else an awaitable that waits for its
+        commit (the event is queued already, and is committed even if the waiter is
+        cancelled).
+
+        Raises:
+            JournalError: as :meth:`append` (the awaitable raises it for a failed commit).
+        """
         writer = self._writer
         if self._closed or writer.failure is not None:
             raise JournalError(str(writer.failure or f"{self.path}: the journal is closed"))
@@ -168,25 +183,19 @@ class SqliteJournal:
                         self._trim_unlogged()
                     if writer.idle:
                         writer.wake.set()
-                    return event
+                    return None
                 if self._log_start(row):
                     if writer.idle:
                         writer.wake.set()
-                    return event
+                    return None
         elif self.durability == "off" and len(pending) < MAX_PENDING:
             pending.append((row, None))
             if writer.idle:
                 writer.wake.set()
-            return event
+            return None
         waiter = Waiter()
         writer.put((row, waiter))
-        # Once queued the record will be committed; a cancellation must not make the
-        # caller believe otherwise, so it takes effect after the commit (see Journal).
-        with anyio.CancelScope(shield=True):
-            await waiter.done.wait()
-        if waiter.error is not None:
-            raise JournalError(str(waiter.error))
-        return event
+        return _committed(waiter)
 
     def _trim_unlogged(self) -> None:
         unlogged, committed = self._unlogged, self._writer.committed
@@ -278,6 +287,20 @@ class SqliteJournal:
                     if not writer.is_alive():  # closed meanwhile
                         break
         return read_sqlite(self.path, session_id=session_id, call_id=call_id)
+
+
+async def _committed(waiter: Waiter) -> None:
+    """Wait for a queued record's commit.
+
+    Raises:
+        JournalError: the commit failed.
+    """
+    # Once queued the record will be committed; a cancellation must not make the caller
+    # believe otherwise, so it takes effect after the commit (see Journal).
+    with anyio.CancelScope(shield=True):
+        await waiter.done.wait()
+    if waiter.error is not None:
+        raise JournalError(str(waiter.error))
 
 
 # Journals still open at interpreter exit commit what is queued (the writer is a daemon).
