@@ -67,6 +67,8 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Connection",
+    "ConnectionLost",
+    "DatabaseError",
     "PostgresDatabase",
     "Subscriber",
     "migrate",
@@ -77,6 +79,10 @@ _log = logging.getLogger("clearance")
 
 T = TypeVar("T")
 Connection = psycopg.Connection[Any]
+DatabaseError = psycopg.Error
+"""Any error of the database driver (for the journal's modules, which import no driver)."""
+ConnectionLost = psycopg.OperationalError
+"""The driver's error for a database that cannot be reached or a connection that broke."""
 Subscriber = Callable[[str | None], None]
 """Called from the listener thread with a notice's payload, or ``None`` after a reconnect
 (anything may have changed). It must be quick and must not raise."""

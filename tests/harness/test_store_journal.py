@@ -306,7 +306,14 @@ async def test_an_unreachable_database_denies_every_call_and_loses_nothing(
         async with harness(coding_registry(rec), evaluator=ALLOW, journal=journal) as h:
             s = await h.create_session(principal=ALICE)
             outcomes["c1"] = (await s.call_tool("files__write_file", WRITE, call_id="c1")).status
-            outage.cut()  # the writer does not know yet: its start's commit fails
+            # A start whose commit is cut off: its append fails (the call would be denied).
+            await journal.append(JournalEvent("call_decided", s.id, None, "cx", {}))
+            await journal.flush()
+            outage.cut()  # the writer does not know yet: the start's commit fails
+            with pytest.raises(JournalError, match="unreachable"):
+                await journal.append(
+                    JournalEvent("tool_started", s.id, None, "cx", {"correlation_id": "k"})
+                )
             outcomes["c2"] = (await s.call_tool("files__write_file", WRITE, call_id="c2")).status
             outcomes["c3"] = (await s.call_tool("files__write_file", WRITE, call_id="c3")).status
             with pytest.raises(JournalError, match="the PostgreSQL store at postgresql://"):
@@ -331,15 +338,20 @@ async def test_an_unreachable_database_denies_every_call_and_loses_nothing(
     for e in events:
         if e.call_id is not None:
             by_call[e.call_id].append(e)
-    # c2's start went out as the connection died: it is written, with its own end saying
-    # the call did not run (and it did not).
-    c2 = {e.type: e for e in by_call["c2"]}
-    assert c2["tool_finished"].data["status"] == "cancelled"
-    assert "did not run" in c2["tool_finished"].data["message"]
-    assert c2["tool_finished"].data["started_seq"] == c2["tool_started"].seq
-    # c3 was refused before its start: its decision is kept, nothing else.
-    assert [e.type for e in by_call["c3"]] == ["call_decided"]
-    ok_calls = [c for c, evs in by_call.items() if any(e.type == "tool_started" for e in evs)]
+    # cx's start went out as the connection died: it is written, with its own end saying
+    # the call did not run.
+    cx = {e.type: e for e in by_call["cx"]}
+    assert cx["tool_finished"].data["status"] == "cancelled"
+    assert "did not run" in cx["tool_finished"].data["message"]
+    assert cx["tool_finished"].data["started_seq"] == cx["tool_started"].seq
+    assert cx["tool_finished"].data["correlation_id"] == "k"
+    # c2 and c3 were denied: refused before their start (their decision is kept), or, for
+    # a start that was on its way, with that end.
+    for call in ("c2", "c3"):
+        types = [e.type for e in by_call[call]]
+        assert types in (["call_decided"], ["call_decided", "tool_started", "tool_finished"])
+        if "tool_finished" in types:
+            assert by_call[call][-1].data["status"] == "cancelled"
     ran = {
         c
         for c, evs in by_call.items()
@@ -347,7 +359,7 @@ async def test_an_unreachable_database_denies_every_call_and_loses_nothing(
         if e.type == "tool_finished" and e.data.get("status") == "ok"
     }
     assert len(ran) == ran_paths  # every handler that ran has its start and its ok end
-    assert "c2" in ok_calls and "c2" not in ran
+    assert not {"cx", "c2", "c3"} & ran
 
 
 async def test_a_host_recovered_while_disconnected_stops_writing(

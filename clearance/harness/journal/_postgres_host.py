@@ -31,12 +31,15 @@ import socket
 import time
 from typing import Any, Final
 
-import psycopg
-
 from clearance.errors import JournalError, StoreError
 from clearance.harness.journal._durable import interrupted_end
 from clearance.harness.journal._event import JournalEvent, encode_data
-from clearance.harness.postgres import Connection, PostgresDatabase
+from clearance.harness.postgres import (
+    Connection,
+    ConnectionLost,
+    DatabaseError,
+    PostgresDatabase,
+)
 
 __all__ = [
     "COLUMNS",
@@ -233,9 +236,9 @@ def recover_stopped_host(database: PostgresDatabase, host: str) -> int:
     conn = database.connect()
     try:
         return _recover(conn, database, host)
-    except psycopg.OperationalError as exc:
+    except ConnectionLost as exc:
         raise database.unavailable("cannot recover", exc) from None
-    except psycopg.Error as exc:
+    except DatabaseError as exc:
         raise StoreError(
             f"{database.label} refused the recovery: {exc}", store=database.label
         ) from None

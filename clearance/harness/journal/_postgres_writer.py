@@ -27,8 +27,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, TypeAlias
 
-import psycopg
-
 from clearance.errors import JournalError, StoreError
 from clearance.harness.journal._durable import Durability
 from clearance.harness.journal._event import encode_data
@@ -40,7 +38,12 @@ from clearance.harness.journal._postgres_host import (
     open_host,
 )
 from clearance.harness.journal._sqlite_writer import Waiter, wake_waiters
-from clearance.harness.postgres import Connection, PostgresDatabase
+from clearance.harness.postgres import (
+    Connection,
+    ConnectionLost,
+    DatabaseError,
+    PostgresDatabase,
+)
 
 __all__ = [
     "MAX_PENDING",
@@ -268,11 +271,11 @@ class PgWriter:
                 self._again = []
             elif rows:
                 insert_rows(conn, self.database.schema, self.host, rows)
-        except psycopg.OperationalError as exc:
+        except ConnectionLost as exc:
             self._lose_connection(exc)
             self._lost_rows(rows, waited, self.down or "the connection was lost")
             return
-        except psycopg.Error as exc:
+        except DatabaseError as exc:
             self.failure = JournalError(
                 f"{self.database.label}: cannot write the journal: {_line(exc)}"
             )
@@ -351,12 +354,12 @@ class PgWriter:
             else:
                 try:
                     self._claim(conn, item.session_id)
-                except psycopg.OperationalError as exc:
+                except ConnectionLost as exc:
                     self._lose_connection(exc)
                     item.error = JournalError(self._down_message())
                 except JournalError as exc:
                     item.error = exc
-                except psycopg.Error as exc:
+                except DatabaseError as exc:
                     item.error = JournalError(f"{self.database.label}: {_line(exc)}")
             wake_waiters([item.waiter], None)
             return
@@ -365,7 +368,7 @@ class PgWriter:
             return
         try:
             item.future.set_result(item.fn(conn))
-        except psycopg.OperationalError as exc:
+        except ConnectionLost as exc:
             self._lose_connection(exc)
             item.future.set_exception(JournalError(self._down_message()))
         except BaseException as exc:
@@ -450,11 +453,11 @@ class PgWriter:
                         "(clearance store recover); this journal writes no more: reopen it"
                     )
                     return False
-        except psycopg.OperationalError as exc:
+        except ConnectionLost as exc:
             conn.close()
             self.down = _line(exc)
             return False
-        except psycopg.Error as exc:
+        except DatabaseError as exc:
             conn.close()
             self.failure = JournalError(f"{database.label}: cannot open the journal: {_line(exc)}")
             return False
@@ -538,7 +541,7 @@ class PgWriter:
             return False
         try:
             close_host(self._conn, self.database.schema, self.host)
-        except psycopg.Error as exc:
+        except DatabaseError as exc:
             _log.warning(
                 "%s: could not record the recovery bookmark: %s", self.database.label, _line(exc)
             )
