@@ -44,6 +44,7 @@ from clearance.harness.postgres import (
 __all__ = [
     "COLUMNS",
     "PgRow",
+    "close_host",
     "default_host",
     "event_from_pg",
     "insert_rows",

@@ -50,6 +50,7 @@ __all__ = [
     "NOT_RUN_MESSAGE",
     "STOP",
     "Claim",
+    "Item",
     "PgControl",
     "PgWriter",
     "SessionSeqs",
