@@ -72,6 +72,33 @@ class CallContext:
         self._done = False
         self._loop_thread = threading.get_ident()
 
+    @classmethod
+    def for_call(
+        cls,
+        session_id: str,
+        turn_id: str | None,
+        call_id: str,
+        qualified_name: str,
+        model_alias: str,
+        principal: Principal,
+        pipeline: ProgressSink | None,
+    ) -> CallContext:
+        """The same as the constructor, for the pipeline: positional, without the
+        keyword binding and the ``__init__`` call that cost a fifth of a microsecond on
+        every call."""
+        ctx = object.__new__(cls)
+        ctx.session_id = session_id
+        ctx.turn_id = turn_id
+        ctx.call_id = call_id
+        ctx.qualified_name = qualified_name
+        ctx.model_alias = model_alias
+        ctx.principal = principal
+        ctx._pipeline = pipeline
+        ctx._cancelled = False
+        ctx._done = False
+        ctx._loop_thread = threading.get_ident()
+        return ctx
+
     @property
     def cancelled(self) -> bool:
         """True once the call was cancelled or timed out (for sync handlers to poll)."""

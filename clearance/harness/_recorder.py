@@ -80,15 +80,23 @@ class Recorder:
         self._journal = journal
         return self._append
 
-    async def _record(self, call: CallState, type_: Any, data: dict[str, Any]) -> JournalEvent:
+    def _write(
+        self, call: CallState, type_: Any, data: dict[str, Any]
+    ) -> tuple[JournalEvent, Awaitable[Any] | None]:
+        """Build a call's record (withheld values scrubbed) and start appending it: the
+        event, and ``None`` when it is recorded, else what to await to finish. The caller
+        holds the call (see :meth:`_record`) and publishes the event once recorded."""
         if call.secrets:
             data = scrub_record(data, call.secrets)
         event = JournalEvent(type_, call.session.id, call.turn_id, call.call_id, data)
         journal = self.harness.journal
         append = self._append if journal is self._journal else self._appender(journal)
+        return event, append(event)
+
+    async def _record(self, call: CallState, type_: Any, data: dict[str, Any]) -> JournalEvent:
         running = call.running
         if running is None or running.task is None:
-            waiting = append(event)
+            event, waiting = self._write(call, type_, data)
             if waiting is not None:
                 event = (await waiting) or event
             self.harness.hub.publish(event)
@@ -97,7 +105,7 @@ class Recorder:
         # that comes meanwhile takes effect once the write is done (see CallHandle).
         running.holds += 1
         try:
-            waiting = append(event)
+            event, waiting = self._write(call, type_, data)
             if waiting is not None:
                 event = (await waiting) or event
         except BaseException:

@@ -40,14 +40,14 @@ class Running(Recorder):
         """Dispatch an admitted call; always writes exactly one ``tool_finished``."""
         tool, session = call.tool, call.session
         assert tool is not None
-        ctx = CallContext(
-            session_id=session.id,
-            turn_id=call.turn_id,
-            call_id=call.call_id,
-            qualified_name=tool.qualified_name,
-            model_alias=tool.model_alias,
-            principal=session.principal,
-            pipeline=self,
+        ctx = CallContext.for_call(
+            session.id,
+            call.turn_id,
+            call.call_id,
+            tool.qualified_name,
+            tool.model_alias,
+            session.principal,
+            self,
         )
         status: OutcomeStatus = "failed"
         result: CallToolResult | None = None
@@ -80,7 +80,7 @@ class Running(Recorder):
                         running.task.uncancel()
                 if not cancelled and status == "ok":
                     try:
-                        result = normalize_result(raw)
+                        result = CallToolResult(raw) if type(raw) is str else normalize_result(raw)
                         status = "error" if result.is_error else "ok"
                     except ResultError as exc:
                         status = "failed"

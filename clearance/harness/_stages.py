@@ -305,13 +305,14 @@ class Stages(Recorder):
         tool, session, h = call.tool, call.session, self.harness
         assert tool is not None
         t = time.perf_counter()
-        request = AuthzRequest(
+        facts = call.facts
+        request = AuthzRequest.make(
             session.principal,
             tool.info,
             call.arguments,
             session.info(call.turn_id),
             context,
-            call.facts if call.facts is not None else _NO_FACTS,
+            facts if facts is not None else _NO_FACTS,
         )
         evaluator = session.evaluator
         failed = False
@@ -330,7 +331,7 @@ class Stages(Recorder):
                 evaluator=as_evaluator(evaluator).name,
             )
             failed = True
-        call.timing["evaluate"] = elapsed_us(t)
+        call.timing["evaluate"] = int((time.perf_counter() - t) * 1_000_000)
         call.record["verdict"] = verdict_record(verdict, failed, call.secrets)
         if h.shadow_evaluator is not None:
             call.record["shadow"] = await self._shadow(call, request, verdict)

@@ -432,13 +432,19 @@ class Pipeline(Stages, Approval, HostRuns):
             # call_decided and tool_started go out together: a close meanwhile lands
             # after both, and the call then ends cancelled without running (R7).
             running.hold()
+        # Both records are written here, under the hold above (not through _record: two
+        # coroutines less, and the hold already does what _record's would).
+        publish = self.harness.hub.publish
         try:
             if not call.decided_written:  # an authorized call has its call_decided already
                 data = self._decided(call, "dispatched", None, decision, reasons, call.grant)
-                await self._record(call, "call_decided", data)
+                event, waiting = self._write(call, "call_decided", data)
+                if waiting is not None:
+                    event = (await waiting) or event
+                publish(event)
             call.started_written = True
             arguments = call.arguments
-            await self._record(
+            event, waiting = self._write(
                 call,
                 "tool_started",
                 {
@@ -447,6 +453,9 @@ class Pipeline(Stages, Approval, HostRuns):
                     "correlation_id": call.correlation_id,
                 },
             )
+            if waiting is not None:
+                event = (await waiting) or event
+            publish(event)
         except Exception as exc:
             if running is not None:
                 running.unhold()

@@ -142,15 +142,14 @@ class Rule:
             value = arguments.get(c.name, _MISSING)
             if value is _MISSING:
                 return False
-            fact = facts.get(c.name) if facts else None
-            if fact is not None and not isinstance(fact, Mapping):
-                fact = None
-            if fact is not None:
-                if not deny and fact.get("outside_root") is True:
-                    return False
-                resolved = fact.get("resolved")
-                if deny and isinstance(resolved, str) and self._match(c, resolved, deny):
-                    continue
+            if facts:
+                fact = facts.get(c.name)
+                if fact is not None and isinstance(fact, Mapping):
+                    if not deny and fact.get("outside_root") is True:
+                        return False
+                    resolved = fact.get("resolved")
+                    if deny and isinstance(resolved, str) and self._match(c, resolved, deny):
+                        continue
             if type(value) is str:  # the common case, inline: no list, no call
                 if c.pattern.fullmatch(value):
                     if deny or c.allows_dotdot or ".." not in value:
@@ -158,8 +157,19 @@ class Rule:
                     if ".." not in _SEPARATORS.split(value):
                         continue
                     return False
-                # A deny rule also matches the path the value names once normalized.
-                if deny and _may_normalize(value) and c.pattern.fullmatch(_normalized(value)):
+                # A deny rule also matches the path the value names once normalized
+                # (_may_normalize, inline: false when normalizing cannot change it).
+                if (
+                    deny
+                    and (
+                        "\\" in value
+                        or "//" in value
+                        or "/." in value
+                        or value[:1] == "."
+                        or value[-1:] == "/"
+                    )
+                    and c.pattern.fullmatch(_normalized(value))
+                ):
                     continue
                 return False
             items = value if isinstance(value, list) else [value]
@@ -195,9 +205,10 @@ class Rule:
 
 
 def _may_normalize(text: str) -> bool:
-    """False only when :func:`_normalized` returns ``text`` unchanged (then a second match
-    could not differ): no backslash, no empty, ``.`` or ``..`` segment, no trailing slash.
-    A string test, several times cheaper than the normalization it saves."""
+    """False only when :func:`_normalized` returns a path-like ``text`` (one with a
+    separator or a leading dot) unchanged, so that a second match could not differ: no
+    backslash, no empty, ``.`` or ``..`` segment, no trailing slash. A string test,
+    several times cheaper than the normalization it saves."""
     return "\\" in text or "//" in text or "/." in text or text[:1] == "." or text[-1:] == "/"
 
 

@@ -195,7 +195,10 @@ class LocalEvaluator(Evaluator):
     def evaluate(self, request: AuthzRequest) -> Verdict:
         args = request.arguments
         facts = request.facts
-        for step in self._plan(request.tool.qualified_name):
+        plan = self._by_tool.get(request.tool.qualified_name)
+        if plan is None:
+            plan = self._plan(request.tool.qualified_name)
+        for step in plan:
             if not step.conditional:
                 if step.verdict is not None:
                     return step.verdict
