@@ -1,0 +1,134 @@
+"""``benchmarks/mutation.py`` (issue 20): mutation testing of the deciding set.
+
+The script runs as a real subprocess, with real mutmut, on a dozen mutants of
+``clearance/facts/numbers.py`` and two tests that check only part of it: the mutants those
+tests catch are counted killed, the others survive with their diffs, and one listed in
+``docs/mutation.md`` as equivalent is counted apart. A few seconds."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+NUMBERS = "clearance.facts.numbers"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "mutation_script", ROOT / "benchmarks" / "mutation.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_run_counts_killed_survived_and_equivalent_mutants(tmp_path: Path) -> None:
+    weak_tests = [
+        "tests/facts/test_numbers.py::test_a_fraction_stays_a_float_and_a_whole_number_becomes_an_int",
+        "tests/facts/test_numbers.py::test_a_fraction_decimal_can_hold_is_its_shortest_spelling",
+    ]
+    run = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/mutation.py",
+            "clearance/facts/numbers.py",
+            "--tests",
+            *weak_tests,
+            "--only",
+            f"{NUMBERS}.x_canonical_number__mutmut_*",
+            f"{NUMBERS}.xǁNumberFactǁcanonicalize__mutmut_4",
+            "--work",
+            str(tmp_path / "work"),
+            "--json",
+            str(tmp_path / "figures.json"),
+            "--survivors",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr  # survivors that are not listed
+    [figures] = json.loads((tmp_path / "figures.json").read_text())
+    assert figures["module"] == "clearance/facts/numbers.py"
+    assert figures["mutants"] == 13
+    # float(value) -> float(None) breaks every fraction: the tests see it.
+    assert figures["killed"] >= 1
+    assert f"{NUMBERS}.x_canonical_number__mutmut_12" not in figures["survived"]
+    # The refusal of a string goes unchecked by these two tests: its message can change.
+    refusal = f"{NUMBERS}.x_canonical_number__mutmut_3"
+    assert refusal in figures["survived"]
+    assert "+        raise FactError(None)" in figures["diffs"][refusal]
+    assert f"# {refusal}: survived" in run.stdout
+    assert figures["equivalent"] == [f"{NUMBERS}.xǁNumberFactǁcanonicalize__mutmut_4"]
+    assert figures["killed"] + figures["timeout"] + len(figures["survived"]) == 12
+    assert figures["score"] == round(100 * figures["killed"] / 12, 1)
+    assert "clearance/facts/numbers.py" in run.stdout.splitlines()[-1]
+    # Everything happened in the work directory, nothing in the checkout.
+    assert (tmp_path / "work" / "clearance_facts_numbers" / "mutants").is_dir()
+    assert not (ROOT / "mutants").exists()
+
+
+def test_equivalents_are_read_from_their_headings_diffs_and_reasons() -> None:
+    text = """# Title
+
+## Equivalent mutants
+
+### `clearance/x.py` `Thing.check`
+```diff
+-    if a > b:
++    if a >= b:
+```
+Never equal: a is odd and b even.
+More reason.
+
+### `clearance/y.py` `helper`
+```diff
+-    return 1
++    return 2
+```
+Nobody reads it.
+"""
+    first, second = _script().parse_equivalents(text)
+    assert (first.module, first.function) == ("clearance/x.py", "Thing.check")
+    assert first.change == ("-if a > b:", "+if a >= b:")
+    assert first.reason == "Never equal: a is odd and b even. More reason."
+    assert (second.module, second.function, second.change) == (
+        "clearance/y.py",
+        "helper",
+        ("-return 1", "+return 2"),
+    )
+
+
+def test_every_equivalent_listed_in_the_docs_names_a_module_and_a_change() -> None:
+    script = _script()
+    listed = script.parse_equivalents((ROOT / "docs" / "mutation.md").read_text())
+    assert listed
+    for entry in listed:
+        assert entry.module in script.DECIDING_SET, entry
+        assert any(line.startswith("-") for line in entry.change), entry
+        assert any(line.startswith("+") for line in entry.change), entry
+        assert entry.reason, entry
+
+
+def test_mutant_names_read_as_the_function_they_mutate() -> None:
+    function_of = _script().function_of
+    assert function_of(f"{NUMBERS}.x_canonical_number__mutmut_3") == "canonical_number"
+    assert function_of(f"{NUMBERS}.xǁNumberFactǁcanonicalize__mutmut_4") == (
+        "NumberFact.canonicalize"
+    )
+
+
+def test_every_module_of_the_deciding_set_and_its_tests_exist() -> None:
+    for module, tests in _script().DECIDING_SET.items():
+        assert (ROOT / module).is_file(), module
+        for test in tests:
+            assert (ROOT / test).exists(), test
