@@ -34,6 +34,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, TypeAlias
 
 import cedarpy
@@ -224,6 +225,8 @@ class CedarEngine:
         # Request (principal, action, resource) → sliced PolicySet, for requests without
         # per-request entities (those have a memo of their own in _merged).
         self._memo: dict[tuple[Uid, Uid, Uid], Any] = {}
+        # (allowed, *reasons) → the response of an answer without errors.
+        self._responses: dict[tuple[Any, ...], CedarResponse] = {}
 
     @property
     def policies(self) -> tuple[PolicyInfo, ...]:
@@ -429,7 +432,23 @@ class CedarEngine:
         self, allowed: bool, reasons: Sequence[str], raw_errors: Sequence[str]
     ) -> CedarResponse:
         # On the hot path: a decision usually has one or two reasons and no errors, so the
-        # sorting and the error parsing are skipped when there is nothing to do.
+        # sorting and the error parsing are skipped when there is nothing to do, and such
+        # a response (an immutable value: the decision, the reasons and their annotations)
+        # is built once per distinct answer.
+        if not raw_errors:
+            key = (allowed, *reasons)
+            cached = self._responses.get(key)
+            if cached is None:
+                cached = self._build_response(allowed, reasons, raw_errors)
+                if len(self._responses) >= MEMO_SIZE:
+                    self._responses.clear()
+                self._responses[key] = cached
+            return cached
+        return self._build_response(allowed, reasons, raw_errors)
+
+    def _build_response(
+        self, allowed: bool, reasons: Sequence[str], raw_errors: Sequence[str]
+    ) -> CedarResponse:
         order = self._order
         last = len(order)
         if len(reasons) > 1:
@@ -447,7 +466,12 @@ class CedarEngine:
             for error in errors:
                 if error.policy_id:
                     annotations[error.policy_id] = known.get(error.policy_id, EMPTY_ANNOTATIONS)
-        return CedarResponse("allow" if allowed else "deny", tuple(reasons), errors, annotations)
+        return CedarResponse(
+            "allow" if allowed else "deny",
+            tuple(reasons),
+            errors,
+            MappingProxyType(annotations),  # read-only: responses without errors are shared
+        )
 
     def statistics(self) -> EngineStatistics:
         """Counters for the policies, the index and the slice cache."""

@@ -87,8 +87,9 @@ def to_cedar(typ: CedarType, value: Any, path: str, need: Need = None) -> Any:
     Raises:
         ValueMismatch: the value does not fit ``typ``.
     """
-    if isinstance(typ, RecordType):
-        if not isinstance(value, Mapping):
+    if type(typ) is RecordType or isinstance(typ, RecordType):
+        # type() first: isinstance against the Mapping ABC costs more than the rest here.
+        if type(value) is not dict and not isinstance(value, Mapping):
             raise ValueMismatch(path, f"expected an object, got {_kind(value)}")
         out: dict[str, Any] = {}
         names: Iterable[str] = typ.attributes if need is None else need
@@ -106,7 +107,7 @@ def to_cedar(typ: CedarType, value: Any, path: str, need: Need = None) -> Any:
             )
         return out
     if typ is STRING:
-        if not isinstance(value, str):
+        if type(value) is not str and not isinstance(value, str):
             raise ValueMismatch(path, f"expected a string, got {_kind(value)}")
         if not value.isascii():
             try:
