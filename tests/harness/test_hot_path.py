@@ -10,6 +10,7 @@ must not run when its start could not be recorded, rule R1).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ from clearance import (
 )
 from clearance.harness import shape
 from clearance.harness._call_state import copy_json
-from clearance.harness.journal import JournalEvent, read_sqlite
+from clearance.harness.journal import JournalEvent, encode_data, read_sqlite
+from clearance.harness.journal import _event as journal_event
 from clearance.policy import AuthzRequest, NoopEvaluator, SessionInfo, ToolInfo
 
 pytestmark = pytest.mark.anyio
@@ -218,3 +220,34 @@ async def test_sqlite_append_now_records_what_append_records(tmp_path: Path) -> 
     ]
     assert [e.seq for e in events] == [1, 2, 3, 4, 5]
     assert events[2].data["arguments"] == {"path": "a"}
+
+
+record_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.frozensets(st.integers(), max_size=3)
+    | st.builds(object),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(value=st.dictionaries(st.text(max_size=5), record_values, max_size=5))
+def test_records_encode_as_the_json_encoder_writes_them(value: dict[str, Any]) -> None:
+    reference = json.JSONEncoder(
+        ensure_ascii=True, separators=(",", ":"), default=journal_event._json_default
+    )
+    assert encode_data(value) == reference.encode(value)
+
+
+def test_a_record_that_refers_to_itself_is_refused_as_before() -> None:
+    value: dict[str, Any] = {"a": []}
+    value["a"].append(value)
+    with pytest.raises(ValueError, match="Circular"):
+        encode_data(value)
+    assert encode_data({"a": [1]}) == '{"a":[1]}'  # the encoder is unharmed

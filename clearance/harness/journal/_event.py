@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import time
+from json.encoder import (  # type: ignore[attr-defined]
+    c_make_encoder,
+    encode_basestring_ascii,
+)
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -101,14 +105,30 @@ def _json_default(value: object) -> object:
     return f"<{type(value).__name__}>"
 
 
-# One encoder, built once: json.dumps with options builds a new one per call. ASCII-only
-# output cannot fail to encode (lone surrogates), for SQLite and files alike.
+# One encoder, built once: json.dumps with options builds a new one per call, and even a
+# JSONEncoder builds its C encoder on every encode(), a sixth of encoding a call_decided.
+# ASCII-only output cannot fail to encode (lone surrogates), for SQLite and files alike.
 _ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=_json_default)
+_C_ENCODER = (
+    c_make_encoder(None, _json_default, encode_basestring_ascii, None, ":", ",", False, False, True)
+    if c_make_encoder is not None
+    else None
+)
 
 
 def encode_data(value: Any) -> str:
     """Encode a record (or its ``data``) as compact, ASCII-only JSON.
 
     Values that are not JSON become ``"<TypeName>"`` rather than failing the append.
+
+    Raises:
+        ValueError: a value refers to itself (or nests deeper than Python recurses).
     """
-    return _ENCODER.encode(value)
+    if _C_ENCODER is None or type(value) is not dict:  # pragma: no cover - CPython has it
+        return _ENCODER.encode(value)
+    try:
+        return "".join(_C_ENCODER(value, 0))
+    except RecursionError:
+        # The C encoder is built without json's check for circular references (it
+        # cannot be shared with one); a cycle ends here instead, as the same ValueError.
+        raise ValueError("Circular reference detected") from None
