@@ -414,3 +414,23 @@ async def test_the_journal_records_of_one_call_are_one_commit_at_the_start(
         assert rows == [("session_created", 1), ("call_decided", 2), ("tool_started", 3)]
     finally:
         journal.close()
+
+
+@pytest.mark.parametrize("call_id", ["c\x00", "c\ud800"])
+async def test_an_id_postgresql_cannot_hold_fails_that_record_alone(
+    pg_url: tuple[str, str], call_id: str
+) -> None:
+    """A model chooses its call ids: one PostgreSQL cannot store (a NUL, a lone surrogate)
+    fails its own record, never the batch it would share nor the journal."""
+    url, schema = pg_url
+    journal = _pg(url, "h1")
+    try:
+        await journal.append(JournalEvent("session_created", "s1", None, None, {}))
+        with pytest.raises(JournalError, match="NUL or a lone surrogate"):
+            await journal.append(JournalEvent("call_decided", "s1", None, call_id, {}))
+        await journal.append(JournalEvent("call_decided", "s1", None, "ok", {}))
+        await journal.flush()
+        rows = sql(schema, "SELECT seq, call_id FROM {s}.events ORDER BY seq")
+        assert rows == [(1, None), (2, "ok")]
+    finally:
+        journal.close()

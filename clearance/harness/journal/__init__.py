@@ -46,6 +46,8 @@ Where things are (each a private module of this package; import the names from h
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from clearance.harness.journal._durable import (
     INTERRUPTED_MESSAGE,
     Durability,
@@ -113,12 +115,15 @@ from clearance.harness.journal._sqlite_schema import (
     is_sqlite_file,
 )
 
+if TYPE_CHECKING:
+    from clearance.harness.journal._postgres import PostgresJournal as PostgresJournal
+
 
 def __getattr__(name: str) -> object:
     # PostgresJournal needs psycopg (the ``postgres`` extra): imported when first asked
     # for, so that the package imports without it (MissingExtraError says how to install).
     if name == "PostgresJournal":
-        from clearance.harness.journal._postgres import PostgresJournal
+        from clearance.harness.journal._postgres import PostgresJournal as PostgresJournal
 
         return PostgresJournal
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -161,9 +161,12 @@ class PostgresJournal:
         except (TypeError, ValueError) as exc:
             raise JournalError(f"cannot encode a {event.type} record: {exc}") from None
         texts = (event.session_id, event.turn_id or "", event.call_id or "", event.type)
-        if any("\x00" in t for t in texts):
-            # PostgreSQL text holds no NUL: refused here, for this record alone.
-            raise JournalError(f"cannot record a {event.type} record: an id holds a NUL")
+        if not all(_storable(t) for t in texts):
+            # Refused here, for this record alone: in a batch it would fail every record
+            # of the batch (and a model chooses its call ids).
+            raise JournalError(
+                f"cannot record a {event.type} record: an id holds a NUL or a lone surrogate"
+            )
         waits = self.durability == "full" or (
             self.durability == "normal" and event.type == "tool_started"
         )
@@ -310,3 +313,14 @@ class PostgresJournal:
         self._writer.put(control)
         with anyio.CancelScope(shield=True):
             return await anyio.to_thread.run_sync(control.future.result)
+
+
+def _storable(text: str) -> bool:
+    """Whether PostgreSQL can hold ``text``: no NUL, and valid UTF-8 (no lone surrogate)."""
+    if text.isascii():
+        return "\x00" not in text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
