@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from json.encoder import (  # type: ignore[attr-defined]
     c_make_encoder,
     encode_basestring_ascii,
 )
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
