@@ -116,7 +116,11 @@ class PostgresGrantStore(MemoryGrantStore):
         )
         with self._lock:
             self._skipped.discard(grant_id)
-            return super().revoke(grant_id) or deleted
+            held = self._grants.get(grant_id)
+            forgot = super().revoke(grant_id)
+            # A persisted grant counts as revoked only if the database held it: the copy
+            # in memory may be one another host (or a TRUNCATE) already removed.
+            return deleted or (forgot and held is not None and held.kind != "always")
 
     def close(self) -> None:
         """Stop listening; close the database when this store opened it."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from clearance.facts import FactError, PathFact, resolve_relative
+from clearance.facts.paths import resolve_real
 
 
 @pytest.fixture
@@ -136,3 +137,182 @@ def test_resolve_relative(ws: Path) -> None:
 def test_root_must_exist(tmp_path: Path) -> None:
     with pytest.raises(FactError):
         PathFact(tmp_path / "missing")
+
+
+# --- the rules the mutation run (benchmarks/mutation.py) showed unchecked -----------------
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("", "the path is empty"),
+        ("a\x00b", "it contains a NUL byte"),
+        ("a\x1fb", "it contains a control character"),
+        ("a\x7fb", "it contains a control character"),  # DEL
+        ("a\x9fb", "it contains a control character"),  # the last C1 control
+        ("~x", "a leading '~' is not allowed (it may be expanded to a home directory)"),
+        ("a\ud800b", "it cannot be encoded as a file name"),  # a lone surrogate
+        ("a" * 4097, "it is longer than 4096 bytes"),
+    ],
+)
+def test_a_refusal_names_what_is_wrong_with_the_path(ws: Path, path: str, problem: str) -> None:
+    with pytest.raises(FactError) as caught:
+        PathFact(ws).canonicalize(path)
+    assert str(caught.value) == problem
+
+
+def test_a_path_that_is_not_a_string_is_refused_by_its_type(ws: Path) -> None:
+    with pytest.raises(FactError) as caught:
+        PathFact(ws).canonicalize(["src"])
+    assert str(caught.value) == "a path must be a string, not list"
+
+
+def test_the_first_printable_characters_past_the_controls_are_names(ws: Path) -> None:
+    # U+00A0 (no-break space) is the first character after the C1 controls: a name, not one.
+    assert PathFact(ws).canonicalize("a\xa0b").value == "a\xa0b"
+    assert PathFact(ws).canonicalize("a~b/~c").value == "a~b/~c"  # only a leading ~ is refused
+
+
+def test_a_path_of_exactly_path_max_bytes_is_a_path(ws: Path) -> None:
+    # 4096 bytes under the root ("ws/" adds nothing: the limit is on what the tool was given).
+    path = "/".join(["d" * 255] * 15 + ["d" * 254, "x"])
+    assert len(path.encode()) == 4096
+    assert PathFact(ws).canonicalize(path).value == path
+
+
+def test_leaving_the_root_is_refused_in_those_words(ws: Path) -> None:
+    for refuse in (
+        lambda: PathFact(ws).canonicalize("../outside.txt"),
+        lambda: resolve_relative(str(ws.resolve()), "../outside.txt"),
+    ):
+        with pytest.raises(FactError) as caught:
+            refuse()
+        assert str(caught.value) == "it resolves outside the workspace root"
+
+
+def test_forty_symlinks_are_followed_and_the_forty_first_is_a_loop(ws: Path) -> None:
+    # The kernel's own limit (MAXSYMLINKS): what it opens, the fact resolves; no more.
+    for i in range(41):
+        (ws / f"l{i}").symlink_to(f"l{i + 1}" if i < 40 else ".env")
+    assert PathFact(ws).canonicalize("l1").value == ".env"  # 40 links
+    with pytest.raises(FactError) as caught:
+        PathFact(ws).canonicalize("l0")  # 41 links
+    assert str(caught.value) == "it runs into a symlink loop (or more than 40 symlinks)"
+    # Keeping the last name of the 41-link chain follows none of it.
+    assert PathFact(ws, follow_final=False).canonicalize("l0").value == "l0"
+
+
+def test_a_symlink_with_a_control_character_in_its_target_is_refused(ws: Path) -> None:
+    (ws / "bad").symlink_to("src\napp.py")
+    with pytest.raises(FactError) as caught:
+        PathFact(ws).canonicalize("bad")
+    assert str(caught.value) == "a symlink on it is malformed: it contains a control character"
+
+
+def test_a_symlink_to_a_name_starting_with_a_tilde_names_that_entry(ws: Path) -> None:
+    # A link's target is read by the kernel, which never expands '~': "sub/l -> ~x" is
+    # sub/~x. Only the canonical path must not start with '~' (a tool may expand it).
+    (ws / "sub").mkdir()
+    (ws / "sub" / "l").symlink_to("~x")
+    assert PathFact(ws).canonicalize("sub/l").value == "sub/~x"
+    (ws / "top").symlink_to("~home")
+    with pytest.raises(FactError) as caught:
+        PathFact(ws).canonicalize("top")
+    assert str(caught.value) == "it names an entry whose name starts with '~' at the root"
+
+
+def test_a_symlink_that_cannot_be_read_is_refused(ws: Path) -> None:
+    (ws / "locked").mkdir()
+    (ws / "locked" / "l").symlink_to("../.env")
+    (ws / "locked").chmod(0o300)  # no read: readlink works; no search would fail lstat
+    try:
+        assert PathFact(ws).canonicalize("locked/l").value == ".env"
+    finally:
+        (ws / "locked").chmod(0o700)
+
+
+def test_resolution_follows_the_final_link_unless_told_not_to(ws: Path) -> None:
+    root = str(ws.resolve())
+    (ws / "link").symlink_to(".env")
+    assert resolve_real(root, "link") == f"{root}/.env"
+    assert resolve_real(root, "link", follow_final=False) == f"{root}/link"
+    assert resolve_relative(root, "link") == ".env"
+    assert resolve_relative(root, "link", follow_final=False) == "link"
+
+
+def test_an_entry_named_absolutely_keeps_its_last_name(ws: Path) -> None:
+    (ws / "link").symlink_to(".env")
+    (ws / "dirlink").symlink_to("src")
+    entry = PathFact(ws, follow_final=False)
+    root = str(ws.resolve())
+    assert entry.canonicalize(f"{root}/link").value == "link"
+    assert entry.canonicalize(f"{root}/dirlink/app.py").value == "src/app.py"
+    # A final "." or ".." is not an entry's name: the path resolves fully.
+    assert entry.canonicalize("dirlink/.").value == "src"
+    assert entry.canonicalize("dirlink/..").value == "."
+
+
+def test_the_file_system_root_as_the_root(ws: Path) -> None:
+    inside = str(ws.resolve() / ".env").lstrip("/")
+    assert PathFact("/").canonicalize(inside).value == inside
+    assert PathFact("/").canonicalize("/" + inside).fact["absolute"] == "/" + inside
+    assert PathFact("/", follow_final=False).canonicalize("etc").value == "etc"
+    assert resolve_relative("/", "/etc") == "etc"
+    assert PathFact("/").canonicalize("/").value == "."
+
+
+def test_the_record_of_the_root_and_of_a_top_level_entry(ws: Path) -> None:
+    root = str(ws.resolve())
+    assert fact(ws, ".") == {
+        "path": ".",
+        "name": "",
+        "parent": "",
+        "extension": "",
+        "segments": [],
+        "exists": True,
+        "type": "directory",
+        "absolute": root,
+    }
+    assert fact(ws, ".env") | {"absolute": ""} == {
+        "path": ".env",
+        "name": ".env",
+        "parent": ".",
+        "extension": "",  # a leading dot starts a hidden name, not an extension
+        "segments": [".env"],
+        "exists": True,
+        "type": "file",
+        "absolute": "",
+    }
+
+
+def test_the_record_of_a_deep_entry(ws: Path) -> None:
+    (ws / "a" / "b").mkdir(parents=True)
+    (ws / "a" / "b" / "x.tar.GZ").write_text("")
+    (ws / "a" / "b" / "noext").write_text("")
+    record = fact(ws, "a/b/x.tar.GZ")
+    assert (record["parent"], record["name"], record["extension"]) == ("a/b", "x.tar.GZ", ".gz")
+    assert record["segments"] == ["a", "b", "x.tar.GZ"]
+    assert fact(ws, "a/b/noext")["extension"] == ""
+    assert fact(ws, "a/b")["type"] == "directory"
+    missing = fact(ws, "a/b/gone")
+    assert (missing["exists"], missing["type"]) == (False, "missing")
+
+
+def test_the_record_of_something_that_is_neither_file_directory_nor_link(ws: Path) -> None:
+    os.mkfifo(ws / "pipe")
+    record = fact(ws, "pipe")
+    assert (record["exists"], record["type"]) == (True, "other")
+
+
+def test_a_missing_root_is_named(tmp_path: Path) -> None:
+    with pytest.raises(FactError) as caught:
+        PathFact(tmp_path / "missing")
+    assert (
+        str(caught.value) == f"the root {str(tmp_path / 'missing')!r} is not an existing directory"
+    )
+
+
+def test_repr(ws: Path) -> None:
+    root = str(ws.resolve())
+    assert repr(PathFact(ws)) == f"PathFact({root!r})"
+    assert repr(PathFact(ws, follow_final=False)) == f"PathFact({root!r}, follow_final=False)"
