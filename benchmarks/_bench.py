@@ -18,7 +18,7 @@ import gc
 import random
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["Contender", "Summary", "interleave", "percentile", "summarize"]
@@ -65,16 +65,19 @@ async def interleave(
     contenders: Sequence[Contender],
     *,
     rounds: int,
-    block: int,
+    block: int | Mapping[str, int],
     warmup: int = 200,
     seed: int = 7,
 ) -> None:
     """Time ``block`` calls of each contender per round, for ``rounds`` rounds, in a
     shuffled order each round (fills each contender's ``samples`` and ``rounds``).
+    ``block`` may give each contender (by name) its own count, so that a contender whose
+    call takes milliseconds does not make a round last minutes.
 
     Every contender is warmed first (``warmup`` calls, untimed): caches a running system
     would have warm (compiled globs, Cedar slices, principals) are warm for all.
     """
+    sizes = {c.name: block if isinstance(block, int) else block[c.name] for c in contenders}
     order = list(contenders)
     rng = random.Random(seed)
     for contender in order:
@@ -90,7 +93,7 @@ async def interleave(
             call = contender.call
             block_samples = []
             n = contender.counter
-            for _ in range(block):
+            for _ in range(sizes[contender.name]):
                 n += 1
                 start = clock()
                 await call(n)

@@ -34,10 +34,12 @@ from typing import Any
 __all__ = [
     "TOOLS",
     "USERS",
+    "YAML_UP_TO",
     "cedar_rules",
     "local_rules",
     "spread",
     "tollgate_call",
+    "tool_names",
     "toolwarden_call",
 ]
 
@@ -45,6 +47,8 @@ TOOLS = 1_000
 """How many other tools the rules are spread over."""
 USERS = 100
 """How many principals the rules are spread over once every tool has one."""
+YAML_UP_TO = 10_000
+"""The most rules written to tollgate's YAML file (see :func:`tollgate_call`)."""
 
 Call = Callable[[int], Awaitable[Any]]
 
@@ -134,7 +138,11 @@ def tollgate_call(rules: int, folder: Path | None = None) -> tuple[Call, Callabl
     mine = {"id": "read", "tool": "files", "action": "read_file", "decision": "ALLOW"}
     listed = [*others[: len(others) // 2], mine, *others[len(others) // 2 :]]
     policy_file = folder / f"tollgate-policy-{rules}.yaml"
-    policy_file.write_text(yaml.safe_dump({"version": "1", "rules": listed}, sort_keys=False))
+    # Past 10,000 rules the YAML holds only the called tool's rule and the full list is
+    # set on the evaluator after loading: tollgate parses YAML in pure Python (minutes for
+    # 100,000 rules), which is loading, not a call.
+    in_file = listed if rules <= YAML_UP_TO else [mine]
+    policy_file.write_text(yaml.safe_dump({"version": "1", "rules": in_file}, sort_keys=False))
     manifest = folder / f"tollgate-manifest-{rules}.yaml"
     schema = {
         "type": "object",
@@ -160,9 +168,11 @@ def tollgate_call(rules: int, folder: Path | None = None) -> tuple[Call, Callabl
         )
     )
     audit = _MemoryAudit()
-    tower = ControlTower(
-        YamlPolicyEvaluator(policy_file), AutoApprover(), audit, registry=Manifest(manifest)
-    )
+    evaluator = YamlPolicyEvaluator(policy_file)
+    if evaluator.rules != listed:
+        evaluator.rules = listed
+        evaluator._validate_rules()
+    tower = ControlTower(evaluator, AutoApprover(), audit, registry=Manifest(manifest))
     agent = AgentContext(agent_id="alice", version="1", owner="bench")
     intent = Intent(action="read", reason="benchmark")
 
