@@ -18,7 +18,9 @@ timeout per module::
     python benchmarks/mutation.py --list                   # the modules and their tests
 
 Runs under ``nice -n 19`` with one worker (``--jobs`` for more): the machine is shared.
-A timeout counts as killed. Survivors that match an entry of ``docs/mutation.md``'s list
+A timeout counts as killed. Mutants mutmut never tested because it stopped early (the
+clean tests failed, or no selected test covers the module) are counted *not checked*,
+with the survivors. Survivors that match an entry of ``docs/mutation.md``'s list
 of equivalent mutants are counted apart (``equivalent``); ``--survivors`` prints the
 diff of every other one. The exit status is 1 when a module has an unlisted survivor.
 
@@ -176,6 +178,8 @@ class ModuleResult:
     survived: list[str] = field(default_factory=list)
     equivalent: list[str] = field(default_factory=list)
     no_tests: list[str] = field(default_factory=list)
+    not_checked: list[str] = field(default_factory=list)
+    """Never tested: mutmut stopped before it reached them (its log says why)."""
     other: Counter[str] = field(default_factory=Counter)
     diffs: dict[str, str] = field(default_factory=dict)
 
@@ -187,6 +191,7 @@ class ModuleResult:
             + len(self.survived)
             + len(self.equivalent)
             + len(self.no_tests)
+            + len(self.not_checked)
             + sum(self.other.values())
         )
 
@@ -360,8 +365,10 @@ def collect(
             result.timeout += 1
         elif code in _SURVIVED:
             survivors.append(name)
-        elif code in _NO_TESTS or code is None:
-            result.no_tests.append(name)  # None: not checked, no test covered the module
+        elif code in _NO_TESTS:
+            result.no_tests.append(name)
+        elif code is None:
+            result.not_checked.append(name)
         else:
             result.other[f"exit {code}"] += 1
     result.diffs = _diffs(work, module, survivors + result.no_tests)
@@ -400,7 +407,8 @@ def run_module(
 
     Raises:
         RuntimeError: mutmut stopped before it made the mutants (its log says why). When
-            it stops after (no test covers the module), its mutants stay "not checked".
+            it stops after (the clean tests fail, no test covers the module), the
+            mutants it did not test are left "not checked" in its meta file.
     """
     work.mkdir(parents=True, exist_ok=True)
     _copy_project(work, ref=ref)
@@ -411,14 +419,18 @@ def run_module(
     if not (work / "mutants" / f"{module}.meta").exists():
         raise RuntimeError(f"mutmut stopped with status {status} on {module}; see {log}")
     if status != 0:
-        print(f"mutmut stopped with status {status}; see {log}", file=sys.stderr)
+        print(
+            f"mutmut stopped with status {status} on {module}; its untested mutants are"
+            f" counted 'not checked'; see {log}",
+            file=sys.stderr,
+        )
     return log
 
 
 def _table(results: Sequence[ModuleResult]) -> str:
     header = (
         f"{'module':<38} {'mutants':>7} {'killed':>6} {'timeout':>7} {'survived':>8}"
-        f" {'equiv':>5} {'no tests':>8} {'score':>6}"
+        f" {'equiv':>5} {'no tests':>8} {'unchecked':>9} {'score':>6}"
     )
     shown = [*results, _total(results)] if len(results) > 1 else results
     return "\n".join([header, "-" * len(header), *map(_row, shown)])
@@ -428,8 +440,8 @@ def _row(r: ModuleResult) -> str:
     other = ", ".join(f"{n} {k}" for k, n in sorted(r.other.items()))
     return (
         f"{r.module:<38} {r.total:>7} {r.killed:>6} {r.timeout:>7} {len(r.survived):>8}"
-        f" {len(r.equivalent):>5} {len(r.no_tests):>8} {r.score:>5.1f}%"
-        + (f"  ({other})" if other else "")
+        f" {len(r.equivalent):>5} {len(r.no_tests):>8} {len(r.not_checked):>9}"
+        f" {r.score:>5.1f}%" + (f"  ({other})" if other else "")
     )
 
 
@@ -441,6 +453,7 @@ def _total(results: Sequence[ModuleResult]) -> ModuleResult:
         total.survived += r.survived
         total.equivalent += r.equivalent
         total.no_tests += r.no_tests
+        total.not_checked += r.not_checked
         total.other += r.other
     return total
 
@@ -516,6 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "survived": r.survived,
                         "equivalent": r.equivalent,
                         "no_tests": r.no_tests,
+                        "not_checked": r.not_checked,
                         "score": round(r.score, 1),
                         "diffs": {name: r.diffs[name] for name in r.survived + r.no_tests},
                     }
@@ -526,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.work is None:
         shutil.rmtree(base, ignore_errors=True)
-    return 1 if any(r.survived or r.no_tests for r in results) else 0
+    return 1 if any(r.survived or r.no_tests or r.not_checked for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -77,6 +77,39 @@ def test_a_run_counts_killed_survived_and_equivalent_mutants(tmp_path: Path) -> 
     assert not (ROOT / "mutants").exists()
 
 
+def test_mutants_mutmut_stopped_before_are_counted_not_checked(tmp_path: Path) -> None:
+    # No test of the export list calls the number fact: mutmut stops after making the
+    # mutants, and leaves them untested in its meta file.
+    run = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/mutation.py",
+            "clearance/facts/numbers.py",
+            "--tests",
+            "tests/test_exports.py",
+            "--only",
+            f"{NUMBERS}.x_canonical_number__mutmut_*",
+            "--work",
+            str(tmp_path / "work"),
+            "--json",
+            str(tmp_path / "figures.json"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "counted 'not checked'" in run.stderr
+    [figures] = json.loads((tmp_path / "figures.json").read_text())
+    assert figures["mutants"] == 12
+    assert len(figures["not_checked"]) == 12
+    assert figures["killed"] == figures["timeout"] == 0
+    assert figures["survived"] == figures["no_tests"] == []
+    assert figures["score"] == 0.0
+
+
 def test_equivalents_are_read_from_their_headings_diffs_and_reasons() -> None:
     text = """# Title
 
