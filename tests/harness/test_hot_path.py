@@ -71,7 +71,7 @@ def test_the_flat_shortcut_takes_only_plain_scalars() -> None:
     """What the shortcut must hand to the walk, which refuses it (or measures it)."""
     limit = 1 << 20
     assert shape._flat_within({"path": "a", "limit": 3, "force": True, "x": None}, limit)
-    refused = [
+    refused: list[dict[Any, Any]] = [
         {"n": math.nan},  # floats go to the walk (non-finite ones are refused there)
         {"n": 1.5},
         {"n": 2**64},  # a big integer: the walk checks its digits

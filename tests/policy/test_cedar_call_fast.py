@@ -39,7 +39,7 @@ def answer(context: dict[str, Any]) -> str:
 
 
 def test_real_answers_read_as_the_whole_text() -> None:
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"path": "src/a", "n": 0},  # allow
         {"path": "a.env", "n": 0},  # deny by a forbid
         {"path": "docs/a", "n": 0},  # deny, no policy
