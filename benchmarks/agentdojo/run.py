@@ -16,7 +16,8 @@ whose every call is also a call of some user task, cannot be told apart from ben
 a call-level policy: it is reported as unscorable and left out of the security rate.
 
 Writes ``RESULTS.md`` (a table) and ``utility_security.png`` (matplotlib) next to this file,
-and ``data/<suite>.corpus.jsonl`` / ``data/<suite>.tools.json`` for ``clearance replay``.
+and ``data/<suite>.tools.json`` for ``clearance replay`` (the corpus, ``data/<suite>.corpus.jsonl``,
+is ``extract.py``'s).
 These files are tracked: each is written to a temporary file beside it and renamed into
 place only once every suite has been replayed and every output (the plot too) has been
 made, so a run that fails leaves them as they were.
@@ -45,45 +46,17 @@ SUITES = ("workspace", "travel", "banking", "slack")
 PRINCIPAL = 'User::"emma"'
 
 
-def _key(call: dict[str, Any]) -> str:
-    return json.dumps([call["function"], call["arguments"]], sort_keys=True)
-
-
 def load(suite: str) -> tuple[dict[str, Any], list[str], dict[str, int]]:
-    """The suite's data, its corpus lines and counts of unscorable injection tasks."""
+    """The suite's data, its corpus lines (written by ``extract.py``, each call with its
+    conversation) and counts of unscorable injection tasks."""
     data = json.loads((HERE / "data" / f"{suite}.json").read_text(encoding="utf-8"))
-    lines: list[str] = []
-    benign_calls = set()
-    for task in data["user_tasks"]:
-        for n, call in enumerate(task["calls"]):
-            benign_calls.add(_key(call))
-            lines.append(_line(suite, call, "benign", task["id"], n))
-    counts = {"no_calls": 0, "shared_calls": 0}
-    for task in data["injection_tasks"]:
-        if not task["calls"]:
-            counts["no_calls"] += 1
-            continue
-        if all(_key(c) in benign_calls for c in task["calls"]):
-            counts["shared_calls"] += 1
-            continue
-        for n, call in enumerate(task["calls"]):
-            lines.append(_line(suite, call, "attack", task["id"], n))
+    corpus = HERE / "data" / f"{suite}.corpus.jsonl"
+    lines = [line for line in corpus.read_text(encoding="utf-8").splitlines() if line]
+    counts = {
+        "no_calls": sum(1 for t in data["injection_tasks"] if not t["calls"]),
+        "shared_calls": 0,
+    }
     return data, lines, counts
-
-
-def _line(suite: str, call: dict[str, Any], label: str, group: str, n: int) -> str:
-    return json.dumps(
-        {
-            "principal": PRINCIPAL,
-            "tool": f"{suite}.{call['function']}",
-            "arguments": call["arguments"],
-            "expected": "allow" if label == "benign" else "deny",
-            "label": label,
-            "group": group,
-            "id": f"{group}/{n}",
-        },
-        ensure_ascii=False,
-    )
 
 
 def registry_for(data: dict[str, Any]) -> ToolRegistry:
@@ -107,7 +80,6 @@ def run(plot: bool) -> list[dict[str, Any]]:
     outputs: dict[Path, Callable[[Path], None]] = {}
     for suite in SUITES:
         data, lines, unscorable = load(suite)
-        outputs[HERE / "data" / f"{suite}.corpus.jsonl"] = _text("\n".join(lines) + "\n")
         outputs[HERE / "data" / f"{suite}.tools.json"] = _text(
             json.dumps(data["tools"], indent=1, ensure_ascii=False) + "\n"
         )

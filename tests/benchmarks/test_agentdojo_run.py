@@ -75,12 +75,13 @@ def test_a_run_replaces_its_outputs_at_the_end(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     results = (bench / "RESULTS.md").read_text()
     assert results.startswith("# AgentDojo: utility and security of policy sets")
-    for name in ("RESULTS.md", "utility_security.png", "data/banking.corpus.jsonl"):
+    for name in ("RESULTS.md", "utility_security.png", "data/banking.tools.json"):
         assert (bench / name).stat().st_mtime_ns > OLD * 10**9, name
     assert (bench / "utility_security.png").read_bytes().startswith(b"\x89PNG")
     assert not list(bench.rglob("*.tmp"))
     # The inputs are read, never written.
-    assert (bench / "data" / "banking.json").stat().st_mtime_ns == OLD * 10**9
+    for name in ("data/banking.json", "data/banking.corpus.jsonl"):
+        assert (bench / name).stat().st_mtime_ns == OLD * 10**9, name
 
 
 def _module() -> ModuleType:
