@@ -10,7 +10,7 @@ and below :mod:`clearance.cli`. ``docs/replay.md`` is the guide.
   policies, declared tools), picklable for ``jobs > 1``; :func:`load_tool_declarations` and
   :func:`register_tool_declarations` declare tools that are never run, and
   :func:`tool_declarations` writes them for registered tools (``clearance tools export``).
-- The corpus format: :class:`CorpusCall`, :func:`parse_corpus_line`, :func:`read_corpus`,
+- The corpus format: :class:`CorpusCall` (with its :class:`ConversationEntry` list), :func:`parse_corpus_line`, :func:`read_corpus`,
   :class:`CorpusError`; :func:`calls_from_events` and :func:`corpus_record` turn a journal
   into corpus lines (``clearance journal export``).
 - :func:`suggest`: allow rules generalized from allowed calls (:func:`allowed_calls`), as a
@@ -25,6 +25,7 @@ lines), ``_declarations`` and ``_harness_spec`` (what decides), ``_decide``, ``_
 """
 
 from clearance.tuning._corpus import (
+    ConversationEntry,
     CorpusCall,
     CorpusError,
     Expected,
@@ -54,6 +55,7 @@ __all__ = [
     "STAGES",
     "CallFolder",
     "CallRow",
+    "ConversationEntry",
     "CorpusCall",
     "CorpusError",
     "Expected",

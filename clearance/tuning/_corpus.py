@@ -3,7 +3,13 @@
 A line (``docs/replay.md`` has the full format)::
 
     {"principal": "User::\\"alice\\"", "tool": "files.read_file", "arguments": {"path": "a"},
-     "expected": "allow", "label": "benign", "group": "task-3", "id": "c1"}
+     "expected": "allow", "label": "benign", "group": "task-3", "id": "c1",
+     "conversation": [{"role": "user", "content": "Read a"},
+                      {"role": "tool", "tool": "files.list", "call_id": "c0", "content": ["a"]}]}
+
+A line carries the whole conversation that preceded its call (the user's and system
+messages and the tool results, in order), so every line decides alone: ``replay(jobs=N)``
+may deal any line to any worker.
 
 A line that is not a call is a :class:`CorpusError` naming its line number (and file):
 nothing about it is guessed.
@@ -21,6 +27,7 @@ from clearance.errors import ClearanceError
 from clearance.types import Principal
 
 __all__ = [
+    "ConversationEntry",
     "CorpusCall",
     "CorpusError",
     "Expected",
@@ -32,9 +39,13 @@ __all__ = [
 
 Expected = Literal["allow", "ask", "deny"]
 Label = Literal["benign", "attack"]
+Role = Literal["user", "system", "tool"]
 
 _EXPECTED = {"allow": "allow", "ask": "ask", "deny": "deny", "error": "deny"}
 _LABELS = ("benign", "attack")
+_ROLES = ("user", "system", "tool")
+_ENTRY_KEYS = {"user": {"role", "content"}, "system": {"role", "content"}}
+_TOOL_KEYS = {"role", "tool", "call_id", "content"}
 _PRINCIPAL_CACHE = 4096
 
 
@@ -56,6 +67,20 @@ class CorpusError(ClearanceError):
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationEntry:
+    """One message of the conversation that preceded a corpus call."""
+
+    role: Role
+    """``user`` or ``system`` (a message), or ``tool`` (a tool's result)."""
+    content: Any
+    """A message's text; a tool result's value (text or any JSON value)."""
+    tool: str | None = None
+    """For a result: the qualified name of the tool that returned it."""
+    call_id: str | None = None
+    """For a result: the id of the call that returned it (``None`` when not given)."""
+
+
+@dataclass(frozen=True, slots=True)
 class CorpusCall:
     """One corpus line, parsed."""
 
@@ -73,6 +98,9 @@ class CorpusCall:
     id: str | None = None
     context: Mapping[str, Any] | None = None
     """Extra application context passed to the evaluator."""
+    conversation: tuple[ConversationEntry, ...] | None = None
+    """What the session had seen before this call, in order; ``None`` when the line
+    carries none (then every argument's provenance is unknown: found nowhere)."""
 
     @property
     def name(self) -> str:
@@ -100,7 +128,8 @@ def parse_corpus_line(text: str, line: int, *, path: str | None = None) -> Corpu
     """Parse one corpus line; ``None`` for a blank line.
 
     Keys other than ``principal``, ``tool``, ``arguments``, ``expected``, ``label``,
-    ``group``, ``id`` and ``context`` are ignored (a journal export carries more).
+    ``group``, ``id``, ``context`` and ``conversation`` are ignored (a journal export
+    carries more).
 
     Raises:
         CorpusError: the line is not JSON or a field is missing or of the wrong kind.
@@ -158,7 +187,46 @@ def parse_corpus_line(text: str, line: int, *, path: str | None = None) -> Corpu
     context = raw.get("context")
     if context is not None and not isinstance(context, dict):
         raise bad("'context' must be a JSON object")
-    return CorpusCall(line, principal, tool, arguments, expected, label, group, ident, context)
+    conversation = raw.get("conversation")
+    if conversation is not None:
+        conversation = _conversation(conversation, bad)
+    return CorpusCall(
+        line, principal, tool, arguments, expected, label, group, ident, context, conversation
+    )
+
+
+def _conversation(raw: Any, bad: Callable[[str], CorpusError]) -> tuple[ConversationEntry, ...]:
+    """A line's ``conversation``: a list of messages and tool results, each checked."""
+    if not isinstance(raw, list):
+        raise bad(f"'conversation' must be a JSON array, not {type(raw).__name__}")
+    entries = []
+    for index, item in enumerate(raw):
+        where = f"'conversation'[{index}]"
+        if not isinstance(item, dict):
+            raise bad(f"{where} must be a JSON object, not {type(item).__name__}")
+        role = item.get("role")
+        if role not in _ROLES:
+            raise bad(f"{where}: 'role' must be user, system or tool, not {role!r}")
+        if "content" not in item:
+            raise bad(f"{where}: missing 'content'")
+        content = item["content"]
+        allowed = _TOOL_KEYS if role == "tool" else _ENTRY_KEYS[role]
+        unknown = sorted(set(item) - allowed)
+        if unknown:
+            raise bad(f"{where}: unknown key {unknown[0]!r} for a {role} entry")
+        if role != "tool":
+            if not isinstance(content, str):
+                raise bad(f"{where}: a {role} message's 'content' must be a string")
+            entries.append(ConversationEntry(role, content))
+            continue
+        tool = item.get("tool")
+        if not isinstance(tool, str) or not tool:
+            raise bad(f"{where}: a tool result needs 'tool' (the qualified name)")
+        call_id = item.get("call_id")
+        if call_id is not None and (not isinstance(call_id, str) or not call_id):
+            raise bad(f"{where}: 'call_id' must be a non-empty string")
+        entries.append(ConversationEntry("tool", content, tool, call_id))
+    return tuple(entries)
 
 
 def numbered_lines(
