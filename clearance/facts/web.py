@@ -47,7 +47,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from clearance.facts.base import Canonical, FactError
 
-__all__ = ["EmailFact", "UrlFact", "canonical_host", "registrable_domain"]
+__all__ = ["EmailFact", "UrlFact", "canonical_host", "known_suffix", "registrable_domain"]
 
 SPECIAL_SCHEMES: Mapping[str, int] = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -88,6 +88,15 @@ def registrable_domain(host: str) -> str:
         return host
     found = _suffixes().privatesuffix(host)
     return str(found) if found else host
+
+
+def known_suffix(host: str) -> bool:
+    """Whether a canonical host is an IP address or ends in a suffix the Public Suffix
+    List knows (``example.com`` does, ``notes.txt`` does not): text that names a host
+    without a scheme is read as one only then."""
+    if _is_ip(host):
+        return True
+    return _suffixes().publicsuffix(host, accept_unknown=False) is not None
 
 
 def _is_ip(host: str) -> bool:

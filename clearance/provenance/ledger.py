@@ -1,0 +1,431 @@
+"""The ledger of one session: the values that entered it, and where each argument came from.
+
+A :class:`Provenance` records the user's and system's messages and every tool result, as
+the canonical keys of :mod:`clearance.provenance.values`, each with the places it was seen
+in (``"user"``, ``"system"``, ``"tool:<qualified name>"``). :meth:`Provenance.describe`
+says, for each top-level argument of a call, where its value came from: the record policies
+read as ``context.provenance.<argument>``::
+
+    sources           Set<String>  every place the value was found ("tool:*": maybe in a
+                                   result the ledger could not keep, see Bounds)
+    user              Bool         every unit of the value is the user's: found in a user
+                                   message or a trusted source (the trust list)
+    tool              Bool         some unit is not the user's and was found in a tool
+                                   result (or another untrusted source)
+    made_up           Bool         some unit was found nowhere
+    untrusted_values  Bool         some value inside the text (a host, an e-mail address,
+                                   an IBAN-like id) is not the user's and was found in a
+                                   tool result
+    made_up_values    Bool         some value inside the text was found nowhere
+    tool_values       Set<String>  the inside values that are not the user's, canonical
+
+A *unit* is the argument itself when it is a string or a number, each element of an array,
+each string or number leaf of an object; booleans and null are not units. A string unit is
+found where its literal (:func:`~clearance.provenance.values.literal`) appears in a user or
+system message as a whole phrase, where it equals a string, a line, the value of a
+``name: value`` line or an identifier-like word of a result, or where the canonical fact it
+is as a whole (an address, a URL or host, an IBAN-like id, a number) was found.
+
+Precedence: a unit the user named is ``user`` even when a tool result has it too; a tool
+result never makes a value ``user`` unless the trust list names its tool, whatever it
+contains (a result that echoes the user's text adds tool places, not user ones).
+
+Bounds (per ledger, fail safe): at most ``max_values`` distinct keys, ``max_scan``
+characters read per message or result, ``max_phrase_text`` characters of messages kept for
+phrase matching. A key that does not fit, or text past ``max_scan``, is forgotten and sets
+:attr:`Provenance.overflowed`; from then on a unit (or inside value) found nowhere counts as
+from a tool, with the source ``"tool:*"``, never as made up and never as the user's.
+Messages past ``max_phrase_text`` are not phrase-matched: their literals stop counting as
+the user's (more denies, never fewer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from typing import Any, Literal
+
+from clearance.provenance.trust import TrustList
+from clearance.provenance.values import (
+    MIN_LITERAL,
+    clean_text,
+    inside_values,
+    json_strings_and_numbers,
+    literal,
+    literal_keys,
+    number_key,
+    text_keys,
+    whole_keys,
+)
+
+__all__ = ["ORIGIN_ATTRIBUTES", "Provenance", "origin_label", "values_label"]
+
+ORIGIN_ATTRIBUTES: Mapping[str, str] = {
+    "sources": "Set<String>",
+    "user": "Bool",
+    "tool": "Bool",
+    "made_up": "Bool",
+    "untrusted_values": "Bool",
+    "made_up_values": "Bool",
+    "tool_values": "Set<String>",
+}
+"""The attributes of one argument's provenance record and their types (the Cedar schema
+is generated from it, as a fact kind's record is)."""
+
+MAX_VALUES = 20_000
+MAX_SCAN = 256 * 1024
+MAX_PHRASE_TEXT = 1024 * 1024
+_MAX_UNITS = 4096
+"""Leaves of one argument looked at; past it the rest counts as found nowhere."""
+
+_BEFORE = frozenset(" \n\t\"'([{<,;:*")
+_AFTER = frozenset(" \n\t\"')]}>,;:*!?")
+_CLOSING = frozenset(" \n\t\"')]}>")
+
+Role = Literal["user", "system"]
+
+
+def origin_label(record: Mapping[str, Any]) -> str:
+    """One word for where an argument came from: ``user``, ``tool``, ``made_up`` or
+    ``none`` (no units), in that precedence (local rules match ``<arg>.from`` on it)."""
+    if record.get("user"):
+        return "user"
+    if record.get("tool"):
+        return "tool"
+    if record.get("made_up"):
+        return "made_up"
+    return "none"
+
+
+def values_label(record: Mapping[str, Any]) -> str:
+    """One word for the values inside an argument: ``tool`` if one came from a tool, else
+    ``made_up`` if one was found nowhere, else ``user`` (every one, if any, is the user's)
+    (local rules match ``<arg>.values_from`` on it)."""
+    if record.get("untrusted_values"):
+        return "tool"
+    if record.get("made_up_values"):
+        return "made_up"
+    return "user"
+
+
+def _phrase_in(phrase: str, text: str) -> bool:
+    """Whether ``phrase`` occurs in ``text`` as a whole phrase: not inside a longer word,
+    host, address or path (``bob@x.com`` is not in ``alice.bob@x.com``, ``evil.com`` is
+    not in ``evil.com.au``)."""
+    start = text.find(phrase)
+    n = len(phrase)
+    while start != -1:
+        end = start + n
+        if start == 0 or text[start - 1] in _BEFORE:
+            after = text[end : end + 1]
+            if not after or after in _AFTER:
+                return True
+            if after == ".":
+                following = text[end + 1 : end + 2]
+                if not following or following in _CLOSING:
+                    return True
+        start = text.find(phrase, start + 1)
+    return False
+
+
+class Provenance:
+    """The values that entered one session, and where each came from (see the module
+    docstring). A session has one (``session.provenance``); build one yourself to decide
+    calls of a recorded conversation (``harness.decide(..., provenance=p)``).
+
+    Not thread-safe: use one ledger from one event loop or thread.
+
+    Args:
+        trust: which sources count as the user's own (default: system messages do, no
+            tool does); :meth:`describe` and :meth:`origin` may be given another.
+        max_values: distinct keys kept (see Bounds in the module docstring).
+        max_scan: characters read of one message or result.
+        max_phrase_text: characters of messages kept for phrase matching.
+    """
+
+    __slots__ = (
+        "_bits",
+        "_marks",
+        "_masks",
+        "_phrase_chars",
+        "_phrases",
+        "_places",
+        "_trusted",
+        "max_phrase_text",
+        "max_scan",
+        "max_values",
+        "messages",
+        "overflowed",
+        "results",
+        "trust",
+    )
+
+    def __init__(
+        self,
+        *,
+        trust: TrustList | None = None,
+        max_values: int = MAX_VALUES,
+        max_scan: int = MAX_SCAN,
+        max_phrase_text: int = MAX_PHRASE_TEXT,
+    ) -> None:
+        self.trust = trust if trust is not None else TrustList()
+        self.max_values = max_values
+        self.max_scan = max_scan
+        self.max_phrase_text = max_phrase_text
+        self.overflowed = False
+        """Some value was forgotten (a bound was reached): values found nowhere count as
+        from a tool from now on."""
+        self.messages = 0
+        """Messages recorded."""
+        self.results = 0
+        """Tool results recorded."""
+        self._marks: dict[str, int] = {}
+        self._places: list[str] = []
+        self._bits: dict[str, int] = {}
+        self._phrases: dict[int, str] = {}
+        self._phrase_chars = 0
+        self._masks: dict[int, list[str]] = {}
+        self._trusted: dict[TrustList, tuple[int, int]] = {}
+
+    # -- recording ------------------------------------------------------------------------
+
+    @property
+    def empty(self) -> bool:
+        """Nothing was recorded: every value is made up."""
+        return not self._marks and not self._phrases and not self.overflowed
+
+    @property
+    def places(self) -> tuple[str, ...]:
+        """The places values were recorded from, in order of first sight."""
+        return tuple(self._places)
+
+    def add_message(self, role: Role, text: str) -> None:
+        """Record a message of the user or the system (the application's instructions).
+
+        Raises:
+            ValueError: ``role`` is neither ``"user"`` nor ``"system"``.
+            TypeError: ``text`` is not a string.
+        """
+        if role != "user" and role != "system":
+            raise ValueError(f"role must be 'user' or 'system', not {role!r}")
+        if not isinstance(text, str):
+            raise TypeError(f"a message is a string, not {type(text).__name__}")
+        self.messages += 1
+        bit = self._bit(role)
+        if len(text) > self.max_scan:
+            text = text[: self.max_scan]
+            self.overflowed = True
+        cleaned = clean_text(text)
+        self._mark(text_keys(cleaned), bit)
+        phrase = literal(cleaned)
+        if phrase and self._phrase_chars + len(phrase) < self.max_phrase_text:
+            self._phrase_chars += len(phrase) + 1
+            known = self._phrases.get(bit)
+            self._phrases[bit] = phrase if known is None else f"{known}\n{phrase}"
+
+    def add_result(self, tool: str, call_id: str, value: Any) -> None:
+        """Record what a call of ``tool`` (its qualified name) returned to the model: a
+        string or a JSON value (its strings and numbers are read)."""
+        del call_id  # places are tools: a value is "from tool X", whichever call it was
+        self.results += 1
+        bit = self._bit(f"tool:{tool}")
+        strings, numbers, complete = json_strings_and_numbers(value, self.max_scan)
+        if not complete:
+            self.overflowed = True
+        self._mark(numbers, bit)
+        for text in strings:
+            cleaned = clean_text(text)
+            self._mark(text_keys(cleaned), bit)
+            self._mark(literal_keys(cleaned), bit)
+
+    def _bit(self, place: str) -> int:
+        bit = self._bits.get(place)
+        if bit is None:
+            bit = self._bits[place] = 1 << len(self._places)
+            self._places.append(place)
+        return bit
+
+    def _mark(self, keys: Any, bit: int) -> None:
+        marks = self._marks
+        limit = self.max_values
+        for key in keys:
+            known = marks.get(key)
+            if known is not None:
+                marks[key] = known | bit
+            elif len(marks) < limit:
+                marks[key] = bit
+            else:
+                self.overflowed = True
+
+    # -- describing -----------------------------------------------------------------------
+
+    def describe(
+        self, arguments: Mapping[str, Any], trust: TrustList | None = None
+    ) -> Mapping[str, Mapping[str, Any]]:
+        """The provenance record of each top-level argument (see the module docstring).
+
+        With nothing recorded, the records are computed when read (a session that never
+        saw a message or a result pays for none)."""
+        if self.empty:
+            return _Unrecorded(self, arguments)
+        trusted = self._trusted_mask(trust or self.trust)
+        return {name: self._record(value, trusted) for name, value in arguments.items()}
+
+    def origin(self, value: Any, trust: TrustList | None = None) -> dict[str, Any]:
+        """The provenance record of one value (a string, a number, an array or object)."""
+        return self._record(value, self._trusted_mask(trust or self.trust))
+
+    def _trusted_mask(self, trust: TrustList) -> int:
+        count = len(self._places)
+        cached = self._trusted.get(trust)
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        mask = 0
+        for index, place in enumerate(self._places):
+            if trust.trusts(place):
+                mask |= 1 << index
+        if len(self._trusted) > 64:
+            self._trusted.clear()
+        self._trusted[trust] = (count, mask)
+        return mask
+
+    def _record(self, value: Any, trusted: int) -> dict[str, Any]:
+        found = 0
+        units = 0
+        user = True
+        tool = made_up = unseen = False
+        inside_tool = inside_made_up = False
+        tool_values: list[str] = []
+        overflowed = self.overflowed
+        marks = self._marks
+        for kind, item in _units(value):
+            units += 1
+            if kind == "s":
+                mask = self._string_mask(item)
+                if overflowed and mask == 0:
+                    unseen = True
+                for shown, key in inside_values(clean_text(item)):
+                    m = marks.get(key, 0)
+                    if m & trusted:
+                        continue
+                    if m or overflowed:
+                        inside_tool = True
+                        if shown not in tool_values:
+                            tool_values.append(shown)
+                    else:
+                        inside_made_up = True
+            elif kind == "n":
+                mask = marks.get(item, 0)
+                if overflowed and mask == 0:
+                    unseen = True
+            else:  # past _MAX_UNITS: not looked at
+                mask = 0
+            found |= mask
+            if mask & trusted:
+                continue
+            user = False
+            if mask or overflowed:
+                tool = True
+            else:
+                made_up = True
+        sources = list(self._sources(found))
+        if unseen:
+            sources.append("tool:*")
+        return {
+            "sources": sources,
+            "user": user and units > 0,
+            "tool": tool,
+            "made_up": made_up,
+            "untrusted_values": inside_tool,
+            "made_up_values": inside_made_up,
+            "tool_values": sorted(tool_values),
+        }
+
+    def _string_mask(self, text: str) -> int:
+        marks = self._marks
+        mask = 0
+        phrase = literal(text)
+        if len(phrase) >= MIN_LITERAL:
+            mask = marks.get("l:" + phrase, 0)
+            for bit, joined in self._phrases.items():
+                if not mask & bit and _phrase_in(phrase, joined):
+                    mask |= bit
+        for key in whole_keys(text):
+            mask |= marks.get(key, 0)
+        return mask
+
+    def _sources(self, mask: int) -> list[str]:
+        cached = self._masks.get(mask)
+        if cached is None:
+            places = self._places
+            cached = sorted(places[i] for i in range(len(places)) if mask >> i & 1)
+            if len(self._masks) < 4096:
+                self._masks[mask] = cached
+        return cached
+
+    def __repr__(self) -> str:
+        return (
+            f"Provenance(messages={self.messages}, results={self.results}, "
+            f"values={len(self._marks)}, overflowed={self.overflowed})"
+        )
+
+
+def _units(value: Any) -> Iterator[tuple[str, Any]]:
+    """``("s", text)`` and ``("n", key)`` for each unit of an argument value."""
+    if type(value) is str:
+        yield "s", value
+        return
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        key = number_key(value)
+        if key is not None:
+            yield "n", key
+        return
+    if not isinstance(value, dict | list | tuple):
+        return
+    stack: list[Any] = [value]
+    seen = 0
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed(item))
+        elif isinstance(item, str) or (
+            isinstance(item, int | float | Decimal) and not isinstance(item, bool)
+        ):
+            seen += 1
+            if seen > _MAX_UNITS:
+                yield "x", None
+                return
+            if isinstance(item, str):
+                yield "s", item
+            else:
+                key = number_key(item)
+                if key is not None:
+                    yield "n", key
+
+
+class _Unrecorded(Mapping[str, Mapping[str, Any]]):
+    """The records of a ledger with nothing in it, computed when read."""
+
+    __slots__ = ("_arguments", "_done", "_ledger")
+
+    def __init__(self, ledger: Provenance, arguments: Mapping[str, Any]) -> None:
+        self._ledger = ledger
+        self._arguments = arguments
+        self._done: dict[str, dict[str, Any]] | None = None
+
+    def __getitem__(self, name: str) -> Mapping[str, Any]:
+        done = self._done
+        if done is None:
+            done = self._done = {}
+        record = done.get(name)
+        if record is None:
+            record = done[name] = self._ledger._record(self._arguments[name], 0)
+        return record
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arguments)
+
+    def __len__(self) -> int:
+        return len(self._arguments)

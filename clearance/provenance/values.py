@@ -1,0 +1,326 @@
+"""The values provenance tracks, found in text and JSON, each as one exact canonical key.
+
+A value is a canonical fact (:mod:`clearance.facts`) or a literal string. Each is one key,
+its kind first, so that two spellings of one value are one key and two different values
+never are (the matching is exact, never fuzzy)::
+
+    e:bob@example.com          an e-mail address (EmailFact: lower case)
+    h:www.example.com          a host (canonical_host: lower-case ASCII, IPs normalized)
+    u:www.example.com/a?q=1    a URL (UrlFact; http(s) and ws(s) without their scheme,
+                               so http://x/a and https://x/a are one page; no fragment)
+    i:GB29NWBK60161331926819   an IBAN-like account id (upper case, no spaces)
+    n:100                      a number (100, 100.0 and 1,000 vs 1000: NumberFact's value)
+    l:pizza party              a literal string (NFKC, case-folded, spaces collapsed)
+
+Text is read after NFKC normalization with format characters (zero-width, bidi controls)
+removed, so that ``evil.com`` in fullwidth letters and ``ev\\u200bil.com`` are ``evil.com``. URLs are found
+with a scheme (``https://...``) or without one (``www.example.com/x``, ``example.com``: a
+name whose last label is a known public suffix); e-mail addresses, IBAN-like ids (two
+letters, two digits, 10 to 30 letters or digits, optionally in groups of four) and numbers
+(``1,250.50`` is 1250.5) anywhere in text.
+
+*Inside values* are the identifying values found in an argument's text: hosts (of URLs and
+bare names), e-mail addresses and IBAN-like ids. Numbers and words are not: they occur
+everywhere and identify nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from clearance.errors import FactError
+from clearance.facts.web import EmailFact, UrlFact, known_suffix
+
+__all__ = [
+    "MIN_LITERAL",
+    "clean_text",
+    "inside_values",
+    "literal",
+    "number_key",
+    "text_keys",
+    "whole_keys",
+]
+
+MIN_LITERAL = 3
+"""Literal strings shorter than this (after normalization) are not values."""
+MAX_LITERAL = 512
+"""Longer lines and string leaves of a result are not kept as literals (their values are)."""
+MIN_TOKEN = 6
+"""Identifier-like words (with a digit or one of ``/ _ . - @``) of at least this length are
+kept as literals of a result."""
+
+_EMAIL = EmailFact()
+_URL = UrlFact()
+_WEB_SCHEMES = frozenset({"http", "https", "ws", "wss"})
+
+_FORMAT = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]"
+)
+_SPACES = re.compile(r"\s+")
+_TRAILING = ".,;:!?)]}>'\"*"
+
+_SCHEME_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,20}://[^\s<>\"'`]+")
+_LABEL = r"[^\W_](?:[\w\-]{0,61}[^\W_])?"
+_TOP = r"(?=[\w\-]*[^\W\d_])[^\W_](?:[\w\-]{0,61}[^\W_])?"  # a last label has a letter
+_BARE = re.compile(
+    rf"(?<![\w@.\-/:%+])(?:(?:{_LABEL}\.)+{_TOP}|[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}})"
+    r"(?![\w\-])(?::[0-9]{1,5})?(?:[/?][^\s<>\"'`]*)?"
+)
+_EMAIL_TEXT = re.compile(rf"(?<![\w.+\-%'])[\w.+\-%']+@(?:{_LABEL}\.)+{_LABEL}")
+_IBAN = re.compile(
+    r"(?<![^\W_])[A-Za-z]{2}[0-9]{2}"
+    r"(?:[A-Za-z0-9]{10,30}|(?: [A-Za-z0-9]{4}){2,7}(?: [A-Za-z0-9]{1,3})?)(?![^\W_])"
+)
+_NUMBER = re.compile(
+    r"(?<![\w.,])(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,20})(?:\.[0-9]{1,12})?(?![\w])"
+)
+_TOKEN = re.compile(r"\S*[0-9/_.@\-]\S*")
+
+
+def clean_text(text: str) -> str:
+    """``text`` as values are found in it: NFKC, without format characters."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", _FORMAT.sub("", text))
+    return text
+
+
+def literal(text: str) -> str:
+    """The literal form of a string: NFKC, case-folded, whitespace runs as one space."""
+    text = clean_text(text).casefold()
+    if "  " in text or "\n" in text or "\t" in text or text[:1].isspace() or text[-1:].isspace():
+        text = " ".join(text.split())
+    return text
+
+
+def number_key(value: int | float | Decimal) -> str | None:
+    """The key of a number (``n:100`` for 100, 100.0 and Decimal("100.00")); None when it
+    is not finite."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return None
+        if value == value.to_integral_value():
+            return f"n:{int(value)}"
+        return f"n:{float(value)!r}"
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        if value.is_integer():
+            return f"n:{int(value)}"
+        return f"n:{value!r}"
+    return f"n:{value}"
+
+
+def _url_keys(url: str, *, bare: bool) -> tuple[str, ...]:
+    """The keys of one URL (``u:`` and its ``h:``); () when it is not a URL."""
+    text = url.rstrip(_TRAILING)
+    if bare:
+        text = "https://" + text
+    try:
+        canon = _URL.canonicalize(text)
+    except FactError:
+        return ()
+    fact = canon.fact
+    host = fact["host"]
+    if not host:
+        return (f"u:{canon.value}",)
+    if bare and not known_suffix(host):
+        return ()
+    if fact["scheme"] in _WEB_SCHEMES:
+        key = str(canon.value).split("://", 1)[1].split("#", 1)[0]
+    else:
+        key = str(canon.value).split("#", 1)[0]
+    return (f"u:{key}", f"h:{host}")
+
+
+def _iban(text: str) -> str | None:
+    """The key of an IBAN-like id, or None. The spaced form is groups of four (the last
+    may be shorter) after a first group of four; a group counts only when it has a digit
+    or the country code's case, so ``DE89 3704 0044 0532 0130 00 with`` stops before
+    ``with``."""
+    upper = text[:2].isupper()
+    groups = text.split(" ")
+    kept = [groups[0]]
+    if len(groups[0]) == 4:
+        for group in groups[1:]:
+            if not any(c.isdigit() for c in group) and group.isupper() != upper:
+                break
+            kept.append(group)
+            if len(group) < 4:
+                break
+    compact = "".join(kept)
+    if not 14 <= len(compact) <= 34 or not compact.isascii():
+        return None
+    return f"i:{compact.upper()}"
+
+
+def _iban_prefixes(text: str) -> Iterator[str]:
+    """Every key a run of IBAN-like groups may stand for, group by group (``DE89 3704 0044
+    0532 0130 00 with`` may be ``...3000`` or ``...3000WITH``): text a ledger records is
+    indexed under each, so that the id is found whatever words follow it."""
+    groups = text.split(" ")
+    compact = groups[0]
+    if 14 <= len(compact) <= 34 and compact.isascii():
+        yield f"i:{compact.upper()}"
+    if len(compact) != 4:
+        return
+    for group in groups[1:]:
+        compact += group
+        if 14 <= len(compact) <= 34 and compact.isascii():
+            yield f"i:{compact.upper()}"
+        if len(group) < 4:
+            return
+
+
+def _number_text(text: str) -> str | None:
+    try:
+        return number_key(Decimal(text.replace(",", "")))
+    except InvalidOperation:  # pragma: no cover - the pattern only finds numbers
+        return None
+
+
+def text_keys(text: str) -> Iterator[str]:
+    """Every canonical fact found in ``text`` (already :func:`clean_text`), as keys."""
+    for match in _SCHEME_URL.finditer(text):
+        yield from _url_keys(match.group(0), bare=False)
+    for match in _BARE.finditer(text):
+        yield from _url_keys(match.group(0), bare=True)
+    for match in _EMAIL_TEXT.finditer(text):
+        try:
+            yield "e:" + _EMAIL.canonicalize(match.group(0)).value
+        except FactError:
+            continue
+    if any(c.isdigit() for c in text):
+        for match in _IBAN.finditer(text):
+            if " " in match.group(0):
+                yield from _iban_prefixes(match.group(0))
+            else:
+                key = _iban(match.group(0))
+                if key is not None:
+                    yield key
+        # The digits of an id, an address or a URL are not numbers of their own.
+        rest = _EMAIL_TEXT.sub(" ", _SCHEME_URL.sub(" ", _IBAN.sub(" ", text)))
+        for match in _NUMBER.finditer(rest):
+            key = _number_text(match.group(0))
+            if key is not None:
+                yield key
+
+
+def literal_keys(text: str) -> Iterator[str]:
+    """The literals of a result's text: the whole text, each line, the value part of each
+    ``name: value`` line, and identifier-like words, as ``l:`` keys."""
+    whole = literal(text)
+    if MIN_LITERAL <= len(whole) <= MAX_LITERAL:
+        yield "l:" + whole
+    lines = text.splitlines() if "\n" in text or "\r" in text else ()
+    for raw in lines:
+        line = literal(raw)
+        if line.startswith("- "):
+            line = line[2:]
+        if MIN_LITERAL <= len(line) <= MAX_LITERAL:
+            yield "l:" + line
+            _, sep, value = line.partition(": ")
+            if sep:
+                value = value.strip().strip("'\"")
+                if MIN_LITERAL <= len(value):
+                    yield "l:" + value
+    for word in _TOKEN.findall(whole) if len(whole) >= MIN_TOKEN else ():
+        if len(word) >= MIN_TOKEN:
+            word = word.strip(_TRAILING + "([{<")
+            if len(word) >= MIN_TOKEN:
+                yield "l:" + word
+
+
+def whole_keys(value: str) -> tuple[str, ...]:
+    """The canonical fact keys of a string that IS one value as a whole (an argument
+    ``"Bob@Example.com"``, ``"www.example.com"``, ``"GB29 NWBK 6016 1331 9268 19"``,
+    ``"100.00"``); () when it is none."""
+    text = clean_text(value).strip()
+    if not text or len(text) > 16_384:
+        return ()
+    if _SCHEME_URL.fullmatch(text):
+        keys = _url_keys(text, bare=False)
+        return keys if _bare_host(text, keys) else keys[:1]
+    match = _BARE.fullmatch(text)
+    if match is not None:
+        keys = _url_keys(text, bare=True)
+        return keys if _bare_host(text, keys) else keys[:1]
+    if "@" in text and _EMAIL_TEXT.fullmatch(text):
+        try:
+            return ("e:" + _EMAIL.canonicalize(text).value,)
+        except FactError:
+            return ()
+    if _IBAN.fullmatch(text):
+        key = _iban(text)
+        return (key,) if key is not None and len(key) - 2 == len(text.replace(" ", "")) else ()
+    if _NUMBER.fullmatch(text):
+        key = _number_text(text)
+        return (key,) if key is not None else ()
+    return ()
+
+
+def _bare_host(text: str, keys: tuple[str, ...]) -> bool:
+    """Whether a URL names only its host (nothing after it but ``/``): then the URL and the
+    host are one value, and its ``h:`` key counts for the whole string too."""
+    return len(keys) == 2 and keys[0][2:] == keys[1][2:] + "/"
+
+
+def inside_values(text: str) -> Iterator[tuple[str, str]]:
+    """The identifying values inside ``text`` (already :func:`clean_text`): ``(shown, key)``
+    for each host (of a URL or a bare name), e-mail address and IBAN-like id."""
+    for match in _SCHEME_URL.finditer(text):
+        for key in _url_keys(match.group(0), bare=False):
+            if key[0] == "h":
+                yield key[2:], key
+    for match in _BARE.finditer(text):
+        for key in _url_keys(match.group(0), bare=True):
+            if key[0] == "h":
+                yield key[2:], key
+    if "@" in text:
+        for match in _EMAIL_TEXT.finditer(text):
+            try:
+                address = _EMAIL.canonicalize(match.group(0)).value
+            except FactError:
+                continue
+            yield address, "e:" + address
+    if any(c.isdigit() for c in text):
+        for match in _IBAN.finditer(text):
+            found = _iban(match.group(0))
+            if found is not None:
+                yield found[2:], found
+
+
+def json_strings_and_numbers(value: Any, limit: int) -> tuple[list[str], list[str], bool]:
+    """The string leaves and number keys of a JSON value, reading at most ``limit``
+    characters of strings; whether everything was read."""
+    strings: list[str] = []
+    numbers: list[str] = []
+    stack = [value]
+    budget = limit
+    complete = True
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            if len(item) > budget:
+                strings.append(item[:budget])
+                complete = False
+                break
+            budget -= len(item)
+            strings.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, int | float | Decimal) and not isinstance(item, bool):
+            key = number_key(item)
+            if key is not None:
+                numbers.append(key)
+        elif isinstance(item, str):
+            stack.append(str(item))
+    return strings, numbers, complete
