@@ -85,6 +85,7 @@ _LOCAL_TESTS = (
     "tests/policy/test_local_globs.py",
     "tests/policy/test_local_numbers.py",
     "tests/policy/test_rules_hot_path.py",
+    "tests/policy/test_evaluator_contract.py",
     "tests/attacks/test_local_rules_on_commands.py",
     "tests/attacks/test_local_rules_canonical_spelling.py",
     "tests/properties/test_r2_r4_authorization.py",
@@ -206,7 +207,8 @@ def parse_equivalents(text: str) -> list[Equivalent]:
     """Read the equivalent mutants out of ``docs/mutation.md``.
 
     Each entry is a level-3 heading naming the module and the function, a ``diff`` block
-    with the mutated lines, and the reason below it::
+    with the mutated lines (or several blocks in a row, one mutant each, for mutants that
+    share one reason), and the reason below it::
 
         ### `clearance/facts/numbers.py` `NumberFact.canonical`
         ```diff
@@ -219,7 +221,7 @@ def parse_equivalents(text: str) -> list[Equivalent]:
         text: The document.
 
     Returns:
-        The entries, in the order of the document.
+        The entries (one per diff block), in the order of the document.
     """
     heading = re.compile(r"^### `(?P<module>[^`]+)` `(?P<function>[^`]+)`\s*$")
     entries: list[Equivalent] = []
@@ -230,25 +232,32 @@ def parse_equivalents(text: str) -> list[Equivalent]:
         i += 1
         if not match:
             continue
-        while i < len(lines) and not lines[i].startswith("```diff"):
+        changes: list[tuple[str, ...]] = []
+        while i < len(lines) and not lines[i].startswith("#"):
+            if not lines[i].startswith("```diff"):
+                if lines[i].strip():
+                    break  # the reason
+                i += 1
+                continue
             i += 1
-        i += 1
-        change: list[str] = []
-        while i < len(lines) and not lines[i].startswith("```"):
-            change.append(_change_line(lines[i]))
+            change: list[str] = []
+            while i < len(lines) and not lines[i].startswith("```"):
+                change.append(_change_line(lines[i]))
+                i += 1
             i += 1
-        i += 1
+            changes.append(tuple(line for line in change if line))
         reason: list[str] = []
         while i < len(lines) and not lines[i].startswith("#"):
             reason.append(lines[i].strip())
             i += 1
-        entries.append(
+        entries.extend(
             Equivalent(
                 module=match["module"],
                 function=match["function"],
-                change=tuple(line for line in change if line),
+                change=change,
                 reason=" ".join(part for part in reason if part),
             )
+            for change in changes
         )
     return entries
 

@@ -253,7 +253,7 @@ def _has_argument(schema: Mapping[str, Any], name: str) -> bool:
     if isinstance(props, Mapping) and name in props:
         return True
     return (
-        bool(schema.get("additionalProperties", False) not in (False, None))
+        bool(schema.get("additionalProperties", True) not in (False, None))
         and "properties" not in schema
     )
 

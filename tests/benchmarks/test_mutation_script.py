@@ -129,8 +129,20 @@ More reason.
 +    return 2
 ```
 Nobody reads it.
+
+### `clearance/z.py` `Cache.get`
+```diff
+-    if len(cache) < 10:
++    if len(cache) <= 10:
+```
+
+```diff
+-    value = cache.get(key)
++    value = None
+```
+A cache: what it holds changes no answer.
 """
-    first, second = _script().parse_equivalents(text)
+    first, second, third, fourth = _script().parse_equivalents(text)
     assert (first.module, first.function) == ("clearance/x.py", "Thing.check")
     assert first.change == ("-if a > b:", "+if a >= b:")
     assert first.reason == "Never equal: a is odd and b even. More reason."
@@ -139,6 +151,15 @@ Nobody reads it.
         "helper",
         ("-return 1", "+return 2"),
     )
+    assert (third.module, third.function, fourth.module, fourth.function) == (
+        "clearance/z.py",
+        "Cache.get",
+        "clearance/z.py",
+        "Cache.get",
+    )
+    assert third.change == ("-if len(cache) < 10:", "+if len(cache) <= 10:")
+    assert fourth.change == ("-value = cache.get(key)", "+value = None")
+    assert third.reason == fourth.reason == "A cache: what it holds changes no answer."
 
 
 def test_every_equivalent_listed_in_the_docs_names_a_module_and_a_change() -> None:
@@ -147,8 +168,7 @@ def test_every_equivalent_listed_in_the_docs_names_a_module_and_a_change() -> No
     assert listed
     for entry in listed:
         assert entry.module in script.DECIDING_SET, entry
-        assert any(line.startswith("-") for line in entry.change), entry
-        assert any(line.startswith("+") for line in entry.change), entry
+        assert any(line.startswith("-") for line in entry.change), entry  # a line dropped
         assert entry.reason, entry
 
 

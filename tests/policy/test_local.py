@@ -1,10 +1,15 @@
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from support import ALICE, Recorder, coding_registry
+from support import ALICE, PATH_SCHEMA, Recorder, coding_registry
 
+from clearance import Tool, ToolRegistry
 from clearance.errors import RuleError
-from clearance.policy import AuthzRequest, LocalEvaluator, SessionInfo, ToolInfo
+from clearance.policy import AuthzRequest, LocalEvaluator, SessionInfo, ToolInfo, Verdict
+from clearance.policy.base import evaluate
 
 
 def request(tool: str, **arguments: object) -> AuthzRequest:
@@ -149,3 +154,209 @@ def test_double_star_slash_matches_no_directory_too() -> None:
     assert effect(ev, "files.write_file", path="src/a.py") == "allow"
     assert effect(ev, "files.write_file", path="src/x/y/a.py") == "allow"
     assert effect(ev, "files.write_file", path="src/a.txt") == "deny"
+
+
+def test_a_verdict_names_every_rule_that_hit_and_the_local_evaluator() -> None:
+    ev = LocalEvaluator(
+        allow=["files.read_file", "files.read_file(path=src/*)", "files.read_file(path=**.py)"],
+        ask=["files.write_file(path=src/*)", "files.write_file(path=**.py)"],
+    )
+    # Rules without arguments first, then the argument rules that matched, in rule order.
+    both = ev.evaluate(request("files.read_file", path="src/a.py"))
+    assert both == Verdict(
+        "allow",
+        (
+            "allow:files.read_file",
+            "allow:files.read_file(path=src/*)",
+            "allow:files.read_file(path=**.py)",
+        ),
+        evaluator="local",
+    )
+    plain = ev.evaluate(request("files.read_file", path="README"))
+    assert plain == Verdict("allow", ("allow:files.read_file",), evaluator="local")
+    only_plain = LocalEvaluator(allow=["files.*"], ask=["files.write_file"])
+    assert only_plain.evaluate(request("files.write_file", path="a")) == Verdict(
+        "ask", ("ask:files.write_file",), evaluator="local"
+    )
+    asked = ev.evaluate(request("files.write_file", path="src/a.py"))
+    assert asked == Verdict(
+        "ask",
+        ("ask:files.write_file(path=src/*)", "ask:files.write_file(path=**.py)"),
+        evaluator="local",
+    )
+    # The same call again gets the same verdict.
+    assert ev.evaluate(request("files.write_file", path="src/a.py")) == asked
+    default = ev.evaluate(request("files.write_file", path="README"))
+    assert default == Verdict(
+        "deny",
+        evaluator="local",
+        message="no rule allows files.write_file with these arguments",
+    )
+
+
+@pytest.mark.anyio
+async def test_narrowed_allows_only_what_both_rule_sets_allow() -> None:
+    root = LocalEvaluator(allow=["files.*"], ask=["files.write_file"], deny=["files.*(path=*.key)"])
+    session = root.narrowed(["files.read_file", "files.write_file(path=src/*)"])
+
+    async def decide(tool: str, path: str) -> str:
+        return (await evaluate(session, request(tool, path=path))).effect
+
+    assert await decide("files.read_file", "a.txt") == "allow"
+    assert await decide("files.list_dir", "a") == "deny"  # the root allows it, not the session
+    assert await decide("files.write_file", "src/a") == "ask"  # the root's ask stays
+    assert await decide("files.write_file", "docs/a") == "deny"
+    assert await decide("files.read_file", "a.key") == "deny"  # the root's deny stays
+    assert root.evaluate(request("files.list_dir", path="a")).effect == "allow"  # unchanged
+
+
+def _tool_with_schema(namespace: str, name: str, schema: dict[str, object]) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register(namespace, [Tool(name, Recorder().handler(name), input_schema=schema)])
+    return registry
+
+
+def test_a_rule_names_an_argument_only_a_tools_schema_can_hold() -> None:
+    rule = ["x.run(anything=a*)"]
+    # No properties named, further ones allowed (by true or by a schema): any name may come.
+    open_schemas: tuple[dict[str, object], ...] = (
+        {"type": "object"},  # JSON Schema's default: further properties are allowed
+        {"type": "object", "additionalProperties": True},
+        {"type": "object", "additionalProperties": {"type": "string"}},
+    )
+    for open_schema in open_schemas:
+        LocalEvaluator(allow=rule).bind(_tool_with_schema("x", "run", open_schema))
+    # A tool that takes no arguments, or only the ones it names: the rule can never match.
+    closed_schemas: tuple[dict[str, object], ...] = (
+        {"type": "object", "additionalProperties": False},
+        {"type": "object", "properties": {}, "additionalProperties": False},
+        {"type": "object", "properties": {"command": {"type": "string"}}},
+        {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "additionalProperties": True,
+        },
+    )
+    for closed_schema in closed_schemas:
+        with pytest.raises(RuleError) as info:
+            LocalEvaluator(allow=rule).bind(_tool_with_schema("x", "run", closed_schema))
+        assert str(info.value) == (
+            "rule 'x.run(anything=a*)': argument 'anything' is not in the input schema of x.run"
+        )
+
+
+def test_bind_errors_name_the_rule_its_file_and_line(tmp_path: Path) -> None:
+    registry = ToolRegistry()
+    registry.register(
+        "a",
+        [Tool(n, Recorder().handler(n), input_schema=PATH_SCHEMA) for n in ("w", "x", "y", "z")],
+    )
+    path = tmp_path / "rules.toml"
+    path.write_text('allow = [\n  "a.*",\n  "git.status",\n]\n')
+    with pytest.raises(RuleError) as info:
+        LocalEvaluator.from_file(path).bind(registry)
+    error = info.value
+    assert (error.rule, error.path, error.line) == ("git.status", str(path), 3)
+    assert str(error) == f"{path}:3: rule 'git.status': no registered tool matches it"
+
+    path.write_text('deny = [\n  "a.*(pth=*)",\n]\n')
+    with pytest.raises(RuleError) as info:
+        LocalEvaluator.from_file(path).bind(registry)
+    error = info.value
+    assert (error.rule, error.path, error.line) == ("a.*(pth=*)", str(path), 2)
+    # At most three of the tools the rule names are listed.
+    assert str(error) == (
+        f"{path}:2: rule 'a.*(pth=*)': argument 'pth' is not in the input schema of a.w, a.x, a.y"
+    )
+
+    registry = ToolRegistry()
+    registry.register(
+        "mail",
+        [
+            Tool(
+                "send",
+                Recorder().handler("send"),
+                input_schema={"type": "object", "properties": {"to": {"type": "string"}}},
+                facts={"/to": "email"},
+            )
+        ],
+    )
+    path.write_text('allow = ["mail.send(to=*@Example.com)"]\n')
+    with pytest.raises(RuleError) as info:
+        LocalEvaluator.from_file(path).bind(registry)
+    error = info.value
+    assert (error.rule, error.path, error.line) == ("mail.send(to=*@Example.com)", str(path), 1)
+    assert str(error) == (
+        f"{path}:1: rule 'mail.send(to=*@Example.com)': argument 'to' of mail.send is"
+        " canonical: e-mail addresses are compared in lower case: write '*@example.com'"
+    )
+
+
+def test_rule_file_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_text("allow = [\n")
+    with pytest.raises(RuleError) as info:
+        LocalEvaluator.from_file(path)
+    assert (info.value.rule, info.value.path) == (str(path), str(path))
+    assert str(info.value).startswith(f"{path}: rule {str(path)!r}: not valid TOML: ")
+    missing = tmp_path / "missing.toml"
+    with pytest.raises(RuleError) as info:
+        LocalEvaluator.from_file(missing)
+    assert (info.value.rule, info.value.path) == (str(missing), str(missing))
+    assert str(info.value) == (
+        f"{missing}: rule {str(missing)!r}: cannot read the rules file: No such file or directory"
+    )
+    path.write_text('allow = ["files.read_file"]\nalow = ["x.y"]\nasks = []\n')
+    with pytest.raises(RuleError) as info:
+        LocalEvaluator.from_file(path)
+    assert (info.value.rule, info.value.path) == ("alow, asks", str(path))
+    assert str(info.value) == (
+        f"{path}: rule 'alow, asks': unknown key(s); expected allow, ask, deny"
+    )
+    path.write_text('deny = "files.*"\n')
+    with pytest.raises(RuleError) as info:
+        LocalEvaluator.from_file(path)
+    assert (info.value.rule, info.value.path) == ("deny", str(path))
+    assert str(info.value) == f"{path}: rule 'deny': deny must be a list of rule strings"
+    # A rule that is not a string is refused as such, in a file or not.
+    path.write_text("allow = [5]\n")
+    with pytest.raises(RuleError, match="a rule must be a non-empty string") as info:
+        LocalEvaluator.from_file(path)
+    assert (info.value.path, info.value.line) == (str(path), None)
+    with pytest.raises(RuleError, match="a rule must be a non-empty string"):
+        LocalEvaluator.from_mapping({"allow": [5]})
+    evaluator = LocalEvaluator.from_mapping({"allow": ["files.read_file"]})
+    assert effect(evaluator, "files.read_file", path="a") == "allow"
+
+
+def test_rules_given_as_one_string_are_refused() -> None:
+    with pytest.raises(RuleError) as info:
+        LocalEvaluator(allow="files.*")
+    assert info.value.rule == "files.*"
+    assert str(info.value) == "rule 'files.*': allow must be a list of rules, not a string"
+
+
+def test_a_rules_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_text('allow = ["files.read_file(path=café/*)"]\n', encoding="utf-8")
+    assert effect(LocalEvaluator.from_file(path), "files.read_file", path="café/a") == "allow"
+    code = (
+        "import sys\n"
+        "from clearance.policy import AuthzRequest, LocalEvaluator, SessionInfo, ToolInfo\n"
+        "from clearance.types import Principal\n"
+        "ev = LocalEvaluator.from_file(sys.argv[1])\n"
+        "tool = ToolInfo('files.read_file', 'files', 'read_file', True)\n"
+        "call = AuthzRequest(Principal('User', 'a'), tool, {'path': 'caf\\xe9/a'}, SessionInfo('s'))\n"
+        "print(ev.evaluate(call).effect)\n"
+    )
+    # An ASCII locale, as on a server with LANG=C (no UTF-8 coercion, no UTF-8 mode).
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert run.stdout.strip() == "allow", run.stderr
