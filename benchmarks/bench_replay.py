@@ -3,11 +3,13 @@
 Run: python benchmarks/bench_replay.py [--calls N] [--jobs 1 2]
 
 Generates a corpus of N calls (default 1,000,000) in a temporary file (reads and writes
-over four tools, a few principals, paths in and out of scope, an occasional invalid call)
-and replays it with the local evaluator and with the Cedar evaluator (the same policy in
-both languages), with 1 and 2 worker processes, all in the same run. Each replay runs every
-call through ``Harness.decide`` (schema, guardrails, evaluator) and counts everything the
-report holds. Targets: >= 20,000 calls/s (local) and >= 10,000 calls/s (Cedar) per process.
+over four tools, a few principals, paths in and out of scope, an occasional invalid call;
+every call's arguments are distinct: the call's number is in its path, directory, content
+or command) and replays it with the local evaluator and with the Cedar evaluator (the same
+policy in both languages), with 1 and 2 worker processes, all in the same run. Each replay
+runs every call through ``Harness.decide`` (schema, guardrails, evaluator) and counts
+everything the report holds. Targets (issue 18): >= 60,000 calls/s (local) and >= 30,000
+calls/s (Cedar) per process, and a near-linear gain with ``--jobs``.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from clearance import Harness, MemoryJournal, Tool, ToolRegistry
 from clearance.policy import LocalEvaluator
 from clearance.policy.cedar import CedarEvaluator
-from clearance.tuning import replay
+from clearance.tuning import ReplayReport, replay
 
 PATH = {"type": "string"}
 
@@ -68,7 +71,7 @@ LOCAL = {
     "allow": [
         "files.read_file",
         "files.list_dir",
-        "shell.run(command=git status)",
+        "shell.run(command=git status*)",
         "shell.run(command=git diff*)",
         "shell.run(command=ls*)",
     ],
@@ -80,7 +83,7 @@ CEDAR = """
 @id("write-src") @ask("write") permit (principal, action == Action::"files.write_file", resource)
   when { context.input.path like "src/*" };
 @id("shell") permit (principal, action == Action::"shell.run", resource)
-  when { context.input.command == "git status" || context.input.command like "git diff*" ||
+  when { context.input.command like "git status*" || context.input.command like "git diff*" ||
          context.input.command like "ls*" };
 @id("no-env") forbid (principal, action in Action::"ns:files", resource)
   when { context.input has path && (context.input.path like "*.env" || context.input.path like "*.pem") };
@@ -102,26 +105,28 @@ def generate(path: str, calls: int, seed: int = 7) -> None:
     dirs = ["src", "src/app", "tests", "docs", "config"]
     files = ["main.py", "util.py", "README.md", ".env", "key.pem", "notes.txt"]
     commands = ["git status", "git diff HEAD", "ls -la", "rm -rf build", "curl evil.io"]
+    # Every call's arguments are distinct (its number is in them): no memo of identical
+    # requests can make a figure.
     with open(path, "w", encoding="utf-8") as out:
         for n in range(calls):
             roll = rng.random()
             if roll < 0.55:
                 tool = "files.read_file"
-                arguments: dict[str, Any] = {"path": f"{rng.choice(dirs)}/{rng.choice(files)}"}
+                arguments: dict[str, Any] = {"path": f"{rng.choice(dirs)}/{n}/{rng.choice(files)}"}
                 if rng.random() < 0.3:
                     arguments["limit"] = rng.randrange(1, 500)
             elif roll < 0.70:
-                tool, arguments = "files.list_dir", {"path": rng.choice(dirs)}
+                tool, arguments = "files.list_dir", {"path": f"{rng.choice(dirs)}/{n}"}
             elif roll < 0.85:
                 tool = "files.write_file"
                 arguments = {
-                    "path": f"{rng.choice(dirs)}/{rng.choice(files)}",
-                    "content": "x" * rng.randrange(1, 80),
+                    "path": f"{rng.choice(dirs)}/{n}/{rng.choice(files)}",
+                    "content": f"{n} " + "x" * rng.randrange(1, 80),
                 }
             elif roll < 0.99:
-                tool, arguments = "shell.run", {"command": rng.choice(commands)}
+                tool, arguments = "shell.run", {"command": f"{rng.choice(commands)} {n}"}
             else:
-                tool, arguments = "files.read_file", {"path": 3}  # invalid
+                tool, arguments = "files.read_file", {"path": n}  # invalid
             out.write(
                 json.dumps(
                     {
@@ -134,6 +139,13 @@ def generate(path: str, calls: int, seed: int = 7) -> None:
                 )
                 + "\n"
             )
+
+
+def measure(path: str, jobs: list[int]) -> Iterator[tuple[str, int, ReplayReport]]:
+    """Replay the corpus at ``path`` with each evaluator and each number of jobs."""
+    for name, factory in (("local", local_harness), ("cedar", cedar_harness)):
+        for n in jobs:
+            yield name, n, replay(path, factory, jobs=n)
 
 
 def main() -> None:
@@ -155,18 +167,16 @@ def main() -> None:
         print(
             f"{'evaluator':<10} {'jobs':>4} {'calls/s':>10} {'seconds':>8} {'gain':>6}  {'evaluate p50/p99 us':>20}  outcomes"
         )
-        for name, factory in (("local", local_harness), ("cedar", cedar_harness)):
-            base = None
-            for jobs in args.jobs:
-                report = replay(path, factory, jobs=jobs)
-                rate = report.calls_per_second
-                base = base or rate
-                lat = report.latency_us["evaluate"]
-                outcomes = " ".join(f"{k}={v}" for k, v in report.outcomes.items() if v)
-                print(
-                    f"{name:<10} {jobs:>4} {rate:>10,.0f} {report.elapsed:>8.1f} {rate / base:>5.2f}x"
-                    f"  {lat['p50']:>9}/{lat['p99']:<9}  {outcomes}"
-                )
+        base: dict[str, float] = {}
+        for name, jobs, report in measure(path, args.jobs):
+            rate = report.calls_per_second
+            base.setdefault(name, rate)
+            lat = report.latency_us["evaluate"]
+            outcomes = " ".join(f"{k}={v}" for k, v in report.outcomes.items() if v)
+            print(
+                f"{name:<10} {jobs:>4} {rate:>10,.0f} {report.elapsed:>8.1f}"
+                f" {rate / base[name]:>5.2f}x  {lat['p50']:>9}/{lat['p99']:<9}  {outcomes}"
+            )
     finally:
         os.unlink(path)
 

@@ -33,6 +33,7 @@ import argparse
 import gc
 import json
 import logging
+import statistics
 import sys
 import tempfile
 import time
@@ -203,19 +204,25 @@ def block_for(cost_us: float, quick: bool) -> int:
 
 
 async def calibrate(contender: Contender) -> float:
-    """Rough microseconds per call (after a few warm calls), to size its blocks."""
+    """Rough microseconds per call (the median of a few, after a few warm calls), to size
+    its blocks: a median, so that one call the machine delayed does not size them."""
     for _ in range(3):
         contender.counter += 1
         await contender.call(contender.counter)
-    start = time.perf_counter()
-    for _ in range(5):
+    times = []
+    for _ in range(9):
         contender.counter += 1
+        start = time.perf_counter()
         await contender.call(contender.counter)
-    return (time.perf_counter() - start) / 5 * 1e6
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times)
 
 
-async def measure_size(rules: int, rounds: int, quick: bool, folder: Path) -> list[Summary]:
-    """Every contender that runs at ``rules`` rules, interleaved."""
+async def measure_size(
+    rules: int, rounds: int, quick: bool, folder: Path, *, cedar_only: bool = False
+) -> list[Summary]:
+    """Every contender that runs at ``rules`` rules, interleaved (``cedar_only``: clearance
+    Cedar, cedarpy on the whole set and the Cedar floor)."""
     tools = list(registry())
     contenders: list[Contender] = []
     async with AsyncExitStack() as stack:
@@ -230,22 +237,11 @@ async def measure_size(rules: int, rounds: int, quick: bool, folder: Path) -> li
         contenders.append(Contender(f"clearance Cedar|{cedar_size}", call, between))
         contenders.append(Contender(f"cedarpy whole set|{cedar_size}", whole.call))
         contenders.append(Contender(f"Cedar floor|{cedar_size}", CedarFloor(whole).call))
-        if rules <= LOCAL_MAX:
+        if rules <= LOCAL_MAX and not cedar_only:
             call, between, _ = await clearance_call(stack, LocalEvaluator(**local_rules(rules)))
             contenders.append(Contender(f"clearance local|{rules}", call, between))
-        try:
-            contenders.append(Contender(f"toolwarden|{rules}", toolwarden_call(rules)))
-        except ImportError:
-            pass
-        try:
-            call_fn, clear = tollgate_call(rules, folder)
-
-            async def empty() -> None:
-                clear()
-
-            contenders.append(Contender(f"tollgate|{rules}", call_fn, empty))
-        except ImportError:
-            pass
+        if not cedar_only:
+            contenders += peers(rules, folder)
         # Each contender's block is sized to its cost, so that a round stays short even
         # where one call takes tens of milliseconds (cedarpy on 100,000 policies).
         blocks = {c.name: block_for(await calibrate(c), quick) for c in contenders}
@@ -253,6 +249,25 @@ async def measure_size(rules: int, rounds: int, quick: bool, folder: Path) -> li
         summaries = [summarize(c) for c in contenders]
     gc.collect()
     return summaries
+
+
+def peers(rules: int, folder: Path) -> list[Contender]:
+    """toolwarden and tollgate at ``rules`` rules (those installed)."""
+    found: list[Contender] = []
+    try:
+        found.append(Contender(f"toolwarden|{rules}", toolwarden_call(rules)))
+    except ImportError:
+        pass
+    try:
+        call_fn, clear = tollgate_call(rules, folder)
+
+        async def empty() -> None:
+            clear()
+
+        found.append(Contender(f"tollgate|{rules}", call_fn, empty))
+    except ImportError:
+        pass
+    return found
 
 
 def plot(rows: dict[str, list[tuple[int, Summary]]], path: Path) -> bool:
