@@ -51,6 +51,7 @@ from clearance.harness.providers import (
     ToolCallRequest,
 )
 from clearance.harness.session import AgentDefinition, Harness, Session
+from clearance.harness.telemetry import Telemetry
 from clearance.harness.tools import (
     CallContext,
     CallToolResult,
@@ -105,6 +106,7 @@ __all__ = [
     "Session",
     "SqliteGrantStore",
     "SqliteJournal",
+    "Telemetry",
     "Tool",
     "ToolCallRequest",
     "ToolImageResult",

@@ -66,6 +66,9 @@ class CallState:
     canonical arguments (default: the call id)."""
     running: CallHandle | None = None
     """The handle ``Session.aclose`` cancels the call through (None when deciding only)."""
+    trace: Any = None
+    """The call's span and its clock (:mod:`clearance.harness.telemetry`) while it is
+    traced; None when telemetry is off."""
 
     def __init__(
         self,

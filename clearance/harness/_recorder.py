@@ -17,6 +17,7 @@ from clearance.harness.grants import Grant
 from clearance.harness.journal import Journal, JournalEvent
 from clearance.harness.outcomes import CallOutcome, OutcomeStatus
 from clearance.harness.scrub import scrub_json, scrub_text
+from clearance.harness.telemetry import Telemetry
 from clearance.harness.tools import CallContext, CallToolResult
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class Recorder:
         runs (for its progress records)."""
         self._journal: Journal | None = None
         self._append: Appender = harness.journal.append
+        self.telemetry: Telemetry | None = harness.telemetry
+        """Where calls are traced (None: telemetry off, each hook one ``is None`` test)."""
 
     def _appender(self, journal: Journal) -> Appender:
         """How records are appended to ``journal``: its ``append_now`` when it has one
@@ -226,6 +229,13 @@ class Recorder:
             await self._record(call, "tool_finished", data)
         except Exception as exc:
             self._diagnose(call, exc, stage="journal")
+        if call.trace is not None:
+            assert self.telemetry is not None
+            record = call.record
+            decision = record.get("decision")
+            self.telemetry.end(
+                call, status, decision, record.get("reasons", ()), result_blocked=result_blocked
+            )
 
     def _outcome(
         self,
@@ -236,6 +246,9 @@ class Recorder:
         reasons: Sequence[str],
         result: CallToolResult | None = None,
     ) -> CallOutcome:
+        if call.trace is not None:  # a call that ends without running (else _finished)
+            assert self.telemetry is not None
+            self.telemetry.end(call, status, decision, reasons)
         names = call.names
         record = call.record
         grant = record.get("grant")

@@ -12,7 +12,7 @@ import anyio
 
 from clearance import _pointer
 from clearance.guardrails.base import GuardrailContext
-from clearance.harness._call_state import CallState
+from clearance.harness._call_state import CallState, elapsed_us
 from clearance.harness._guards import FAILED, check_guardrail
 from clearance.harness._recorder import Recorder
 from clearance.harness._records import result_from_json
@@ -122,7 +122,9 @@ class Running(Recorder):
             assert tool is not None
             guards = self._result_guards_of(tool)
             if guards:
+                t = time.perf_counter()
                 status, result, message = await self._guard_result(call, result, guards)
+                call.timing["result_guardrails"] = elapsed_us(t)
         await self._finished(
             call,
             ran_status if status == "blocked" else status,
@@ -155,6 +157,9 @@ class Running(Recorder):
                 # close only flags the call): it never starts.
                 return "cancelled", None, "the call was cancelled"
             call.started_at = time.perf_counter()
+            if call.trace is not None:  # the handler runs in the call's dispatch span
+                assert self.telemetry is not None
+                return await self.telemetry.dispatch(call, self._invoke, call, tool, ctx)
             if tool.timeout is None and tool.is_async:  # the common case, in this frame
                 try:
                     return "ok", await tool.handler(call.dispatch_arguments, ctx), None

@@ -292,6 +292,8 @@ class Pipeline(Stages, Approval, HostRuns):
         still ends the call exactly once (R1, R7)."""
         running = call.running
         assert running is not None
+        if self.telemetry is not None:
+            self.telemetry.begin(call)
         try:
             ended = await self._decide(call, context or {})
             if ended is not None:

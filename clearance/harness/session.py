@@ -36,6 +36,7 @@ from clearance.harness.dispatch import Dispatcher
 from clearance.harness.journal import EventHub, EventStream, Journal, JournalEvent, MemoryJournal
 from clearance.harness.outcomes import Decision
 from clearance.harness.pipeline import Pipeline
+from clearance.harness.telemetry import Telemetry, telemetry_for
 from clearance.harness.tools import ToolRegistry
 from clearance.policy.base import (
     AllOf,
@@ -77,6 +78,10 @@ class Harness:
         diagnostics: ``(correlation_id, exception, info)``, called with the exceptions
             behind generic failures; those never reach the model.
         cancel_grace: seconds a cancelled sync handler gets to notice ``ctx.cancelled``.
+        telemetry: OpenTelemetry spans and metrics for each call
+            (:mod:`clearance.harness.telemetry`): ``None`` (default) when OpenTelemetry is
+            imported and a tracer provider is set as the harness is built, ``True``
+            always, ``False`` never, or a ``Telemetry`` with its own providers.
     """
 
     def __init__(
@@ -99,6 +104,7 @@ class Harness:
         diagnostics: Diagnostics | None = None,
         cancel_grace: float = 5.0,
         event_buffer: int = 1024,
+        telemetry: Telemetry | bool | None = None,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise TypeError("registry must be a ToolRegistry")
@@ -127,6 +133,8 @@ class Harness:
             max_concurrency=max_concurrency, max_queue=max_queue, cancel_grace=cancel_grace
         )
         self.hub = EventHub(event_buffer)
+        self.telemetry = telemetry_for(telemetry)
+        """Where calls are traced, or None (see the ``telemetry`` argument)."""
         self.pipeline = Pipeline(self)
         self.sessions: dict[str, Session] = {}
         self._bound = False
