@@ -4,8 +4,8 @@ Run: ``python benchmarks/bench_telemetry.py`` (``--quick`` for a short run, ``--
 Needs the ``otel`` extra and ``opentelemetry-sdk`` (in the test extra).
 
 The call is ``bench_pipeline.py``'s: ``session.call_tool`` of ``files.read_file`` with a new
-path each call, the local evaluator (3 rules), JSON Schema validation and a
-``MemoryJournal``, no guardrails. Contenders, timed call by call in interleaved rounds
+path each call, the local evaluator (3 rules, the scenario of ``_peers.py``), JSON Schema
+validation and a ``MemoryJournal``, no guardrails. Contenders, timed call by call in interleaved rounds
 (``_bench.py``) in one process:
 
 - ``off``: ``Harness(telemetry=False)``, which is also what the default gives when no
@@ -42,7 +42,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import Contender, Summary, interleave, summarize
-from _peers import local_rules
+from _peers import local_rules, tool_names
 
 from clearance import Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance.policy import LocalEvaluator
@@ -65,6 +65,10 @@ class Call:
     def __init__(self, telemetry: Any, clear: Any = None) -> None:
         registry = ToolRegistry()
         registry.register("files", [Tool("read_file", noop, input_schema=SCHEMA, read_only=True)])
+        for namespace, names in tool_names():  # the tools the other rules are about
+            registry.register(
+                namespace, [Tool(n, noop, input_schema=SCHEMA, read_only=True) for n in names]
+            )
         self.journal = MemoryJournal()
         options: dict[str, Any] = {}
         try:

@@ -120,6 +120,11 @@ _CALL_BUCKETS = (
 )
 """Seconds: the GenAI operation buckets, with room below for calls denied in microseconds."""
 
+_STAGE_ATTRIBUTES = {stage: {"clearance.stage": stage} for stage in (*STAGES.values(), "dispatch")}
+"""The attributes of each stage's measurements (made once: they never change)."""
+
+_DISPATCH = _STAGE_ATTRIBUTES["dispatch"]
+
 _MAX_TEXT = 256
 """The longest name or id put in an attribute (the model chooses call ids and names)."""
 
@@ -169,13 +174,17 @@ class _Trace:
     """One call's telemetry: its span, and how to place ``perf_counter`` times on the
     span clock."""
 
-    __slots__ = ("dispatched", "perf0", "span", "time0", "tool")
+    __slots__ = ("context", "dispatched", "perf0", "recording", "span", "time0", "tool")
 
-    def __init__(self, span: Any, tool: Tool | None, perf0: float, time0: int) -> None:
-        self.span = span
+    def __init__(self, tool: Tool | None, perf0: float, time0: int) -> None:
         self.tool = tool
         self.perf0 = perf0
         self.time0 = time0
+        self.span: Any = None
+        self.context: Any = None
+        """The context whose current span is the call's (the parent of its stages)."""
+        self.recording = False
+        """Whether the span records (no SDK, or sampled out: metrics only, no spans)."""
         self.dispatched = False
         """The handler ran in a live dispatch span (else a host's run is placed after)."""
 
@@ -272,10 +281,13 @@ class Telemetry:
             attributes["clearance.correlation_id"] = call.correlation_id
             if call.host:
                 attributes["clearance.host"] = True
-            trace = _Trace(None, tool, perf0, time0)
-            trace.span = self._tracer.start_span(
+            trace = _Trace(tool, perf0, time0)
+            trace.span = span = self._tracer.start_span(
                 name, kind=self._internal, attributes=attributes, start_time=trace.ns(call.t0)
             )
+            trace.recording = span.is_recording()
+            if trace.recording:
+                trace.context = self._trace_api.set_span_in_context(span)
             call.timing = _Marks()
             call.trace = trace
         except Exception as exc:
@@ -290,16 +302,16 @@ class Telemetry:
         """Run the handler (``invoke(*args)``) inside the call's dispatch span, the current
         span while it runs; the handler runs exactly once whatever happens here."""
         trace = call.trace
+        if trace is None or not trace.recording:  # no span to run in: timed in _end
+            return await invoke(*args)
         try:
-            assert trace is not None
-            api = self._trace_api
             span = self._tracer.start_span(
                 "clearance.dispatch",
-                context=api.set_span_in_context(trace.span),
+                context=trace.context,
                 kind=self._internal,
-                attributes={"clearance.stage": "dispatch"},
+                attributes=_DISPATCH,
             )
-            token = self._context_api.attach(api.set_span_in_context(span))
+            token = self._context_api.attach(self._trace_api.set_span_in_context(span))
             trace.dispatched = True
             started = time.perf_counter()
         except Exception as exc:
@@ -323,9 +335,7 @@ class Telemetry:
                     span.set_attribute("error.type", status)
                     span.set_status(self._error, status)
             span.end()
-            self._stage_duration.record(
-                time.perf_counter() - started, {"clearance.stage": "dispatch"}
-            )
+            self._stage_duration.record(time.perf_counter() - started, _DISPATCH)
         except Exception as exc:
             _failed(exc)
 
@@ -369,11 +379,24 @@ class Telemetry:
         span = trace.span
         record = call.record
         outcome = "pending" if call.pending else ("blocked" if result_blocked else status)
-        stage = record.get("stage") or _deciding_stage(record)
+        decided = decision or "none"
+        self._decisions.add(1, {"clearance.decision": decided, "clearance.outcome": outcome})
+        call_metric: dict[str, Any] = {"gen_ai.operation.name": "execute_tool"}
+        tool = trace.tool
+        if tool is not None and call.tool is not None:
+            call_metric["gen_ai.tool.name"] = tool.qualified_name
+        if outcome != "ok":
+            call_metric["error.type"] = outcome
+        self._call_duration.record(now - call.t0, call_metric)
+        placed = self._stages(call, trace, now)
+        if not trace.recording:
+            span.end()
+            return
         attributes: dict[str, Any] = {
             "clearance.outcome": outcome,
-            "clearance.decision": decision or "none",
+            "clearance.decision": decided,
         }
+        stage = record.get("stage") or _deciding_stage(record)
         if stage:
             attributes["clearance.decision.stage"] = stage
         if reasons:
@@ -391,32 +414,31 @@ class Telemetry:
             if call.secrets:
                 shown = scrub_record({"arguments": shown}, call.secrets)["arguments"]
             attributes["gen_ai.tool.call.arguments"] = json.dumps(shown, ensure_ascii=False)
-        span.set_attributes(attributes)
-        self._stage_spans(call, trace, now)
-        tool = trace.tool
-        metric: dict[str, Any] = {
-            "clearance.decision": decision or "none",
-            "clearance.outcome": outcome,
-        }
-        self._decisions.add(1, metric)
-        call_metric: dict[str, Any] = {"gen_ai.operation.name": "execute_tool"}
-        if tool is not None and call.tool is not None:
-            call_metric["gen_ai.tool.name"] = tool.qualified_name
-        if outcome not in ("ok",):
+        if outcome != "ok":
             # GenAI's error.type: a low-cardinality class of how the call ended, from
             # clearance's statuses (denied, blocked, invalid, pending, overloaded, error,
             # failed, cancelled, timeout).
-            span.set_attribute("error.type", outcome)
+            attributes["error.type"] = outcome
             span.set_status(self._error, outcome)
-            call_metric["error.type"] = outcome
-        self._call_duration.record(now - call.t0, call_metric)
-        span.end(end_time=trace.ns(now))
+        span.set_attributes(attributes)
+        ask = record.get("ask")
+        tracer, parent, internal, ns = self._tracer, trace.context, self._internal, trace.ns
+        for stage, start, end in placed:
+            child = tracer.start_span(
+                "clearance." + stage,
+                context=parent,
+                kind=internal,
+                attributes=_stage_attributes(stage, record, ask),
+                start_time=ns(start),
+            )
+            child.end(end_time=ns(end))
+        span.end(end_time=ns(now))
 
-    def _stage_spans(self, call: CallState, trace: _Trace, now: float) -> None:
-        """A child span per stage the call went through, placed where it ran."""
+    def _stages(self, call: CallState, trace: _Trace, now: float) -> list[tuple[str, float, float]]:
+        """``(stage, start, end)`` of each stage the call went through (``perf_counter``
+        times), but a dispatch already traced live; their durations are recorded."""
         timing = call.timing
         ends = timing.ends if isinstance(timing, _Marks) else {}
-        parent = self._trace_api.set_span_in_context(trace.span)
         record = call.record
         placed: list[tuple[str, float, float]] = []
         last = call.t0
@@ -436,25 +458,19 @@ class Telemetry:
             # The stage that ended the call times itself after it returns: it ran from
             # the end of the stage before it until now.
             placed.append((ended_in, last, now))
-        if call.host and call.started_written and not trace.dispatched:
-            # A tool the host ran: from the authorization to the reported result.
-            authorized = ends.get("total", last)
+        if call.started_written and not trace.dispatched:
+            # A tool the host ran: from the authorization to the reported result (or one
+            # clearance ran outside a span: the handler's slot to its end).
             results = next((s for s in placed if s[0] == "result_guardrails"), None)
-            placed.append(("dispatch", authorized, results[1] if results else now))
-        ask = record.get("ask")
+            if call.host:
+                begun = ends.get("total", last)
+            else:
+                begun = call.started_at or ends.get("total", last)
+            placed.append(("dispatch", begun, results[1] if results else now))
+        record_stage = self._stage_duration.record
         for stage, start, end in placed:
-            attributes: dict[str, Any] = {"clearance.stage": stage}
-            attributes.update(_stage_attributes(stage, record, ask))
-            child = self._tracer.start_span(
-                "clearance." + stage,
-                context=parent,
-                kind=self._internal,
-                attributes=attributes,
-                start_time=trace.ns(start),
-            )
-            child.end(end_time=trace.ns(end))
-            if stage != "dispatch" or not trace.dispatched:
-                self._stage_duration.record(max(end - start, 0.0), {"clearance.stage": stage})
+            record_stage(max(end - start, 0.0), _STAGE_ATTRIBUTES[stage])
+        ask = record.get("ask")
         if ask is not None and "ask" in timing:
             answer: dict[str, Any] = {}
             if ask.get("answer"):
@@ -462,6 +478,7 @@ class Telemetry:
             if ask.get("how"):
                 answer["clearance.ask.how"] = str(ask["how"])
             self._ask_duration.record(timing["ask"] / 1e6, answer)
+        return placed
 
 
 def _tool_attributes(tool: Tool) -> dict[str, Any]:
@@ -496,26 +513,31 @@ def _stage_attributes(
     """What a stage's span says of it: names, actions, effects, never a value."""
     if stage == "schema":
         schema = record.get("schema") or {}
-        return {"clearance.schema.valid": bool(schema.get("valid"))}
+        return {"clearance.stage": stage, "clearance.schema.valid": bool(schema.get("valid"))}
     if stage == "facts":
-        return {"clearance.facts.refused": "error" in (record.get("facts") or {})}
+        refused = "error" in (record.get("facts") or {})
+        return {"clearance.stage": stage, "clearance.facts.refused": refused}
     if stage in ("guardrails", "result_guardrails"):
         entries = record.get("guardrails" if stage == "guardrails" else "result_guardrails")
         entries = entries or []
         return {
+            "clearance.stage": stage,
             "clearance.guardrail.names": [str(e.get("name")) for e in entries],
             "clearance.guardrail.actions": [str(e.get("action")) for e in entries],
         }
     if stage == "evaluator":
         verdict = record.get("verdict") or {}
-        attributes: dict[str, Any] = {"clearance.verdict.effect": str(verdict.get("effect"))}
+        attributes: dict[str, Any] = {
+            "clearance.stage": stage,
+            "clearance.verdict.effect": str(verdict.get("effect")),
+        }
         if verdict.get("reasons"):
             attributes["clearance.verdict.policies"] = [str(r) for r in verdict["reasons"]]
         if verdict.get("errors"):
             attributes["clearance.verdict.error_count"] = len(verdict["errors"])
         return attributes
     if stage == "ask" and ask is not None:
-        attributes = {}
+        attributes = {"clearance.stage": stage}
         for key, name in (
             ("ask_id", "clearance.ask.id"),
             ("answer", "clearance.ask.answer"),
@@ -530,8 +552,8 @@ def _stage_attributes(
                 attributes["clearance.grant.id"] = str(created["grant_id"])
         return attributes
     if stage == "dispatch":
-        return {"clearance.host": True}
-    return {}
+        return {"clearance.stage": stage, "clearance.host": True}
+    return {"clearance.stage": stage}
 
 
 def _failed(exc: Exception) -> None:
