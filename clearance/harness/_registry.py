@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from types import MappingProxyType
 from typing import Any
 
 from clearance import _pointer
@@ -90,6 +91,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._aliases: dict[str, Tool] = {}
         self._frozen = False
+        self._by_name: dict[tuple[str, ...], Mapping[str, Tool]] = {}
 
     @property
     def frozen(self) -> bool:
@@ -198,6 +200,26 @@ class ToolRegistry:
             for t in hits:
                 chosen[t.qualified_name] = t
         return chosen
+
+    def by_name(self, selected: Mapping[str, Tool]) -> Mapping[str, Tool]:
+        """``selected`` (a :meth:`select` answer) by qualified name and by model alias,
+        read-only: what a session resolves a call's name in.
+
+        Once the registry is frozen, the tools a selection names cannot change, so every
+        session of the same selection shares one mapping: with a thousand tools, a copy
+        per session would cost about 70 KB each.
+        """
+        key = tuple(selected)
+        found = self._by_name.get(key) if self._frozen else None
+        if found is None:
+            names: dict[str, Tool] = {}
+            for tool in selected.values():
+                names[tool.qualified_name] = tool
+                names[tool.model_alias] = tool
+            found = MappingProxyType(names)
+            if self._frozen:
+                self._by_name[key] = found
+        return found
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(list(self._tools.values()))

@@ -77,10 +77,9 @@ class Session:
         """``str(principal)`` (``User::"alice"``), as every ``call_decided`` names it."""
         self.agent = agent
         self.evaluator = evaluator
-        self.tools: dict[str, Tool] = {}
-        for tool in selected.values():
-            self.tools[tool.qualified_name] = tool
-            self.tools[tool.model_alias] = tool
+        self.tools: Mapping[str, Tool] = harness.registry.by_name(selected)
+        """The tools this session may call, by qualified name and by model alias
+        (read-only: shared by the sessions of the same selection)."""
         self.call_ids: set[str] = set()
         self.lock = SessionLock()
         self.running: set[Any] = set()
