@@ -598,6 +598,48 @@ async def test_no_withheld_value_in_any_attribute(otel: Otel, capture: bool) -> 
         assert not any("gen_ai.tool.call.arguments" in a for a in roots.values())
 
 
+async def test_a_span_that_does_not_record_costs_no_spans_but_keeps_the_metrics(
+    otel: Otel,
+) -> None:
+    """Sampled out (or no SDK): no child span, no dispatch span, the handler still runs
+    once, and every measurement is still taken (the dispatch timed from its slot)."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    exporter = InMemorySpanExporter()
+    sampled_out = TracerProvider(sampler=ALWAYS_OFF)
+    sampled_out.add_span_processor(SimpleSpanProcessor(exporter))
+    ran: list[str] = []
+
+    async def handler(arguments: dict[str, Any], ctx: CallContext) -> str:
+        ran.append(arguments["path"])
+        await anyio.sleep(0.01)
+        return "ok"
+
+    async with Harness(
+        registry(handler),
+        evaluator=LocalEvaluator(allow=["files.read_file"], deny=["*(path=no)"]),
+        telemetry=Telemetry(tracer_provider=sampled_out, meter_provider=otel.meter_provider),
+    ) as harness:
+        session = await harness.create_session(principal=ALICE)
+        assert (await session.call_tool("files__read_file", {"path": "a"}, call_id="c1")).ok
+        no = await session.call_tool("files__read_file", {"path": "no"}, call_id="c2")
+    assert no.status == "denied" and ran == ["a"]
+    assert exporter.get_finished_spans() == ()
+    counts = {
+        (p.attributes["clearance.decision"], p.attributes["clearance.outcome"]): p.value
+        for p in otel.points("clearance.decisions")
+    }
+    assert counts == {("allow", "ok"): 1, ("deny", "denied"): 1}
+    stages = {p.attributes["clearance.stage"]: p for p in otel.points("clearance.stage.duration")}
+    assert {name: p.count for name, p in stages.items()} == {
+        "schema": 2,
+        "evaluator": 2,
+        "dispatch": 1,
+    }
+    assert stages["dispatch"].sum >= 0.009  # the handler's 10 ms
+    sampled_out.shutdown()
+
+
 async def test_a_failing_telemetry_never_changes_a_call(
     otel: Otel, caplog: pytest.LogCaptureFixture
 ) -> None:
