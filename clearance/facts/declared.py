@@ -150,6 +150,7 @@ def declare_facts(
 def _check_type(pointer: str, prop: Any, many: bool, kind: FactKind) -> None:
     if not isinstance(prop, Mapping):
         return
+    prop = _without_null(prop)
     if many:
         if prop.get("type") != "array":
             raise FactsError(f"{pointer}: the argument is not declared as an array")
@@ -164,6 +165,19 @@ def _check_type(pointer: str, prop: Any, many: bool, kind: FactKind) -> None:
             f"{pointer}: a {kind.name!r} fact reads {'/'.join(sorted(kind.json_types))} "
             f"values, but the argument is {'/'.join(sorted(types))}"
         )
+
+
+def _without_null(prop: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A nullable union (``{"anyOf": [X, {"type": "null"}]}``, what pydantic writes for
+    ``list[str] | None``) as its one other branch: null has no fact (see
+    :func:`apply_facts`)."""
+    for key in ("anyOf", "oneOf"):
+        branches = prop.get(key)
+        if isinstance(branches, list):
+            rest = [b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")]
+            if len(rest) == 1 and len(rest) < len(branches) and isinstance(rest[0], Mapping):
+                return rest[0]
+    return prop
 
 
 def apply_facts(
