@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from clearance import Tool, ToolRegistry
 from clearance.errors import RuleError
 from clearance.policy import AuthzRequest, LocalEvaluator, SessionInfo, ToolInfo, Verdict
 from clearance.policy.base import evaluate
+from clearance.policy.local import Rule, parse_rule
 
 
 def request(tool: str, **arguments: object) -> AuthzRequest:
@@ -360,3 +362,182 @@ def test_a_rules_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> Non
         timeout=60,
     )
     assert run.stdout.strip() == "allow", run.stderr
+
+
+def test_an_argument_the_call_lacks_matches_no_constraint() -> None:
+    ev = LocalEvaluator(allow=["x.y(opt=*)", "x.z(opt=null)"], deny=["x.d(opt=*)"])
+    assert effect(ev, "x.y") == "deny"
+    assert effect(ev, "x.y", opt="") == "allow"
+    assert effect(ev, "x.z") == "deny"  # absent is not null
+    assert effect(ev, "x.z", opt=None) == "allow"
+    assert ev.evaluate(request("x.d")).reasons == ()
+
+
+@pytest.mark.parametrize(
+    ("paths", "expected"),
+    [
+        (["src/a", "src/b/c"], "allow"),
+        (["src/../etc/passwd"], "deny"),
+        (["src/a", "src/b/../../etc"], "deny"),
+        (["src/..\\..\\x"], "deny"),
+        (["src/v1..2"], "allow"),  # '..' inside a name is no parent step
+        (["x/../src/a"], "deny"),
+        ([], "deny"),
+    ],
+)
+def test_an_allow_rule_on_an_array_holds_for_every_element(paths: list[str], expected: str) -> None:
+    ev = LocalEvaluator(allow=["files.copy(paths=src/**)"])
+    assert effect(ev, "files.copy", paths=paths) == expected
+
+
+def test_an_allow_rule_matches_a_path_as_written_never_normalized() -> None:
+    ev = LocalEvaluator(allow=["files.copy(paths=src/*)", "files.read(path=src/*)"])
+    assert effect(ev, "files.copy", paths=["src/a"]) == "allow"
+    assert effect(ev, "files.copy", paths=["src//a"]) == "deny"
+    assert effect(ev, "files.copy", paths=["src/b/../a"]) == "deny"
+    assert effect(ev, "files.read", path="src//a") == "deny"
+
+
+def test_an_allow_rule_that_names_a_parent_step_allows_it() -> None:
+    ev = LocalEvaluator(allow=["files.read(path=../shared/*)", "files.copy(paths=../shared/*)"])
+    assert effect(ev, "files.read", path="../shared/a") == "allow"
+    assert effect(ev, "files.copy", paths=["../shared/a"]) == "allow"
+    assert effect(ev, "files.copy", paths=["../other/a"]) == "deny"
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        ["README", "./secrets/key"],
+        ["secrets//key"],
+        ["a/../secrets/key"],
+        ["secrets\\key"],
+        ["secrets/key/"],
+        ["secrets/./key"],
+    ],
+)
+def test_a_deny_rule_on_an_array_catches_any_element_however_the_path_is_spelled(
+    paths: list[str],
+) -> None:
+    ev = LocalEvaluator(allow=["files.copy"], deny=["files.copy(paths=secrets/*)"])
+    assert effect(ev, "files.copy", paths=paths) == "deny"
+    assert effect(ev, "files.copy", paths=["README", "secret/key"]) == "allow"
+
+
+def test_a_deny_rule_on_an_array_catches_an_element_with_a_parent_step() -> None:
+    ev = LocalEvaluator(allow=["files.copy"], deny=["files.copy(paths=**/.env)"])
+    assert effect(ev, "files.copy", paths=["a/../.env"]) == "deny"
+    assert effect(ev, "files.copy", paths=["a/../b/.env"]) == "deny"
+
+
+def test_every_constraint_of_a_rule_must_match() -> None:
+    # Each way a constraint can match (a '..' inside a name, a path once normalized, the
+    # resolved command) still leaves the next constraint to check.
+    ev = LocalEvaluator(
+        allow=["x.y(a=v1..*, b=ok)", "x.z", "shell.run"],
+        deny=["x.z(a=secrets/*, b=yes)", "shell.run(command=cat .env, cwd=/)"],
+    )
+    assert effect(ev, "x.y", a="v1..2", b="ok") == "allow"
+    assert effect(ev, "x.y", a="v1..2", b="no") == "deny"
+    assert effect(ev, "x.z", a="./secrets/k", b="yes") == "deny"
+    assert effect(ev, "x.z", a="./secrets/k", b="no") == "allow"
+    link = {"command": {"resolved": "cat .env", "outside_root": False}}
+    at_root = facts_request("shell.run", link, command="cat link", cwd="/")
+    assert ev.evaluate(at_root).effect == "deny"
+    elsewhere = facts_request("shell.run", link, command="cat link", cwd="/x")
+    assert ev.evaluate(elsewhere).effect == "allow"
+
+
+def facts_request(tool: str, facts: Mapping[str, object], **arguments: object) -> AuthzRequest:
+    ns, _, name = tool.partition(".")
+    return AuthzRequest(
+        ALICE, ToolInfo(tool, ns, name, False), arguments, SessionInfo("s"), facts=facts
+    )
+
+
+def test_a_deny_rule_also_matches_the_resolved_command_an_allow_rule_only_the_words() -> None:
+    # 'settings.txt' is a link to '.env': the command fact's 'resolved' line names it.
+    facts = {"command": {"resolved": "head .env", "outside_root": False}}
+    deny = LocalEvaluator(allow=["shell.run"], deny=["shell.run(command=*.env*)"])
+    assert deny.evaluate(facts_request("shell.run", facts, command="head settings.txt")).effect == (
+        "deny"
+    )
+    allow = LocalEvaluator(allow=["shell.run(command=head .env)"])
+    assert allow.evaluate(
+        facts_request("shell.run", facts, command="head settings.txt")
+    ).effect == ("deny")
+    assert allow.evaluate(facts_request("shell.run", facts, command="head .env")).effect == "allow"
+    # A word that leads outside the root never matches an allow or ask rule.
+    outside = {"command": {"resolved": "head notes", "outside_root": True}}
+    words = LocalEvaluator(allow=["shell.run(command=head *)"])
+    assert words.evaluate(facts_request("shell.run", outside, command="head notes")).effect == (
+        "deny"
+    )
+
+
+def test_a_fact_that_is_not_a_record_leaves_the_argument_to_decide() -> None:
+    ev = LocalEvaluator(allow=["x.y(a=ok)"], deny=["x.y(a=no)"])
+    assert ev.evaluate(facts_request("x.y", {"a": "no"}, a="ok")).effect == "allow"
+    assert ev.evaluate(facts_request("x.y", {"a": None}, a="no")).effect == "deny"
+
+
+def test_a_rule_built_by_hand_matches_its_tool_glob() -> None:
+    rule = Rule("allow", "files.*", "files.*", ())
+    assert rule.matches_tool("files.read_file") and not rule.matches_tool("shell.run")
+    assert rule.id == "allow:files.*"
+    assert effect(LocalEvaluator.from_rules([rule]), "files.read_file", path="a") == "allow"
+
+
+@pytest.mark.parametrize(
+    ("text", "arguments"),
+    [
+        ("x.y(a=1,b=2)", {"a": "1", "b": "2"}),
+        ("x.y(a=1, b=2, c=3)", {"a": "1", "b": "2", "c": "3"}),
+        ("x.y(\ta=1,\tb=2)", {"a": "1", "b": "2"}),
+        ('x.y(a="1, 2",b="3")', {"a": "1, 2", "b": "3"}),
+        ('x.y(a= "1, 2")', {"a": "1, 2"}),
+        ('x.y(a=  "x" , b=y)', {"a": "x", "b": "y"}),
+        ('x.y(a="x" )', {"a": "x"}),
+        ("x.y(a='it''s')", None),
+        ("x.y(Xid=X*, X_b='Y')", {"Xid": "X*", "X_b": "Y"}),
+    ],
+)
+def test_rule_arguments_parse_as_written(text: str, arguments: dict[str, str] | None) -> None:
+    if arguments is None:
+        with pytest.raises(RuleError, match="unexpected text after the quoted value of 'a'"):
+            parse_rule("allow", text)
+        return
+    rule = parse_rule("allow", text)
+    assert {c.name: c.glob for c in rule.args} == arguments
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("  ", "a rule must be a non-empty string"),
+        ("Files.Read", "'Files.Read' is not a tool name or glob"),
+        ("read_file", "name the tool as 'namespace.name' (or a glob like 'files.*')"),
+        ("files.[z-a]", "bad tool glob: reversed range z-a at position 6"),
+        ("files.read(path=src/**", "missing ')' at the end"),
+        ("files.read(path=a, path=b)", "argument 'path' is constrained twice"),
+        ("files.read(path=[z-a])", "bad glob '[z-a]': reversed range z-a at position 0"),
+        ("files.read()", "empty argument list; drop the parentheses"),
+        ("files.read(path=a, )", "expected name=glob in ''"),
+        ("files.read(path)", "expected name=glob in 'path'"),
+        ("files.read(1a=b)", "'1a' is not an argument name"),
+        ('files.read(path="abc)', "unclosed quote in the value of 'path'"),
+        ('files.read(path="a"b)', "unexpected text after the quoted value of 'path'"),
+        ('files.read(path="")', "empty glob for 'path'"),
+        ("files.read(path=)", "empty glob for 'path'"),
+    ],
+)
+def test_a_malformed_rule_is_reported_with_its_text_file_and_line(text: str, message: str) -> None:
+    with pytest.raises(RuleError) as info:
+        parse_rule("deny", text, path="rules.toml", line=7)
+    error = info.value
+    assert (error.rule, error.path, error.line) == (text.strip() or text, "rules.toml", 7)
+    assert str(error) == f"rules.toml:7: rule {error.rule!r}: {message}"
+
+
+def test_a_parsed_rule_keeps_its_line() -> None:
+    assert parse_rule("allow", "files.*", path="r.toml", line=3).line == 3

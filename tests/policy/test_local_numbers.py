@@ -273,3 +273,41 @@ async def test_a_denied_account_never_runs_however_the_number_is_written() -> No
         )
         assert outcome.status == "ok"
     assert paid == [667]
+
+
+def test_a_rule_number_with_an_upper_case_exponent_is_a_number() -> None:
+    ev = LocalEvaluator(allow=["bank.pay(to=1E3)"])
+    assert effect(ev, "bank.pay", to=1000) == "allow"
+    assert effect(ev, "bank.pay", to=1000.0) == "allow"
+    assert effect(ev, "bank.pay", to=1001) == "deny"
+
+
+def test_a_rule_number_of_600_digits_is_the_longest_accepted() -> None:
+    longest = "9" * 600
+    ev = LocalEvaluator(allow=[f"x.y(n={longest})"])
+    assert effect(ev, "x.y", n=int(longest)) == "allow"
+    with pytest.raises(RuleError, match="at most 600 digits"):
+        LocalEvaluator(allow=[f"x.y(n=1{longest})"])
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (2**2000 - 1, str(2**2000 - 1)),  # 2,000 bits: still decimal
+        (2**2000, hex(2**2000)),  # 2,001 bits: hexadecimal
+    ],
+    ids=["2000-bits", "2001-bits"],
+)
+def test_integers_past_2000_bits_are_written_in_hexadecimal(value: int, text: str) -> None:
+    # At the top level, in an object and in an array in an array.
+    ev = LocalEvaluator(allow=[f"x.y(n={text[:6]}*)", f"x.y(o=*{text[:6]}*, a=*{text[:6]}*)"])
+    assert effect(ev, "x.y", n=value) == "allow"
+    assert effect(ev, "x.y", o={"n": value}, a=[[value]]) == "allow"
+
+
+def test_objects_match_as_json_with_sorted_keys_and_canonical_numbers() -> None:
+    # ('[' starts a class in a glob: '?' stands for the brackets.)
+    ev = LocalEvaluator(allow=['x.y(o=\'{"a": ?1, 2.5?, "b": {"c": 3}}\')'])
+    assert effect(ev, "x.y", o={"b": {"c": 3.0}, "a": [1.0, 2.5]}) == "allow"
+    assert effect(ev, "x.y", o={"a": [1, 2.5], "b": {"c": 3}}) == "allow"
+    assert effect(ev, "x.y", o={"a": [1, 2.6], "b": {"c": 3}}) == "deny"

@@ -22,6 +22,11 @@ paths = st.lists(st.sampled_from(["a", ".", "/", "\\", ".env", ".."]), max_size=
 
 
 @given(text=paths)
+@example(text="a//b")  # each clause of the shortcut
+@example(text="a/./b")
+@example(text="a/b/")
+@example(text="\\a")
+@example(text=".a")
 def test_a_value_normalizing_could_change_is_never_skipped(text: str) -> None:
     # Deny rules normalize a value that looks like a path (a separator, a leading dot):
     # the shortcut may skip only those that normalizing leaves as they are.
@@ -54,3 +59,9 @@ def test_deny_rules_match_as_if_every_value_were_normalized(text: str, glob: str
     )
     verdict = evaluator.evaluate(request)
     assert (verdict.effect == "deny" and bool(verdict.reasons)) == denied
+
+
+def test_a_plain_path_is_not_normalized() -> None:
+    # The shortcut's point: the common values are matched once, not normalized first.
+    for text in ("a", "src/app.py", "a.b", "src/v1..2/x", "a/.."[:-3]):
+        assert not _may_normalize(text), text
