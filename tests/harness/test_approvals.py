@@ -1,9 +1,9 @@
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import pytest
+from store_backends import Stores, stores_fixture
 from support import ALICE, BOB, Recorder, coding_registry, harness
 
 from clearance import (
@@ -12,12 +12,13 @@ from clearance import (
     MemoryJournal,
     PermissionAsk,
     PermissionDecision,
-    SqliteGrantStore,
 )
 from clearance.harness.approvals import Answer
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
+
+stores = stores_fixture()  # the persistence test runs on SQLite and on PostgreSQL
 
 ASK_WRITES = LocalEvaluator(allow=["files.read_file"], ask=["files.write_file", "files.list_dir"])
 
@@ -217,15 +218,14 @@ async def test_closing_session_denies_open_asks_and_cancel_withdraws() -> None:
         await got[0].respond("allow_once")
 
 
-async def test_allow_always_persists_in_sqlite_and_revoke(tmp_path: Path) -> None:
-    db = tmp_path / "grants.db"
+async def test_allow_always_persists_in_the_store_and_revoke(stores: Stores) -> None:
     rec = Recorder()
-    store = SqliteGrantStore(db)
+    store = stores.grants()
     async with harness(coding_registry(rec), evaluator=ASK_WRITES, grant_store=store) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=lambda a: "allow_always")
         assert (await s.call_tool("files__write_file", {"path": "a", "content": "1"})).ok
     store.close()
-    reopened = SqliteGrantStore(db)
+    reopened = stores.grants()
     (grant,) = reopened.list()
     assert grant.kind == "always" and grant.principal == 'User::"alice"'
     async with harness(coding_registry(rec), evaluator=ASK_WRITES, grant_store=reopened) as h:
@@ -238,7 +238,7 @@ async def test_allow_always_persists_in_sqlite_and_revoke(tmp_path: Path) -> Non
             await s.call_tool("files__write_file", {"path": "a", "content": "1"})
         ).status == "denied"
     reopened.close()
-    assert SqliteGrantStore(db).list() == []
+    assert stores.grants().list() == []
 
 
 def test_scope_rules() -> None:

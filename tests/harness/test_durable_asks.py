@@ -10,14 +10,15 @@ from typing import Any
 
 import anyio
 import pytest
+from store_backends import Stores, stores_fixture
 
 from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance.errors import AskError
-from clearance.harness.ask_store_sqlite import SqliteAskStore
-from clearance.harness.grants_sqlite import SqliteGrantStore
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
+
+stores = stores_fixture()  # the durable store test runs on SQLite and on PostgreSQL
 
 ALICE = Principal("User", "alice")
 
@@ -118,27 +119,24 @@ async def test_a_denied_answer_denies_and_a_waiting_call_goes_on(tmp_path: Path)
 
 
 async def test_another_process_answers_a_waiting_call_and_a_restart_resumes(
-    tmp_path: Path,
+    stores: Stores,
 ) -> None:
-    db = tmp_path / "clearance.db"
-
-    # A host pauses a call (no answerer), then "restarts" (a new harness on the same file).
-    async with harness(ask_store=SqliteAskStore(db), grant_store=SqliteGrantStore(db)) as h:
+    # A host pauses a call (no answerer), then "restarts" (a new harness on the same store).
+    async with harness(ask_store=stores.asks(), grant_store=stores.grants()) as h:
         session = await h.create_session(principal=ALICE)
         paused = await session.authorize("mail.send", ARGS, call_id="c1")
         assert paused.pending and paused.ask_id is not None
-    answer = textwrap.dedent(
-        f"""
-        from clearance.harness.ask_store_sqlite import SqliteAskStore
+    answer = stores.ask_store_code() + textwrap.dedent(
+        """
         from clearance.harness.approvals import PermissionDecision
-        store = SqliteAskStore({str(db)!r})
         (ask,) = store.pending()
         store.answer(ask.ask_id, PermissionDecision("allow_once"), by="carol", via="cli")
+        store.close()
         """
     )
     done = await anyio.run_process([sys.executable, "-c", answer], check=False)
     assert done.returncode == 0, done.stderr.decode()
-    async with harness(ask_store=SqliteAskStore(db), grant_store=SqliteGrantStore(db)) as h:
+    async with harness(ask_store=stores.asks(), grant_store=stores.grants()) as h:
         session = await h.create_session(principal=ALICE)  # a new session after the restart
         resumed = await session.authorize("mail.send", ARGS, call_id="c1")
         assert resumed.allowed and resumed.answered_by == "carol"
@@ -159,7 +157,7 @@ async def test_another_process_answers_a_waiting_call_and_a_restart_resumes(
                 while not h.pending_asks():  # noqa: ASYNC110 (a store another process shares)
                     await anyio.sleep(0.05)
             (waiting,) = h.pending_asks()
-            SqliteAskStore(db).answer(waiting.ask_id, _once(), by="dave", via="inbox")
+            stores.asks().answer(waiting.ask_id, _once(), by="dave", via="inbox")
             with anyio.fail_after(10):
                 while not outcomes:  # noqa: ASYNC110 (the call ends when the store is read)
                     await anyio.sleep(0.05)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_support import sql
+from store_backends import Stores, stores_fixture
 from support import ALICE, Recorder, coding_registry, harness
 
 from clearance import (
@@ -24,6 +26,8 @@ from clearance.policy import LocalEvaluator
 from clearance.toolsets.files import register_files
 
 pytestmark = pytest.mark.anyio
+
+stores = stores_fixture()  # the store tests below run on SQLite and on PostgreSQL
 
 MOVE = {"source": "src/app.py", "destination": "public/app.py"}
 
@@ -111,15 +115,15 @@ def test_bad_scope_json_is_refused(raw: dict[str, Any], message: str) -> None:
         GrantScope.from_json(raw)
 
 
-def test_a_multi_field_grant_survives_the_sqlite_store(tmp_path: Path) -> None:
-    store = SqliteGrantStore(tmp_path / "g.db")
+def test_a_multi_field_grant_survives_the_store(stores: Stores) -> None:
+    store = stores.grants()
     ask = _ask(MOVE)
     (prefix,) = [s for s in ask.suggestions if s.kind == "prefix"]
     grant = grant_from_answer(ask, PermissionDecision("allow_always", scope=prefix), MOVE)
     assert grant is not None
     store.add(grant)
     store.close()
-    reopened = SqliteGrantStore(tmp_path / "g.db")
+    reopened = stores.grants()
     (loaded,) = reopened.list()
     assert loaded == grant
     args = {"source": ".env", "destination": "public/.env"}
@@ -128,10 +132,7 @@ def test_a_multi_field_grant_survives_the_sqlite_store(tmp_path: Path) -> None:
     reopened.close()
 
 
-def test_old_one_field_rows_still_load_from_the_store(tmp_path: Path) -> None:
-    path = tmp_path / "g.db"
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE grants (grant_id TEXT PRIMARY KEY, body TEXT NOT NULL)")
+def test_old_one_field_rows_still_load_from_the_store(stores: Stores) -> None:
     old = {
         "grant_id": "g_old",
         "principal": ALICE_ID,
@@ -144,10 +145,16 @@ def test_old_one_field_rows_still_load_from_the_store(tmp_path: Path) -> None:
         "decided_by": None,
         "widened_by": "alice",
     }
-    db.execute("INSERT INTO grants VALUES (?, ?)", ("g_old", json.dumps(old)))
-    db.commit()
-    db.close()
-    store = SqliteGrantStore(path)
+    if stores.kind == "sqlite":
+        db = sqlite3.connect(stores.target)
+        db.execute("CREATE TABLE grants (grant_id TEXT PRIMARY KEY, body TEXT NOT NULL)")
+        db.execute("INSERT INTO grants VALUES (?, ?)", ("g_old", json.dumps(old)))
+        db.commit()
+        db.close()
+    else:  # a row another client (an older clearance, psql) wrote into the store's table
+        assert stores.grants().list() == []  # the schema, migrated on first use
+        sql(stores.schema, "INSERT INTO {s}.grants VALUES (%s, %s)", ("g_old", json.dumps(old)))
+    store = stores.grants()
     found = store.find(ALICE_ID, "files.write_file", {"path": "src/a", "content": "x"}, "s")
     assert found is not None and found.grant_id == "g_old"
     assert found.scope.description == "path under src/"
@@ -389,7 +396,7 @@ async def test_a_hand_made_destination_scope_is_refused(tmp_path: Path) -> None:
 LONE = "\ud800"
 
 
-async def test_an_ask_with_a_lone_surrogate_is_asked_and_granted_always(tmp_path: Path) -> None:
+async def test_an_ask_with_a_lone_surrogate_is_asked_and_granted_always(stores: Stores) -> None:
     """Issue 12 item 16: such calls were denied "the approval could not be recorded"."""
     rec = Recorder()
     asks: list[PermissionAsk] = []
@@ -400,7 +407,7 @@ async def test_an_ask_with_a_lone_surrogate_is_asked_and_granted_always(tmp_path
         asks.append(ask)
         return "allow_always"
 
-    store = SqliteGrantStore(tmp_path / "g.db")
+    store = stores.grants()
     async with harness(coding_registry(rec), evaluator=evaluator, grant_store=store) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=always)
         first = await s.call_tool("files__write_file", arguments)
@@ -415,13 +422,13 @@ async def test_an_ask_with_a_lone_surrogate_is_asked_and_granted_always(tmp_path
     assert rec.calls == [("files.write_file", arguments)] * 2
     store.close()
     # Persisted: a new store (as after a restart) matches the same call, and only it.
-    reopened = SqliteGrantStore(tmp_path / "g.db")
+    reopened = stores.grants()
     assert reopened.find(ALICE_ID, "files.write_file", arguments, "s2") == grant
     assert reopened.find(ALICE_ID, "files.write_file", {**arguments, "path": "src/a"}, "s2") is None
     reopened.close()
 
 
-async def test_a_prefix_grant_with_a_lone_surrogate_persists(tmp_path: Path) -> None:
+async def test_a_prefix_grant_with_a_lone_surrogate_persists(stores: Stores) -> None:
     rec = Recorder()
     evaluator = LocalEvaluator(ask=["files.write_file"])
 
@@ -429,12 +436,12 @@ async def test_a_prefix_grant_with_a_lone_surrogate_persists(tmp_path: Path) -> 
         (scope,) = [s for s in ask.suggestions if s.kind == "prefix"]
         return PermissionDecision("allow_always", scope=scope)
 
-    store = SqliteGrantStore(tmp_path / "g.db")
+    store = stores.grants()
     async with harness(coding_registry(rec), evaluator=evaluator, grant_store=store) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=widen)
         assert (await s.call_tool("files__write_file", {"path": f"d{LONE}/a", "content": ""})).ok
     store.close()
-    reopened = SqliteGrantStore(tmp_path / "g.db")
+    reopened = stores.grants()
     (grant,) = reopened.list()
     assert grant.scope.prefixes == ((("/path", f"d{LONE}/"),))
     found = reopened.find(ALICE_ID, "files.write_file", {"path": f"d{LONE}/b", "content": ""}, "s")

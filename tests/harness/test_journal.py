@@ -12,7 +12,8 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from postgres_support import fresh_schema
 from pydantic import BaseModel
 
 import clearance
@@ -93,11 +95,35 @@ def event(type_: Any = "tool_progress", call_id: str | None = "c1", **data: Any)
     return JournalEvent(type_, "s1", "t1", call_id, data)
 
 
+_POSTGRES: dict[Path, str] = {}
+"""A test's ``tmp_path`` -> the URL of its PostgreSQL schema (see :func:`_postgres_kind`)."""
+
+
+@pytest.fixture(autouse=True)
+def _postgres_kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[None]:
+    """A test parametrized with ``kind="postgres"`` gets a schema of its own on the test
+    server (skipped without one, failed in CI), which :func:`open_sink` opens."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is None or callspec.params.get("kind") != "postgres":
+        yield
+        return
+    with fresh_schema() as (url, _schema):
+        _POSTGRES[tmp_path] = url
+        try:
+            yield
+        finally:
+            del _POSTGRES[tmp_path]
+
+
 def open_sink(kind: str, tmp_path: Path, durability: Durability = "normal") -> Journal:
     if kind == "jsonl":
         return JsonlJournal(tmp_path / "j.jsonl", durability=durability)
     if kind == "sqlite":
         return SqliteJournal(tmp_path / "j.db", durability=durability)
+    if kind == "postgres":
+        from clearance.harness.journal import PostgresJournal
+
+        return PostgresJournal(_POSTGRES[tmp_path], host="h1", durability=durability)
     return MemoryJournal()
 
 
@@ -118,25 +144,31 @@ async def mixed_run(journal: Journal) -> None:
 # --- every sink ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite", "postgres"])
 async def test_append_assigns_seq_and_events_filter(kind: str, tmp_path: Path) -> None:
     journal = open_sink(kind, tmp_path)
     try:
         first = await journal.append(event(call_id="c1"))
         second = await journal.append(JournalEvent("tool_progress", "s2", None, "c1", {}))
         third = await journal.append(event(call_id="c2", message="x"))
-        assert [first.seq, second.seq, third.seq] == [1, 2, 3]
-        assert [e.seq for e in journal.events()] == [1, 2, 3]
-        assert [e.seq for e in journal.events(session_id="s1")] == [1, 3]
-        assert [e.seq for e in journal.events(call_id="c1")] == [1, 2]
-        assert [e.seq for e in journal.events(session_id="s1", call_id="c2")] == [3]
+        # PostgreSQL counts seq per session (sessions of many hosts interleave).
+        seqs = [1, 1, 2] if kind == "postgres" else [1, 2, 3]
+        assert [first.seq, second.seq, third.seq] == seqs
+        assert [(e.session_id, e.seq) for e in journal.events()] == [
+            ("s1", seqs[0]),
+            ("s2", seqs[1]),
+            ("s1", seqs[2]),
+        ]
+        assert [e.seq for e in journal.events(session_id="s1")] == [seqs[0], seqs[2]]
+        assert [e.seq for e in journal.events(call_id="c1")] == seqs[:2]
+        assert [e.seq for e in journal.events(session_id="s1", call_id="c2")] == [seqs[2]]
         read = next(iter(journal.events(call_id="c2")))
         assert read.to_json() == third.to_json()
     finally:
         await journal.aclose()
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 @pytest.mark.parametrize("durability", ["normal", "full", "off"])
 async def test_seq_continues_after_reopen(
     kind: str, durability: Durability, tmp_path: Path
@@ -153,7 +185,7 @@ async def test_seq_continues_after_reopen(
         await journal.aclose()
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 async def test_open_marks_unfinished_starts_interrupted_once(kind: str, tmp_path: Path) -> None:
     journal = open_sink(kind, tmp_path)
     await journal.append(event("tool_started", "c1", tool="t__ok", correlation_id="k1"))
@@ -187,7 +219,7 @@ async def test_a_second_writer_is_refused(kind: str, tmp_path: Path) -> None:
     open_sink(kind, tmp_path)  # free again once closed
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 async def test_closed_journal_refuses_appends_but_reads(kind: str, tmp_path: Path) -> None:
     journal = open_sink(kind, tmp_path)
     await journal.append(event())
@@ -198,7 +230,7 @@ async def test_closed_journal_refuses_appends_but_reads(kind: str, tmp_path: Pat
     assert [e.seq for e in journal.events()] == [1]
 
 
-@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite", "postgres"])
 async def test_records_have_the_documented_form(kind: str, tmp_path: Path) -> None:
     journal = open_sink(kind, tmp_path)
     await mixed_run(journal)
@@ -580,12 +612,13 @@ async def test_sqlite_full_commits_every_event_before_append_returns(tmp_path: P
         await journal.aclose()
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 @pytest.mark.parametrize("durability", ["normal", "full"])
 async def test_a_cancelled_append_still_records_and_returns(
-    durability: Durability, tmp_path: Path
+    kind: str, durability: Durability, tmp_path: Path
 ) -> None:
     path = tmp_path / "j.db"
-    journal = SqliteJournal(path, durability=durability)
+    journal = open_sink(kind, tmp_path, durability)
     returned = False
     try:
         with anyio.CancelScope() as scope:
@@ -594,7 +627,9 @@ async def test_a_cancelled_append_still_records_and_returns(
             returned = True
             await anyio.lowlevel.checkpoint()  # the cancellation takes effect here
         assert returned and scope.cancelled_caught
-        if durability == "full":  # awaited the commit
+        if kind == "postgres":  # committed before append returned, either way
+            assert [(e.seq, e.type) for e in journal.events()] == [(1, "tool_started")]
+        elif durability == "full":  # awaited the commit
             assert [e.type for e in read_sqlite(path)] == ["tool_started"]
         else:  # committed or, until then, in the start log
             assert [(1, "tool_started")] in (
@@ -694,7 +729,8 @@ async def test_a_failed_commit_keeps_the_start_log_and_fails_closed(tmp_path: Pa
     assert c2 == [("call_decided", None), ("tool_started", None), ("tool_finished", "interrupted")]
 
 
-async def test_ten_thousand_calls_leave_ten_thousand_ends(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_ten_thousand_calls_leave_ten_thousand_ends(kind: str, tmp_path: Path) -> None:
     path = tmp_path / "j.db"
 
     async def handler(arguments: dict[str, Any], ctx: CallContext) -> str:
@@ -703,7 +739,7 @@ async def test_ten_thousand_calls_leave_ten_thousand_ends(tmp_path: Path) -> Non
     reg = ToolRegistry()
     reg.register("t", [Tool("ok", handler, read_only=True)])
     async with Harness(
-        reg, evaluator=LocalEvaluator(allow=["t.ok"]), journal=SqliteJournal(path)
+        reg, evaluator=LocalEvaluator(allow=["t.ok"]), journal=open_sink(kind, tmp_path)
     ) as harness:
 
         async def worker(w: int) -> None:
@@ -714,6 +750,14 @@ async def test_ten_thousand_calls_leave_ten_thousand_ends(tmp_path: Path) -> Non
         async with anyio.create_task_group() as tg:
             for w in range(10):
                 tg.start_soon(worker, w)
+    if kind == "postgres":
+        events = open_sink(kind, tmp_path).events()
+        finished = [e for e in events if e.type == "tool_finished"]
+        assert Counter(e.data["status"] for e in finished) == {"ok": 10_000}
+        assert len({(e.session_id, e.call_id) for e in finished}) == 10_000
+        started = {(e.session_id, e.call_id) for e in events if e.type == "tool_started"}
+        assert started == {(e.session_id, e.call_id) for e in finished}
+        return
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         ends = db.execute(

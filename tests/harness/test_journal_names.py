@@ -7,10 +7,12 @@ Issue 12 item 16: asked calls with a lone surrogate in their arguments were deni
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import pytest
+from postgres_support import fresh_schema
 from support import ALICE, Recorder, coding_registry, harness
 
 from clearance import JsonlJournal, SqliteJournal
@@ -112,12 +114,24 @@ async def test_a_jsonl_writer_through_a_symlink_is_refused(tmp_path: Path) -> No
 LONE = "\ud800"
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl", "postgres"])
 async def test_journals_record_and_read_back_lone_surrogates(kind: str, tmp_path: Path) -> None:
+    with contextlib.ExitStack() as stack:
+        await _lone_surrogates(kind, tmp_path, stack)
+
+
+async def _lone_surrogates(kind: str, tmp_path: Path, stack: contextlib.ExitStack) -> None:
     ask_writes = LocalEvaluator(allow=["files.read_file"], ask=["files.write_file"])
-    journal: Journal = (
-        SqliteJournal(tmp_path / "j.db") if kind == "sqlite" else JsonlJournal(tmp_path / "j.l")
-    )
+    journal: Journal
+    if kind == "postgres":
+        from clearance.harness.journal import PostgresJournal
+
+        url, _schema = stack.enter_context(fresh_schema())
+        journal = PostgresJournal(url, host="h1")
+    elif kind == "sqlite":
+        journal = SqliteJournal(tmp_path / "j.db")
+    else:
+        journal = JsonlJournal(tmp_path / "j.l")
     rec = Recorder()
     arguments = {"path": f"a{LONE}b", "content": f"\udfff{LONE}"}
     async with harness(coding_registry(rec), evaluator=ask_writes, journal=journal) as h:
@@ -125,7 +139,12 @@ async def test_journals_record_and_read_back_lone_surrogates(kind: str, tmp_path
         out = await s.call_tool("files__write_file", arguments, call_id="w1")
     assert out.ok, out.text
     assert rec.calls == [("files.write_file", arguments)]
-    stored = read_journal(tmp_path / ("j.db" if kind == "sqlite" else "j.l"))
+    if kind == "postgres":
+        reader = PostgresJournal(url, host="reader")
+        stored = reader.events()
+        reader.close()
+    else:
+        stored = read_journal(tmp_path / ("j.db" if kind == "sqlite" else "j.l"))
     asked = next(e for e in stored if e.type == "permission_asked")
     started = next(e for e in stored if e.type == "tool_started")
     assert asked.data["arguments"] == arguments

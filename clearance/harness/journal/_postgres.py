@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from clearance.errors import JournalError
+from clearance.errors import JournalError, StoreError
 from clearance.harness.journal._durable import Durability, check_durability
 from clearance.harness.journal._event import JournalEvent, encode_data
 from clearance.harness.journal._postgres_host import (
@@ -299,7 +299,7 @@ class PostgresJournal:
             return [event_from_pg(tuple(r)) for r in conn.execute(sql.encode(), params)]
 
         if self._closed or not self._writer.is_alive():
-            return self.database.run("read the journal", query, read=True)
+            return self._read_alone(query)
         control = PgControl(query)
         self._writer.put(control)
         try:
@@ -307,6 +307,25 @@ class PostgresJournal:
         except concurrent.futures.TimeoutError:
             raise JournalError(f"{self.database.label}: reading the journal timed out") from None
         return result
+
+    def _read_alone(self, query: Any) -> list[JournalEvent]:
+        """Read without the writer (closed, or stopped): a closed journal reads as every
+        sink does, over a connection of its own once its database closed with it."""
+        import psycopg
+
+        database = self.database
+        try:
+            if not database.closed:
+                result: list[JournalEvent] = database.run("read the journal", query, read=True)
+                return result
+            with database.connect() as conn:
+                result = query(conn)
+                return result
+        except StoreError as exc:
+            raise JournalError(str(exc)) from None
+        except psycopg.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise JournalError(f"{database.label}: cannot read the journal: {first}") from None
 
     async def _run_after_commits(self, fn: Any) -> Any:
         control = PgControl(fn)
