@@ -10,7 +10,16 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["REDACTED", "escape", "find", "iter_strings", "parse", "redact", "set_value"]
+__all__ = [
+    "REDACTED",
+    "escape",
+    "find",
+    "find_parsed",
+    "iter_strings",
+    "parse",
+    "redact",
+    "set_value",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -32,6 +41,11 @@ def escape(token: str) -> str:
 def find(document: Any, pointer: str) -> Iterator[tuple[str, Any]]:
     """Yield ``(concrete pointer, value)`` for every place ``pointer`` matches."""
     yield from _find(document, parse(pointer), "")
+
+
+def find_parsed(document: Any, tokens: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+    """:func:`find` with the pointer already parsed (``parse(pointer)``)."""
+    yield from _find(document, tokens, "")
 
 
 def _find(node: Any, tokens: tuple[str, ...], here: str) -> Iterator[tuple[str, Any]]:

@@ -37,6 +37,7 @@ case name one file but are two facts (write policies in lower case there, or den
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Mapping
 from typing import Any
@@ -47,6 +48,8 @@ __all__ = ["PathFact", "resolve_relative", "resolve_real"]
 
 MAX_PATH_BYTES = 4096
 """PATH_MAX on Linux; longer paths fail in the kernel anyway."""
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""A control character (C0, DEL, C1)."""
 _MAX_LINKS = 40
 """Symlinks followed while resolving one path (the kernel's own limit, MAXSYMLINKS)."""
 
@@ -70,10 +73,12 @@ def lexical_problem(path: str) -> str | None:
         return "the path is empty"
     if "\x00" in path:
         return "it contains a NUL byte"
-    if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in path):
+    if _CONTROL.search(path) is not None:
         return "it contains a control character"
     if path.startswith("~"):
         return "a leading '~' is not allowed (it may be expanded to a home directory)"
+    if path.isascii() and len(path) <= MAX_PATH_BYTES:
+        return None  # encodes one byte a character
     try:
         encoded = os.fsencode(path)
     except UnicodeEncodeError:

@@ -128,6 +128,7 @@ class Guardrail:
         if not self.tools:
             raise ValueError("a guardrail needs at least one tool glob")
         self.fields = None if fields is None else tuple(fields)
+        self._selectors: _Selectors | None = None
         for pointer in self.fields or ():
             _pointer.parse(pointer)
         self.advisory = advisory
@@ -143,11 +144,21 @@ class Guardrail:
 
     def selected(self, value: Any) -> Iterator[tuple[str, Any]]:
         """The ``(pointer, value)`` pairs this guardrail inspects in ``value``."""
-        if self.fields is None:
+        fields = self.fields
+        if fields is None:
             yield "", value
             return
-        for pointer in self.fields:
-            yield from _pointer.find(value, pointer)
+        # The pointers are parsed once (again only if ``fields`` is replaced); a pointer
+        # to one key of the arguments object, the common case, is a dict lookup.
+        selectors = getattr(self, "_selectors", None)
+        if selectors is None or selectors[0] is not fields:
+            selectors = self._selectors = (fields, tuple(_selector(p) for p in fields))
+        for tokens, key, concrete in selectors[1]:
+            if key is not None and type(value) is dict:
+                if key in value:
+                    yield concrete, value[key]
+                continue
+            yield from _pointer.find_parsed(value, tokens)
 
     def check(
         self, value: Any, ctx: GuardrailContext
@@ -177,6 +188,20 @@ class Guardrail:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} tools={list(self.tools)}>"
+
+
+_Selector = tuple[tuple[str, ...], str | None, str]
+"""A parsed pointer: its tokens, the key when it names one key of an object (one token,
+not ``*``), and the pointer to that key as :func:`_pointer.find` writes it."""
+_Selectors = tuple[tuple[str, ...], tuple[_Selector, ...]]
+"""The ``fields`` they were parsed from, and each parsed."""
+
+
+def _selector(pointer: str) -> _Selector:
+    tokens = _pointer.parse(pointer)
+    if len(tokens) == 1 and tokens[0] != "*":
+        return tokens, tokens[0], "/" + _pointer.escape(tokens[0])
+    return tokens, None, ""
 
 
 class ArgumentGuardrail(Guardrail):

@@ -420,6 +420,8 @@ def _lexical_problem(path: str) -> str | None:
         return "a leading '~' is not allowed (it may be expanded to a home directory)"
     if ".." in path.split("/"):
         return "'..' components are not allowed"
+    if path.isascii() and len(path) <= MAX_PATH_BYTES:
+        return None  # encodes one byte a character
     try:
         encoded = os.fsencode(path)
     except UnicodeEncodeError:
