@@ -18,7 +18,7 @@ median, i.e. how much the shared machine moved the figure during the run.
    ``SqliteJournal`` (default durability; committed between blocks, untimed, so that one
    block's backlog is not charged to the next contender), ``PathScope`` on the path, and
    ``SecretScanner`` on a 2 KB text argument (against the same call with the text and no
-   scanner).
+   scanner; the text starts with the call's number, so it too is new every call).
 3. ``LocalEvaluator.evaluate`` alone at 10, 100 and 1,000 rules.
 
 Targets (issue 18): ``call_tool`` <= 10 us, flat from 3 to 1,000 rules and below both
@@ -112,7 +112,7 @@ class ClearanceCall:
 
     async def call(self, n: int) -> None:
         arguments: dict[str, Any] = (
-            {"path": f"src/app/{n}.py", "text": TEXT}
+            {"path": f"src/app/{n}.py", "text": f"{n} {TEXT}"[:2048]}
             if self.text
             else {"path": f"src/app/{n}.py", "limit": n}
         )
