@@ -17,10 +17,12 @@ from clearance.cli._tools import command_tools, tools_note, tools_option
 from clearance.cli.main import fail
 from clearance.cli.policy_cmd import policy, policy_directory
 from clearance.config import build_evaluator, build_guardrails
+from clearance.errors import ConfigError
 from clearance.harness.journal import MemoryJournal
 from clearance.harness.session import Harness
 from clearance.harness.tools import ToolRegistry
 from clearance.policy.base import AuthorityEvaluator
+from clearance.provenance import Provenance, TrustList, origin_label
 from clearance.types import Principal
 
 __all__ = ["explain_call", "explain_command"]
@@ -35,6 +37,8 @@ async def explain_call(
     *,
     argument_guardrails: Iterable[Any] = (),
     max_argument_bytes: int = 1 << 20,
+    provenance: Provenance | None = None,
+    trust: TrustList | None = None,
 ) -> dict[str, Any]:
     """Decide one call with the real pipeline stages (schema, argument guardrails,
     evaluator) through ``Harness.decide``: nothing runs, nobody is asked, nothing is
@@ -48,6 +52,9 @@ async def explain_call(
         principal: who calls.
         argument_guardrails: the argument guardrails to run, in order.
         max_argument_bytes: the harness's argument size limit.
+        provenance: the conversation the call was made in (default: none; every value
+            made up).
+        trust: the trust list provenance is read under.
 
     Returns:
         ``decision`` (``allow``, ``deny``, ``ask``, ``blocked``, ``invalid`` or ``error``),
@@ -60,9 +67,12 @@ async def explain_call(
         argument_guardrails=argument_guardrails,
         journal=MemoryJournal(),
         max_argument_bytes=max_argument_bytes,
+        trust=trust,
     )
     async with harness:
-        decided = await harness.decide(principal=principal, tool=tool, arguments=arguments)
+        decided = await harness.decide(
+            principal=principal, tool=tool, arguments=arguments, provenance=provenance
+        )
     verdict = decided.verdict or {}
     stage = decided.stage
     if stage == "ask":
@@ -77,6 +87,7 @@ async def explain_call(
         "message": decided.message,
         "ask": {"reason": decided.message} if decided.outcome == "ask" else None,
         "timing_us": decided.timing_us,
+        "provenance": decided.provenance,
     }
     return {"decision": decided.outcome, "stage": stage, "record": record}
 
@@ -114,6 +125,14 @@ def _parse_args(ctx: click.Context, param: click.Parameter, value: str) -> Any:
     default=None,
     help="Decide with the Cedar policies in DIR instead of the configured evaluator.",
 )
+@click.option(
+    "--conversation",
+    metavar="FILE",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="A JSON array of the messages and tool results before the call (as a replay "
+    "corpus line's 'conversation'): where each argument came from is read from it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
 def explain_command(
     tool: str,
@@ -122,6 +141,7 @@ def explain_command(
     config_path: str | None,
     tools_path: str | None,
     policies: str | None,
+    conversation: str | None,
     as_json: bool,
 ) -> None:
     """Decide one call and say why: the decision, the deciding policies by @id, any
@@ -154,6 +174,12 @@ def explain_command(
     names = [t.qualified_name for t in registry]
     argument_guardrails, _ = build_guardrails(config, tools=names)
     who = principal or default_principal()
+    trust_dir = policy_directory(policies) if policies is not None else config.evaluator.policies
+    try:
+        trust = TrustList.from_directory(trust_dir) if trust_dir is not None else None
+    except ConfigError as exc:
+        fail(str(exc))
+    ledger = _read_conversation(conversation) if conversation is not None else None
 
     async def main() -> dict[str, Any]:
         return await explain_call(
@@ -164,6 +190,8 @@ def explain_command(
             who,
             argument_guardrails=argument_guardrails,
             max_argument_bytes=config.limits.max_argument_bytes,
+            provenance=ledger,
+            trust=trust,
         )
 
     result = anyio.run(main)
@@ -182,11 +210,28 @@ def explain_command(
         "evaluator": verdict.get("evaluator"),
         "schema": record.get("schema"),
         "guardrails": guards,
+        "provenance": record.get("provenance"),
     }
     if as_json:
         print_json(explanation)
         return
     _print_explanation(explanation)
+
+
+def _read_conversation(path: str) -> Provenance:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            entries = json.load(handle)
+    except OSError as exc:
+        fail(f"cannot read the conversation {path}: {exc.strerror}")
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        fail(f"the conversation {path} is not JSON: {exc}")
+    if not isinstance(entries, list):
+        fail(f"the conversation {path} must be a JSON array of messages and tool results")
+    try:
+        return Provenance.from_conversation(entries)
+    except ValueError as exc:
+        fail(f"the conversation {path}: {exc}")
 
 
 def _explain_message(decision: str, record: Mapping[str, Any]) -> str | None:
@@ -215,6 +260,14 @@ def _print_explanation(e: Mapping[str, Any]) -> None:
     click.echo(f"{'decision':<11}{decision}")
     for key, value in rows:
         click.echo(f"{key:<11}{printable(value)}")
+    if e.get("provenance"):
+        click.echo("provenance")
+        plain_rows(
+            [
+                [f"  {name}", origin_label(record), _origin_detail(record)]
+                for name, record in e["provenance"].items()
+            ]
+        )
     if e["guardrails"]:
         click.echo("guardrails")
         print_rows = [
@@ -226,3 +279,14 @@ def _print_explanation(e: Mapping[str, Any]) -> None:
             for g in e["guardrails"]
         ]
         plain_rows(print_rows)
+
+
+def _origin_detail(record: Mapping[str, Any]) -> str:
+    """The places an argument was found in, and the inside values not the user's."""
+    found = ", ".join(record.get("sources") or ()) or "found nowhere"
+    inside = record.get("tool_values") or ()
+    if inside:
+        found += "; from tools inside: " + ", ".join(inside)
+    if record.get("made_up_values"):
+        found += "; made-up values inside"
+    return found

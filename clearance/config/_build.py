@@ -22,6 +22,7 @@ from clearance.harness.tools import ToolRegistry
 from clearance.policy.base import AuthorityEvaluator
 from clearance.policy.local import LocalEvaluator
 from clearance.policy.noop import NoopEvaluator
+from clearance.provenance import TrustList
 from clearance.toolsets.files import register_files
 from clearance.toolsets.shell import register_shell
 
@@ -114,7 +115,8 @@ def build_harness(
             store's file when that is the default too, so that ``clearance asks`` can
             answer from another process; a ``PostgresAskStore`` with ``store``; else in
             memory).
-        **options: further keyword options for :class:`~clearance.Harness`.
+        **options: further keyword options for :class:`~clearance.Harness`; ``trust``
+            defaults to the trust list beside the Cedar policies (``provenance.toml``).
 
     Raises:
         ConfigError: a part of the configuration cannot be built.
@@ -137,6 +139,9 @@ def build_harness(
         if ask_store is None:
             # Asks live beside the grants, so that `clearance asks` answers from elsewhere.
             ask_store = SqliteAskStore(config.grants_path)
+    if "trust" not in options and config.evaluator.policies is not None:
+        # A pack ships its trust list beside its policies (provenance.toml).
+        options["trust"] = TrustList.from_directory(config.evaluator.policies)
     limits = config.limits
     harness = Harness(
         registry,

@@ -26,6 +26,7 @@ from fnmatch import fnmatchcase
 from typing import Any, ClassVar, Literal
 
 from clearance import _pointer
+from clearance.provenance import Provenance
 from clearance.types import Principal
 
 __all__ = [
@@ -86,6 +87,10 @@ class GuardrailContext:
     turn_id: str | None
     call_id: str
     stage: Literal["arguments", "result"]
+    provenance: Provenance | None = None
+    """The session's ledger of values (:mod:`clearance.provenance`): where a value came
+    from is ``ctx.provenance.origin(value)`` (``user``, ``tool``, ``made_up``...). None
+    when the guardrail runs outside a session."""
 
 
 CheckFunction = Callable[[Any, GuardrailContext], "GuardrailOutcome | Awaitable[GuardrailOutcome]"]

@@ -10,11 +10,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from clearance.harness.cancellation import CallHandle
     from clearance.harness.grants import Grant
     from clearance.harness.session import Session
     from clearance.harness.tools import Tool
     from clearance.policy.base import Verdict
+    from clearance.provenance import Provenance
 
 __all__ = ["CallState", "copy_json", "elapsed_us", "new_correlation_id", "tool_names"]
 
@@ -66,6 +69,11 @@ class CallState:
     canonical arguments (default: the call id)."""
     running: CallHandle | None = None
     """The handle ``Session.aclose`` cancels the call through (None when deciding only)."""
+    ledger: Provenance | None = None
+    """The values the call is described against (:mod:`clearance.provenance`): a ledger
+    given to ``decide``; None means the session's own."""
+    provenance: Mapping[str, Any] | None = None
+    """Where each argument came from, as the evaluator saw it (once evaluated)."""
     trace: Any = None
     """The call's span and its clock (:mod:`clearance.harness.telemetry`) while it is
     traced; None when telemetry is off."""

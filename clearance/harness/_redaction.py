@@ -24,6 +24,7 @@ __all__ = [
     "values_at",
     "visible",
     "visible_facts",
+    "visible_provenance",
     "withheld_deciding",
 ]
 
@@ -83,6 +84,22 @@ def visible_facts(facts: Mapping[str, Any], withheld: set[str]) -> dict[str, Any
     if "*" in hidden:
         return {}
     return {k: v for k, v in facts.items() if k not in hidden}
+
+
+def visible_provenance(
+    provenance: Mapping[str, Mapping[str, Any]], withheld: set[str]
+) -> dict[str, Any]:
+    """The provenance records may show: a withheld argument's record without the values
+    found inside it (``tool_values``); the places and flags name no value."""
+    if not withheld:
+        return {name: dict(record) for name, record in provenance.items()}
+    hidden = hidden_arguments(withheld)
+    shown: dict[str, Any] = {}
+    for name, record in provenance.items():
+        shown[name] = dict(record)
+        if name in hidden or "*" in hidden:
+            shown[name].pop("tool_values", None)
+    return shown
 
 
 def withheld_deciding(deciding: Iterable[str], withheld: set[str]) -> list[str]:

@@ -14,6 +14,7 @@ from clearance import _pointer
 from clearance.guardrails.base import GuardrailContext
 from clearance.harness._call_state import CallState, elapsed_us
 from clearance.harness._guards import FAILED, check_guardrail
+from clearance.harness._provenance import remember_result
 from clearance.harness._recorder import Recorder
 from clearance.harness._records import result_from_json
 from clearance.harness._redaction import scrub
@@ -125,6 +126,15 @@ class Running(Recorder):
                 t = time.perf_counter()
                 status, result, message = await self._guard_result(call, result, guards)
                 call.timing["result_guardrails"] = elapsed_us(t)
+            if result is not None and (status == "ok" or status == "error"):
+                # What the model is about to read enters the session's provenance.
+                remember_result(
+                    call.session.provenance,
+                    tool.qualified_name,
+                    call.call_id,
+                    result,
+                    lambda exc: self._diagnose(call, exc, stage="provenance"),
+                )
         await self._finished(
             call,
             ran_status if status == "blocked" else status,

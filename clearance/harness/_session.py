@@ -17,6 +17,7 @@ import anyio
 
 from clearance.errors import ClosedError
 from clearance.harness._call_state import CallState
+from clearance.harness._provenance import result_values
 from clearance.harness.approvals import (
     AskCallback,
     PermissionAsk,
@@ -28,12 +29,14 @@ from clearance.harness.journal import EventStream, JournalEvent
 from clearance.harness.outcomes import Authorization, CallOutcome
 from clearance.harness.pipeline import Execution
 from clearance.harness.providers import Provider, Run
-from clearance.harness.tools import Tool
+from clearance.harness.tools import CallToolResult, Tool
 from clearance.policy.base import (
     AuthorityEvaluator,
     Principal,
     SessionInfo,
 )
+from clearance.provenance import Provenance
+from clearance.provenance.ledger import Role
 
 __all__ = ["AgentDefinition", "Session"]
 
@@ -98,6 +101,11 @@ class Session:
         """Where this session's asks are answered (see :class:`AskDesk`)."""
         self.authorized: dict[str, CallState] = {}
         """Calls ``authorize`` allowed whose run the host has not recorded yet, by call id."""
+        self.provenance = Provenance(trust=harness.trust)
+        """The values that entered this session (messages, tool results) and where each
+        came from (:mod:`clearance.provenance`)."""
+        if agent.instructions:
+            self.provenance.add_message("system", agent.instructions)
 
     @property
     def on_permission_ask(self) -> AskCallback | None:
@@ -138,8 +146,35 @@ class Session:
         )
 
     def run(self, prompt: str, *, provider: Provider, max_turns: int = 50) -> Run:
-        """Start an agent run: the provider's tool calls go through the pipeline."""
+        """Start an agent run: the provider's tool calls go through the pipeline. The
+        prompt is recorded as a user message (:meth:`add_message`)."""
+        self.add_message("user", prompt)
         return Run(self, prompt, provider, max_turns=max_turns)
+
+    def add_message(self, role: Role, text: str) -> None:
+        """Record a message of the conversation: the user's (``"user"``) or the
+        application's instructions (``"system"``). Its values count as the user's own
+        (system messages unless the trust list says otherwise): see
+        :mod:`clearance.provenance`. Tool results need no call: the pipeline records each
+        result it returns.
+
+        Raises:
+            ValueError: ``role`` is neither ``"user"`` nor ``"system"``.
+            TypeError: ``text`` is not a string.
+        """
+        self.provenance.add_message(role, text)
+
+    def add_tool_result(self, tool: str, call_id: str, value: Any) -> None:
+        """Record a tool result clearance did not return (a replayed conversation, a tool
+        the host ran outside :meth:`authorize`): a string, a JSON value or a
+        ``CallToolResult``. ``tool`` is a tool's qualified name or model alias (another
+        name is recorded as given); its values count as that tool's, never the user's
+        unless the trust list names the tool."""
+        found = self.tools.get(tool)
+        name = found.qualified_name if found is not None else tool
+        if isinstance(value, CallToolResult):
+            value = result_values(value)
+        self.provenance.add_result(name, call_id, value)
 
     def events(self) -> EventStream:
         """This session's events, from now on (bounded buffer; see ``EventItem.dropped``)."""

@@ -36,6 +36,7 @@ from clearance.harness._redaction import (
     scrub,
     values_at,
     visible_facts,
+    visible_provenance,
 )
 from clearance.harness.outcomes import CallOutcome
 from clearance.harness.tools import Tool
@@ -227,6 +228,7 @@ class Stages(Recorder):
             call.turn_id,
             call.call_id,
             "arguments",
+            call.ledger or session.provenance,
         )
         for guard in guards:
             outcome, entry = await check_guardrail(
@@ -306,6 +308,7 @@ class Stages(Recorder):
         assert tool is not None
         t = time.perf_counter()
         facts = call.facts
+        provenance = self._provenance(call)
         request = AuthzRequest.make(
             session.principal,
             tool.info,
@@ -313,6 +316,7 @@ class Stages(Recorder):
             session.info(call.turn_id),
             context,
             facts if facts is not None else _NO_FACTS,
+            provenance,
         )
         evaluator = session.evaluator
         failed = False
@@ -349,6 +353,18 @@ class Stages(Recorder):
             )
         call.verdict = verdict
         return None
+
+    def _provenance(self, call: CallState) -> Mapping[str, Any]:
+        """Where each final argument came from (:mod:`clearance.provenance`), under the
+        harness's trust list, for the evaluator and the record. A session that recorded
+        nothing pays for none of it: its records are computed only if a policy reads them,
+        and the record leaves them out."""
+        ledger = call.ledger or call.session.provenance
+        provenance = ledger.describe(call.arguments, self.harness.trust)
+        call.provenance = provenance
+        if not ledger.empty:
+            call.record["provenance"] = visible_provenance(provenance, call.withheld)
+        return provenance
 
     async def _shadow(
         self, call: CallState, request: AuthzRequest, enforced: Verdict

@@ -102,6 +102,10 @@ class Decision:
     shadow: dict[str, Any] | None = None
     facts: dict[str, Any] | None = None
     """The canonical facts the evaluator saw (withheld arguments' facts left out)."""
+    provenance: dict[str, Any] | None = None
+    """Where each argument came from, as the evaluator saw it (:mod:`clearance.provenance`;
+    a withheld argument's record without its ``tool_values``); None when the call ended
+    before the evaluator."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +121,7 @@ class Decision:
             "qualified_name": self.qualified_name,
             "shadow": self.shadow,
             "facts": self.facts,
+            "provenance": self.provenance,
         }
 
 

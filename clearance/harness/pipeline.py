@@ -32,13 +32,14 @@ import anyio
 from clearance.harness._approval import Approval, what_asks
 from clearance.harness._call_state import CallState, elapsed_us, new_correlation_id
 from clearance.harness._host_runs import Execution, HostRuns
-from clearance.harness._redaction import visible
+from clearance.harness._redaction import visible, visible_provenance
 from clearance.harness._stages import Stages
 from clearance.harness.cancellation import CallHandle
 from clearance.harness.outcomes import Authorization, CallOutcome, Decision, OutcomeStatus
 
 if TYPE_CHECKING:
     from clearance.harness.session import Harness, Session
+    from clearance.provenance import Provenance
 
 __all__ = ["CallOutcome", "Decision", "Execution", "OutcomeStatus", "Pipeline"]
 
@@ -189,12 +190,15 @@ class Pipeline(Stages, Approval, HostRuns):
         arguments: Any,
         *,
         context: Mapping[str, Any] | None = None,
+        provenance: Provenance | None = None,
     ) -> Decision:
         """Run every stage before the ask (resolve, schema, facts, argument guardrails,
         evaluator) and say what would happen, without journaling, asking or running
-        anything."""
+        anything; ``provenance``: the ledger to describe the call against (default: the
+        session's)."""
         call = self._new_call(session, name, arguments, "decide", None)
         call.dry = True  # nothing is recorded (see Recorder._end_early)
+        call.ledger = provenance
         ended = await self._decide(call, context or {}, dry=True)
         call.timing["total"] = elapsed_us(call.t0)
         record = call.record
@@ -226,6 +230,9 @@ class Pipeline(Stages, Approval, HostRuns):
             qualified_name=call.tool.qualified_name if call.tool else None,
             shadow=record.get("shadow"),
             facts=record.get("facts") if call.facts is not None else None,
+            provenance=visible_provenance(call.provenance, call.withheld)
+            if call.provenance is not None
+            else None,
         )
 
     # -- the order ------------------------------------------------------------------------

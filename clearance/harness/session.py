@@ -46,6 +46,7 @@ from clearance.policy.base import (
     bind,
 )
 from clearance.policy.local import LocalEvaluator
+from clearance.provenance import Provenance, TrustList
 
 __all__ = ["AgentDefinition", "Harness", "Session"]
 
@@ -82,6 +83,9 @@ class Harness:
             (:mod:`clearance.harness.telemetry`): ``None`` (default) when OpenTelemetry is
             imported and a tracer provider is set as the harness is built, ``True``
             always, ``False`` never, or a ``Telemetry`` with its own providers.
+        trust: which sources, besides the user's messages, count as the user's own for
+            provenance (``TrustList.from_directory(pack)`` reads a pack's
+            ``provenance.toml``); default: system messages do, no tool does.
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class Harness:
         cancel_grace: float = 5.0,
         event_buffer: int = 1024,
         telemetry: Telemetry | bool | None = None,
+        trust: TrustList | None = None,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise TypeError("registry must be a ToolRegistry")
@@ -129,6 +134,10 @@ class Harness:
         self.max_argument_bytes = max_argument_bytes
         self.max_argument_depth = max_argument_depth
         self.diagnostics = diagnostics
+        if trust is not None and not isinstance(trust, TrustList):
+            raise TypeError("trust must be a TrustList (TrustList.from_directory(pack))")
+        self.trust = trust if trust is not None else TrustList()
+        """Which sources count as the user's own in every session (:mod:`clearance.provenance`)."""
         self.dispatcher = Dispatcher(
             max_concurrency=max_concurrency, max_queue=max_queue, cancel_grace=cancel_grace
         )
@@ -315,11 +324,17 @@ class Harness:
         arguments: Any,
         agent: AgentDefinition | None = None,
         context: Mapping[str, Any] | None = None,
+        provenance: Provenance | None = None,
     ) -> Decision:
         """What the pipeline would decide for one call, without running, asking or
         journaling anything: schema check, argument guardrails and the evaluator (an ask
         stays ``ask``; grants are not consulted). For ``clearance policy explain`` and
-        ``clearance replay``."""
+        ``clearance replay``.
+
+        ``provenance`` holds the conversation the call was made in (the user's messages,
+        the tool results before it): the call's arguments are described against it, under
+        this harness's trust list. Without it nothing was seen but the agent's
+        instructions: every other value is made up."""
         if self._closed:
             raise ClosedError("the harness is closed")
         self.freeze()
@@ -333,7 +348,9 @@ class Harness:
             )
             if len(self._decide_sessions) < 10_000:
                 self._decide_sessions[key] = session
-        return await self.pipeline.decide(session, tool, arguments, context=context)
+        return await self.pipeline.decide(
+            session, tool, arguments, context=context, provenance=provenance
+        )
 
     def _agent_evaluator(self, agent: AgentDefinition) -> AuthorityEvaluator:
         if agent.capabilities is None:

@@ -16,12 +16,18 @@ from typing import Any, Literal
 
 from clearance.errors import RuleError
 from clearance.policy.globs import Glob
+from clearance.provenance import origin_label, values_label
 
 __all__ = ["ArgConstraint", "Rule", "RuleKind", "parse_rule"]
 
 RuleKind = Literal["allow", "ask", "deny"]
 _TOOL_GLOB = re.compile(r"^[a-z0-9_\-*?\[\]!.]+$")
-_ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(?:\.(?:from|values_from))?$")
+# What ``<argument>.from`` and ``<argument>.values_from`` can be (clearance.provenance).
+_ORIGIN_LABELS = {
+    "from": ("user", "tool", "made_up", "none"),
+    "values_from": ("user", "tool", "made_up"),
+}
 _SEPARATORS = re.compile(r"[/\\]")
 # A rule value that reads as a decimal number (ASCII digits only, no inf/nan/underscores).
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -88,6 +94,8 @@ def _is_number(value: Any) -> bool:
 
 _MISSING: Any = object()
 _NO_FACTS: Mapping[str, Any] = {}
+_MADE_UP: Mapping[str, Any] = {"made_up": True}
+"""The provenance of an argument no record describes: seen nowhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +108,14 @@ class ArgConstraint:
     """The glob read as a number, when it is one: numeric arguments compare to it."""
     double: float | None = None
     """``number`` as an IEEE double (what a deny rule also compares)."""
+    origin: str | None = None
+    """``"from"`` or ``"values_from"`` for a provenance constraint (``recipient.from=tool``):
+    the glob matches the argument's provenance label, not its value."""
+
+    @property
+    def argument(self) -> str:
+        """The argument the constraint reads (``recipient`` for ``recipient.from``)."""
+        return self.name if self.origin is None else self.name.rpartition(".")[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,15 +146,29 @@ class Rule:
         assert self.tool_pattern is not None  # set in __post_init__
         return bool(self.tool_pattern.fullmatch(qualified_name))
 
+    @property
+    def reads_provenance(self) -> bool:
+        """Whether a constraint reads where an argument came from (``<arg>.from``)."""
+        return any(c.origin is not None for c in self.args)
+
     def matches_args(
-        self, arguments: Mapping[str, Any], facts: Mapping[str, Any] = _NO_FACTS
+        self,
+        arguments: Mapping[str, Any],
+        facts: Mapping[str, Any] = _NO_FACTS,
+        provenance: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> bool:
         """Whether every constraint matches. With the call's canonical ``facts`` (R11): an
         allow or ask constraint never matches an argument whose fact says it reaches
         outside the root (``outside_root``), and a deny constraint also matches the
-        argument's ``resolved`` form (a command whose words are resolved through links)."""
+        argument's ``resolved`` form (a command whose words are resolved through links).
+        A provenance constraint (``recipient.from=tool``) matches the label of the
+        argument's record in ``provenance`` (a missing record: made up, found nowhere)."""
         deny = self.kind == "deny"
         for c in self.args:
+            if c.origin is not None:
+                if not self._match_origin(c, arguments, provenance):
+                    return False
+                continue
             value = arguments.get(c.name, _MISSING)
             if value is _MISSING:
                 return False
@@ -179,6 +209,21 @@ class Rule:
             elif not items or not all(self._match(c, item, deny) for item in items):
                 return False
         return True
+
+    @staticmethod
+    def _match_origin(
+        c: ArgConstraint,
+        arguments: Mapping[str, Any],
+        provenance: Mapping[str, Mapping[str, Any]] | None,
+    ) -> bool:
+        name = c.argument
+        if name not in arguments:
+            return False
+        record = provenance.get(name) if provenance is not None else None
+        if record is None:
+            record = _MADE_UP
+        label = origin_label(record) if c.origin == "from" else values_label(record)
+        return bool(c.pattern.fullmatch(label))
 
     @staticmethod
     def _match(c: ArgConstraint, value: Any, deny: bool) -> bool:
@@ -255,6 +300,18 @@ def parse_rule(
                 number = _rule_number(glob)
             except ValueError as exc:
                 raise RuleError(source, f"bad glob {glob!r}: {exc}", path=path, line=line) from None
+            origin = name.rpartition(".")[2] if "." in name else None
+            if origin is not None:
+                labels = _ORIGIN_LABELS[origin]
+                if not any(pattern.fullmatch(label) for label in labels):
+                    raise RuleError(
+                        source,
+                        f"{name} is one of {', '.join(labels)}; {glob!r} matches none",
+                        path=path,
+                        line=line,
+                    )
+                args.append(ArgConstraint(name, glob, pattern, False, origin=origin))
+                continue
             # Only a real '..' segment in the glob lets a value step up ('v1..2' does not).
             dotdot = ".." in _SEPARATORS.split(glob)
             double = None if number is None else _as_double(number)

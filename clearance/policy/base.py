@@ -52,6 +52,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from clearance.provenance import Provenance
 from clearance.types import Principal, SessionInfo, ToolCatalog, ToolInfo, ToolLike
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "check_verdict",
     "combine",
     "evaluate",
+    "provenance_of",
 ]
 
 Effect = Literal["allow", "deny", "ask"]
@@ -88,6 +90,10 @@ class AuthzRequest:
     facts: Mapping[str, Any] = field(default_factory=dict)
     """The canonical facts of the arguments the tool declares facts for, by argument name
     (see :mod:`clearance.facts`); the arguments already hold the canonical values."""
+    provenance: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Where each top-level argument came from, by argument name (see
+    :mod:`clearance.provenance`): the user, a tool result, or nowhere. Empty when the
+    caller has no session to say it (an argument without a record counts as made up)."""
 
     @classmethod
     def make(
@@ -98,6 +104,7 @@ class AuthzRequest:
         session: SessionInfo,
         context: Mapping[str, Any],
         facts: Mapping[str, Any],
+        provenance: Mapping[str, Mapping[str, Any]],
     ) -> AuthzRequest:
         """The same request as the constructor, built for the pipeline (once per call):
         every field positional, set through its slot rather than through the frozen
@@ -109,14 +116,38 @@ class AuthzRequest:
         _SET_SESSION(request, session)
         _SET_CONTEXT(request, context)
         _SET_FACTS(request, facts)
+        _SET_PROVENANCE(request, provenance)
         return request
 
 
 # The slots of AuthzRequest's fields (tests/harness/test_hot_path.py checks there are no others).
-_SET_PRINCIPAL, _SET_TOOL, _SET_ARGUMENTS, _SET_SESSION, _SET_CONTEXT, _SET_FACTS = (
+(
+    _SET_PRINCIPAL,
+    _SET_TOOL,
+    _SET_ARGUMENTS,
+    _SET_SESSION,
+    _SET_CONTEXT,
+    _SET_FACTS,
+    _SET_PROVENANCE,
+) = (
     AuthzRequest.__dict__[name].__set__
-    for name in ("principal", "tool", "arguments", "session", "context", "facts")
+    for name in ("principal", "tool", "arguments", "session", "context", "facts", "provenance")
 )
+
+
+_NOTHING_SEEN = Provenance()
+"""A ledger that is never written: every value in it is made up."""
+
+
+def provenance_of(request: AuthzRequest) -> Mapping[str, Mapping[str, Any]]:
+    """The provenance records of ``request``'s arguments; when the caller gave none (a
+    request built outside a session: a decision test, a custom caller), every argument's
+    says it was seen nowhere (made up), so that a policy that reads them is never fed a
+    missing record."""
+    provenance = request.provenance
+    if provenance or not request.arguments:
+        return provenance
+    return _NOTHING_SEEN.describe(request.arguments)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,16 @@ above. A string is never a number: ``"666.0"`` matches only a glob that matches 
 Array arguments: an allow or ask constraint must match every element; a deny constraint
 matches when any element matches.
 
+Provenance: ``<argument>.from=<label>`` matches where the argument's value came from
+(:mod:`clearance.provenance`): ``user`` (the user named it, or a trusted source),
+``tool`` (not the user's; found in a tool result), ``made_up`` (found nowhere) or ``none``
+(no value: an empty array, a boolean); ``<argument>.values_from=<label>`` matches the
+values found inside its text (hosts, addresses, IBAN-like ids): ``tool`` if one came from
+a tool result, else ``made_up`` if one was found nowhere, else ``user``. So
+``banking.send_money(recipient.from=tool)`` in ``deny`` refuses a payment to an account
+only a tool result named, and ``mail.send(body.values_from=user)`` in ``allow`` allows a
+mail whose links and addresses are all the user's.
+
 Decision: deny beats ask beats allow; a call that no rule matches is denied (rule R4).
 """
 
@@ -46,7 +56,7 @@ from typing import Any
 from clearance.errors import RuleError
 from clearance.facts.declared import pattern_problem
 from clearance.policy._rules import ArgConstraint, Rule, RuleKind, parse_rule
-from clearance.policy.base import AllOf, AuthzRequest, Evaluator, Verdict
+from clearance.policy.base import AllOf, AuthzRequest, Evaluator, Verdict, provenance_of
 from clearance.types import ToolCatalog
 
 __all__ = ["ArgConstraint", "LocalEvaluator", "Rule", "RuleKind", "parse_rule"]
@@ -155,14 +165,16 @@ class LocalEvaluator(Evaluator):
                     rule.text, "no registered tool matches it", path=self.path, line=rule.line
                 )
             for c in rule.args:
-                if not any(_has_argument(t.input_schema, c.name) for t in hits):
+                if not any(_has_argument(t.input_schema, c.argument) for t in hits):
                     raise RuleError(
                         rule.text,
-                        f"argument {c.name!r} is not in the input schema of "
+                        f"argument {c.argument!r} is not in the input schema of "
                         + ", ".join(t.qualified_name for t in hits[:3]),
                         path=self.path,
                         line=rule.line,
                     )
+                if c.origin is not None:
+                    continue
                 problem = _canonical_spelling_problem(hits, c.name, c.glob)
                 if problem is not None:
                     raise RuleError(rule.text, problem, path=self.path, line=rule.line)
@@ -198,6 +210,7 @@ class LocalEvaluator(Evaluator):
         plan = self._by_tool.get(request.tool.qualified_name)
         if plan is None:
             plan = self._plan(request.tool.qualified_name)
+        provenance = None
         for step in plan:
             if not step.conditional:
                 if step.verdict is not None:
@@ -205,7 +218,9 @@ class LocalEvaluator(Evaluator):
                 continue
             hits = step.plain
             for rule in step.conditional:
-                if rule.matches_args(args, facts):
+                if rule.reads_provenance and provenance is None:
+                    provenance = provenance_of(request)
+                if rule.matches_args(args, facts, provenance):
                     hits += (rule.id,)
             if hits:
                 verdict = step.verdicts.get(hits)

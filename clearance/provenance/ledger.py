@@ -41,7 +41,7 @@ the user's (more denies, never fewer).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -186,6 +186,41 @@ class Provenance:
         self._phrase_chars = 0
         self._masks: dict[int, list[str]] = {}
         self._trusted: dict[TrustList, tuple[int, int]] = {}
+
+    @classmethod
+    def from_conversation(
+        cls, entries: Iterable[Mapping[str, Any]], *, trust: TrustList | None = None
+    ) -> Provenance:
+        """A ledger of a recorded conversation, in the replay corpus's shape (see
+        docs/replay.md): ``{"role": "user" | "system", "content": text}`` for a message,
+        ``{"role": "tool", "tool": qualified name, "call_id": id, "content": result}`` for
+        a tool result.
+
+        Raises:
+            ValueError: an entry is not one of those.
+        """
+        ledger = cls(trust=trust)
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, Mapping):
+                raise ValueError(f"conversation entry {index} is not an object")
+            role = entry.get("role")
+            content = entry.get("content")
+            if role == "user" or role == "system":
+                if not isinstance(content, str):
+                    raise ValueError(f"conversation entry {index}: content must be text")
+                ledger.add_message(role, content)
+            elif role == "tool":
+                tool, call_id = entry.get("tool"), entry.get("call_id", "")
+                if not isinstance(tool, str) or not tool or not isinstance(call_id, str):
+                    raise ValueError(
+                        f"conversation entry {index}: a tool result names its tool and call_id"
+                    )
+                ledger.add_result(tool, call_id, content)
+            else:
+                raise ValueError(
+                    f"conversation entry {index}: role must be user, system or tool, not {role!r}"
+                )
+        return ledger
 
     # -- recording ------------------------------------------------------------------------
 

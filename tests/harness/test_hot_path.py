@@ -141,12 +141,13 @@ def test_a_made_request_is_the_constructed_one() -> None:
         SessionInfo("s", "t"),
         {"k": 1},
         {"path": {"resolved": "/w/a"}},
+        {"path": {"user": True}},
     )
     made = AuthzRequest.make(*parts)
     assert made == AuthzRequest(*parts)
     # Every field is set by make(): a field added to AuthzRequest must be added there too.
     names = [f.name for f in dataclasses.fields(AuthzRequest)]
-    assert names == ["principal", "tool", "arguments", "session", "context", "facts"]
+    assert names == ["principal", "tool", "arguments", "session", "context", "facts", "provenance"]
     assert [getattr(made, n) for n in names] == list(parts)
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.arguments = {}  # type: ignore[misc]

@@ -768,6 +768,17 @@ refund_args = st.fixed_dictionaries(
 )
 
 
+MADE_UP = {
+    "sources": [],
+    "user": False,
+    "tool": False,
+    "made_up": True,
+    "untrusted_values": False,
+    "made_up_values": False,
+    "tool_values": [],
+}
+
+
 def _full_cedar(arguments: dict[str, Any], session: str) -> tuple[str, set[str]]:
     schema = generate_schema(REGISTRY)
     order = arguments.get("order")
@@ -800,6 +811,8 @@ def _full_cedar(arguments: dict[str, Any], session: str) -> tuple[str, set[str]]
                 "input": inp,
                 "session": {"id": session},
                 "tool": {"read_only": False, "annotations": {}},
+                # Every argument seen nowhere (no session), as the evaluator says it.
+                "provenance": dict.fromkeys(arguments, MADE_UP),
             },
         },
         POLICIES,

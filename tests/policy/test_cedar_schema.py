@@ -301,6 +301,7 @@ def test_one_action_per_tool_in_its_groups() -> None:
         "input": {"type": "files__read_fileInput"},
         "session": {"type": "Session"},
         "tool": {"type": "ToolContext"},
+        "provenance": {"type": "files__read_fileProvenance"},
     }
     for group in ("call_tool", "read_only", "mutating", "ns:files"):
         assert "appliesTo" not in actions[group]

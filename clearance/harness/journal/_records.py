@@ -141,6 +141,12 @@ class CallDecidedData(_ToolIdentity):
     facts: dict[str, Any] | None = None
     """The canonical facts of the declared arguments, by argument (none of a withheld one),
     or ``{"error": ...}`` when one could not be canonicalized (rule R11)."""
+    provenance: dict[str, Any] | None = None
+    """Where each argument came from, by argument (:mod:`clearance.provenance`: ``sources``,
+    ``user``, ``tool``, ``made_up``, ``untrusted_values``, ``made_up_values``,
+    ``tool_values``; a withheld argument's without ``tool_values``); absent when the
+    session had recorded nothing (every value made up) or the call ended before the
+    evaluator."""
     guardrails: list[GuardrailRecord] | None = None
     verdict: VerdictRecord | None = None
     shadow: ShadowRecord | None = None

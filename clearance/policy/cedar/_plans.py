@@ -124,6 +124,9 @@ class ToolPlan:
     facts_type: RecordType | None = None
     facts_need: Need = None
     send_facts: bool = False
+    provenance_type: RecordType | None = None
+    provenance_need: Need = None
+    send_provenance: bool = False
 
 
 @dataclass(slots=True)
@@ -220,7 +223,7 @@ def tool_plans(
         top = (
             need
             if need is not None
-            else {"input": None, "session": None, "tool": None, "facts": None}
+            else {"input": None, "session": None, "tool": None, "facts": None, "provenance": None}
         )
         tool_need: Need = top.get("tool", {})
         tool_value = (
@@ -247,5 +250,8 @@ def tool_plans(
             facts_type=model.tools[tool.qualified_name].facts,
             facts_need=top.get("facts"),
             send_facts="facts" in top,
+            provenance_type=model.tools[tool.qualified_name].provenance,
+            provenance_need=top.get("provenance"),
+            send_provenance="provenance" in top,
         )
     return plans, tuple(ungoverned)

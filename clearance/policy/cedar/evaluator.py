@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from clearance.errors import ConfigError, PolicyError
-from clearance.policy.base import AuthzRequest, Evaluator, Verdict
+from clearance.policy.base import AuthzRequest, Evaluator, Verdict, provenance_of
 from clearance.policy.cedar._loading import LoadedSet, build_engine, load_set
 from clearance.policy.cedar._sources import (
     PolicyDirectory,
@@ -365,6 +365,13 @@ class CedarEvaluator(Evaluator):
             if plan.send_facts and plan.facts_type is not None:
                 context["facts"] = to_cedar(
                     plan.facts_type, request.facts, "facts", plan.facts_need
+                )
+            if plan.send_provenance and plan.provenance_type is not None:
+                context["provenance"] = to_cedar(
+                    plan.provenance_type,
+                    provenance_of(request),
+                    "provenance",
+                    plan.provenance_need,
                 )
         except ValueMismatch as exc:
             return deny(f"cannot put the call to Cedar: {exc}")

@@ -11,7 +11,10 @@ The schema mirrors how :class:`~clearance.policy.cedar.CedarEvaluator` builds re
 * each action's context is ``{input: <tool>Input, session: Session, tool: ToolContext}``,
   where ``<tool>Input`` is the tool's JSON Schema translated to Cedar types, plus
   ``facts: <tool>Facts`` for a tool that declares canonical facts (one record per
-  declared argument, typed from its kind's attributes: see :mod:`clearance.facts`).
+  declared argument, typed from its kind's attributes: see :mod:`clearance.facts`), and
+  ``provenance: <tool>Provenance``: one record of the common type ``Provenance`` per
+  top-level argument of ``<tool>Input`` (where its value came from: see
+  :mod:`clearance.provenance`), required when the argument is.
 
 JSON Schema to Cedar: ``string`` → ``String``, ``integer`` → ``Long``, ``number`` →
 ``decimal``, ``boolean`` → ``Bool``, ``array`` → ``Set`` of the item type, ``object`` →
@@ -44,6 +47,7 @@ from clearance.policy.cedar._cedar_types import (
 )
 from clearance.policy.cedar._json_schema import Translator
 from clearance.policy.cedar._schema_text import schema_to_text
+from clearance.provenance import ORIGIN_ATTRIBUTES
 from clearance.types import ToolCatalog, ToolLike
 
 __all__ = [
@@ -54,6 +58,8 @@ __all__ = [
     "LONG",
     "MUTATING",
     "NAMESPACE_TYPE",
+    "ORIGIN_TYPE",
+    "PROVENANCE_TYPE",
     "READ_ONLY",
     "RESERVED_TYPES",
     "SESSION_TYPE",
@@ -71,6 +77,7 @@ __all__ = [
     "facts_type",
     "generate_schema",
     "namespace_group",
+    "provenance_type",
     "schema_to_text",
     "untyped_arguments",
 ]
@@ -83,7 +90,10 @@ READ_ONLY = "read_only"
 MUTATING = "mutating"
 TOOL_TYPE = "Tool"
 NAMESPACE_TYPE = "Namespace"
-RESERVED_TYPES = frozenset({TOOL_TYPE, NAMESPACE_TYPE, "Session", "ToolContext", "ToolAnnotations"})
+PROVENANCE_TYPE = "Provenance"
+RESERVED_TYPES = frozenset(
+    {TOOL_TYPE, NAMESPACE_TYPE, "Session", "ToolContext", "ToolAnnotations", PROVENANCE_TYPE}
+)
 
 
 def namespace_group(namespace: str) -> str:
@@ -107,6 +117,8 @@ class ToolSchema:
     input_type_name: str
     facts: RecordType | None = None
     """The tool's ``context.facts`` record (None when it declares no facts)."""
+    provenance: RecordType | None = None
+    """The tool's ``context.provenance`` record: one ``Provenance`` per argument."""
 
 
 _FACT_TYPES: Mapping[str, CedarType] = {
@@ -148,6 +160,23 @@ def facts_type(tool: ToolLike) -> RecordType | None:
     )
 
 
+ORIGIN_TYPE = RecordType(
+    {name: Attribute(fact_attribute_type(typ), True) for name, typ in ORIGIN_ATTRIBUTES.items()}
+)
+"""The record of one argument's provenance (the common type ``Provenance``)."""
+
+
+def provenance_type(input_record: RecordType) -> RecordType:
+    """The record ``context.provenance`` has for a tool whose ``context.input`` is
+    ``input_record``: one ``Provenance`` per argument, required when the argument is."""
+    return RecordType(
+        {
+            name: Attribute(ORIGIN_TYPE, attr.required)
+            for name, attr in input_record.attributes.items()
+        }
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SchemaModel:
     """The generated schema and the typed pieces the evaluator needs."""
@@ -166,6 +195,17 @@ class SchemaModel:
     @property
     def action_type(self) -> str:
         return self.qualify("Action")
+
+
+def _with_common(record_json: dict[str, Any], name: str) -> dict[str, Any]:
+    """A record's JSON whose attributes all name the common type ``name``."""
+    for attr in record_json.get("attributes", {}).values():
+        required = attr.get("required", True)
+        attr.clear()
+        attr["type"] = name
+        if not required:
+            attr["required"] = False
+    return record_json
 
 
 def build_schema(
@@ -206,6 +246,7 @@ def build_schema(
     tools = sorted(registry, key=lambda t: t.qualified_name)
     annotations = _annotations_type(tools)
     common: dict[str, Any] = {
+        PROVENANCE_TYPE: ORIGIN_TYPE.to_json(),
         "Session": SESSION_TYPE.to_json(),
         "ToolAnnotations": annotations.to_json(),
         "ToolContext": {
@@ -236,8 +277,13 @@ def build_schema(
             used_names.add(facts_name)
             common[facts_name] = facts.to_json()
             context_attrs["facts"] = {"type": facts_name}
+        origins = provenance_type(record)
+        origins_name = _type_name(tool.model_alias, used_names, suffix="Provenance")
+        used_names.add(origins_name)
+        common[origins_name] = _with_common(origins.to_json(), PROVENANCE_TYPE)
+        context_attrs["provenance"] = {"type": origins_name}
         tool_schemas[tool.qualified_name] = ToolSchema(
-            tool, record, tuple(translator.skipped), type_name, facts
+            tool, record, tuple(translator.skipped), type_name, facts, origins
         )
         group = namespace_group(tool.namespace)
         actions.setdefault(group, {})
