@@ -801,3 +801,35 @@ def test_on_by_itself_when_the_application_set_a_tracer_provider() -> None:
         )
     )
     assert lines[2] == "(None, 'ok') ()"
+
+
+def test_the_example_in_the_docs_prints_the_spans() -> None:
+    """docs/telemetry.md's example, in a process of its own (it sets the global provider)."""
+    from doc_examples import python_blocks
+
+    ((line, code),) = python_blocks("telemetry.md")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"docs/telemetry.md:{line}: {done.stderr}"
+    spans = [json.loads(part) for part in _json_objects(done.stdout)]
+    names = {span["name"]: span for span in spans}
+    assert set(names) == {
+        "execute_tool app.echo",
+        "clearance.schema",
+        "clearance.evaluator",
+        "clearance.dispatch",
+    }
+    call = names["execute_tool app.echo"]["attributes"]
+    assert call["gen_ai.tool.call.id"] == "call_1" and call["clearance.decision"] == "allow"
+
+
+def _json_objects(text: str) -> list[str]:
+    """The top-level JSON objects ConsoleSpanExporter printed one after the other."""
+    decoder, at = json.JSONDecoder(), 0
+    found: list[str] = []
+    while True:
+        start = text.find("{", at)
+        if start < 0:
+            return found
+        _, end = decoder.raw_decode(text, start)
+        found.append(text[start:end])
+        at = end
