@@ -284,6 +284,11 @@ def gateway_part(quick: bool) -> list[Row]:
     cpu = results.get("gateway_cpu")
     if cpu:
         print(f"  gateway process CPU per call: {cpu[0]:.3f} ms")
+    upstream_cpu = results.get("upstream_cpu")
+    if upstream_cpu:
+        print(
+            f"  upstream server CPU per direct call (the SDK's server side): {upstream_cpu[0]:.3f} ms"
+        )
     print()
     return [
         Row(
@@ -291,7 +296,8 @@ def gateway_part(quick: bool) -> list[Row]:
             f"{g - d:+.3f} ms",
             f"over a direct call, {d:.3f} ms",
             g - d <= 0.5,
-            f"gateway CPU {cpu[0]:.3f} ms/call" if cpu else "",
+            (f"gateway CPU {cpu[0]:.3f} ms/call" if cpu else "")
+            + (f"; an SDK server alone {upstream_cpu[0]:.3f}" if upstream_cpu else ""),
         )
     ]
 
