@@ -342,6 +342,10 @@ class Session:
             self._idle = anyio.Event()
             with anyio.CancelScope(shield=True):
                 await self._idle.wait()
+        telemetry = self.harness.telemetry
+        if telemetry is not None:  # authorized, never reported: their spans end here
+            for call in self.authorized.values():
+                telemetry.end(call, "cancelled", call.record.get("decision"), ())
         self.authorized.clear()
         self.harness.grants.end_session(self.id)
         self.harness.hub.close_session(self.id)

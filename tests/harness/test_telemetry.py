@@ -425,6 +425,27 @@ async def test_host_run_calls_authorize_then_record_result(otel: Otel) -> None:
     assert "clearance.dispatch" in otel.children(roots["h4"])
 
 
+async def test_an_authorized_call_never_reported_ends_when_the_session_closes(
+    otel: Otel,
+) -> None:
+    async with Harness(
+        registry(), evaluator=LocalEvaluator(allow=["files.read_file"]), telemetry=otel.telemetry()
+    ) as harness:
+        session = await harness.create_session(principal=ALICE)
+        assert (await session.authorize("files__read_file", {"path": "a"}, call_id="h1")).allowed
+        assert otel.roots() == []
+        await session.aclose()
+        (root,) = otel.roots()
+    got = attributes(root)
+    assert (got["clearance.decision"], got["clearance.outcome"]) == ("allow", "cancelled")
+    assert "clearance.dispatch" not in otel.children(root)  # it never started
+    counts = {
+        (p.attributes["clearance.decision"], p.attributes["clearance.outcome"]): p.value
+        for p in otel.points("clearance.decisions")
+    }
+    assert counts == {("allow", "cancelled"): 1}
+
+
 async def test_run_authorized_runs_in_a_live_dispatch_span(otel: Otel) -> None:
     tracer = otel.tracer_provider.get_tracer("the handler")
 
