@@ -1,4 +1,5 @@
-"""``clearance grants list|revoke`` over a real SQLite grant store."""
+"""``clearance grants list|revoke`` over a real grant store: a SQLite file, and a
+PostgreSQL schema on the test server (the tests that take ``stores`` run on both)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ from typing import Any
 
 import anyio
 import pytest
+from postgres_support import sql
+from store_backends import Stores, stores_fixture
 from support import ALICE, Recorder, coding_registry
 
-from clearance import Harness, PermissionAsk, SqliteJournal
+from clearance import Harness, MemoryJournal, PermissionAsk, SqliteJournal
 from clearance.harness.approvals import Answer, Grant, GrantScope, SqliteGrantStore
 from clearance.policy import LocalEvaluator
 
+stores = stores_fixture()
 
-def _store(path: Path) -> list[Grant]:
+
+def _store(path: Path | Stores) -> list[Grant]:
     grants = [
         Grant(
             "g_one",
@@ -38,16 +43,17 @@ def _store(path: Path) -> list[Grant]:
             expires_at=1_900_000_000.0,
         ),
     ]
-    store = SqliteGrantStore(path)
+    store = path.grants() if isinstance(path, Stores) else SqliteGrantStore(path)
     for g in grants:
         store.add(g)
     store.close()
     return grants
 
 
-def test_list_filter_and_revoke(cli: Any, tmp_path: Path) -> None:
-    _store(tmp_path / "grants.db")
-    table = cli("grants", "list", "--db", "grants.db")
+def test_list_filter_and_revoke(cli: Any, stores: Stores) -> None:
+    _store(stores)
+    db = stores.target
+    table = cli("grants", "list", "--db", db)
     assert table.code == 0, table.err
     lines = table.out.splitlines()
     assert re.match(r"ID +PRINCIPAL +TOOL +SCOPE +CREATED +EXPIRES +BY$", lines[0])
@@ -58,17 +64,17 @@ def test_list_filter_and_revoke(cli: Any, tmp_path: Path) -> None:
     assert lines[2].startswith('g_two  User::"bob"')
 
     only_bob = json.loads(
-        cli("grants", "list", "--db", "grants.db", "--json", "--principal", "User::bob").out
+        cli("grants", "list", "--db", db, "--json", "--principal", "User::bob").out
     )
     assert [g["grant_id"] for g in only_bob] == ["g_two"]
     by_tool = json.loads(
-        cli("grants", "list", "--db", "grants.db", "--json", "--tool", "files.write_file").out
+        cli("grants", "list", "--db", db, "--json", "--tool", "files.write_file").out
     )
     assert [g["grant_id"] for g in by_tool] == ["g_one"]
 
-    revoked = cli("grants", "revoke", "g_one", "--db", "grants.db", "--json")
+    revoked = cli("grants", "revoke", "g_one", "--db", db, "--json")
     assert revoked.code == 0 and json.loads(revoked.out) == {"revoked": "g_one"}
-    assert [g.grant_id for g in SqliteGrantStore(tmp_path / "grants.db").list()] == ["g_two"]
+    assert [g.grant_id for g in stores.grants().list()] == ["g_two"]
 
 
 def test_the_default_store_comes_from_the_config(cli: Any, tmp_path: Path) -> None:
@@ -96,7 +102,7 @@ def test_missing_store_and_unknown_id_are_bad_input(cli: Any, tmp_path: Path) ->
 
 @pytest.mark.anyio
 async def test_a_running_harness_honours_a_revoke_from_the_command(
-    cli: Any, tmp_path: Path
+    cli: Any, stores: Stores
 ) -> None:
     """Issue 12 item 3 / R12: ``clearance grants revoke`` in another process takes effect at
     the running harness's next lookup; the next call is asked again and does not run."""
@@ -109,8 +115,9 @@ async def test_a_running_harness_honours_a_revoke_from_the_command(
 
     arguments = {"path": "src/a.py", "content": "x"}
     evaluator = LocalEvaluator(ask=["files.write_file"])
-    store = SqliteGrantStore(tmp_path / "clearance.db")
-    journal = SqliteJournal(tmp_path / "clearance.db")  # the CLI's default: one shared file
+    store = stores.grants()
+    # SQLite: the CLI's default layout, the journal and the grants in one file.
+    journal = SqliteJournal(stores.target) if stores.kind == "sqlite" else MemoryJournal()
     async with Harness(
         coding_registry(rec), evaluator=evaluator, grant_store=store, journal=journal
     ) as h:
@@ -119,11 +126,11 @@ async def test_a_running_harness_honours_a_revoke_from_the_command(
         (grant,) = store.list()
         assert (await s.call_tool("files__write_file", arguments)).grant == grant.grant_id
         listed = await anyio.to_thread.run_sync(
-            lambda: cli("grants", "list", "--db", "clearance.db", "--json")
+            lambda: cli("grants", "list", "--db", stores.target, "--json")
         )
         assert [g["grant_id"] for g in json.loads(listed.out)] == [grant.grant_id]
         revoked = await anyio.to_thread.run_sync(
-            lambda: cli("grants", "revoke", grant.grant_id, "--db", "clearance.db")
+            lambda: cli("grants", "revoke", grant.grant_id, "--db", stores.target)
         )
         assert revoked.code == 0, revoked.err
         after = await s.call_tool("files__write_file", arguments)
@@ -134,18 +141,24 @@ async def test_a_running_harness_honours_a_revoke_from_the_command(
 
 
 def test_a_row_this_version_cannot_read_is_not_listed_but_can_be_revoked(
-    cli: Any, tmp_path: Path
+    cli: Any, stores: Stores
 ) -> None:
-    _store(tmp_path / "g.db")
-    raw = sqlite3.connect(tmp_path / "g.db")
-    body = {"grant_id": "g_new", "scope": {"kind": "from-the-future"}}
-    raw.execute("INSERT INTO grants VALUES ('g_new', ?)", (json.dumps(body),))
-    raw.commit()
-    raw.close()
-    listed = cli("grants", "list", "--db", "g.db", "--json")
+    _store(stores)
+    body = json.dumps({"grant_id": "g_new", "scope": {"kind": "from-the-future"}})
+    if stores.kind == "sqlite":
+        raw = sqlite3.connect(stores.target)
+        raw.execute("INSERT INTO grants VALUES ('g_new', ?)", (body,))
+        raw.commit()
+        raw.close()
+    else:
+        sql(stores.schema, "INSERT INTO {s}.grants VALUES ('g_new', %s)", (body,))
+    listed = cli("grants", "list", "--db", stores.target, "--json")
     assert listed.code == 0 and "skipping grant 'g_new'" in listed.err
     assert [g["grant_id"] for g in json.loads(listed.out)] == ["g_one", "g_two"]
-    revoked = cli("grants", "revoke", "g_new", "--db", "g.db")
+    revoked = cli("grants", "revoke", "g_new", "--db", stores.target)
     assert revoked.code == 0 and revoked.out == "revoked g_new\n"
-    rows = sqlite3.connect(tmp_path / "g.db").execute("SELECT grant_id FROM grants").fetchall()
+    if stores.kind == "sqlite":
+        rows = sqlite3.connect(stores.target).execute("SELECT grant_id FROM grants").fetchall()
+    else:
+        rows = sql(stores.schema, "SELECT grant_id FROM {s}.grants")
     assert sorted(rows) == [("g_one",), ("g_two",)]
