@@ -90,9 +90,10 @@ def visible_provenance(
     provenance: Mapping[str, Mapping[str, Any]], withheld: set[str]
 ) -> dict[str, Any]:
     """The provenance records may show: a withheld argument's record without the values
-    found inside it (``tool_values``); the places and flags name no value."""
+    found inside it (``tool_values``); the places and flags name no value. Records are
+    made per call (``Described``): without withheld arguments they are shown as they are."""
     if not withheld:
-        return {name: dict(record) for name, record in provenance.items()}
+        return dict(provenance)
     hidden = hidden_arguments(withheld)
     shown: dict[str, Any] = {}
     for name, record in provenance.items():

@@ -101,7 +101,7 @@ class Session:
         """Where this session's asks are answered (see :class:`AskDesk`)."""
         self.authorized: dict[str, CallState] = {}
         """Calls ``authorize`` allowed whose run the host has not recorded yet, by call id."""
-        self.provenance = Provenance(trust=harness.trust)
+        self.provenance = Provenance(trust=harness.trust, enabled=harness.provenance_enabled)
         """The values that entered this session (messages, tool results) and where each
         came from (:mod:`clearance.provenance`)."""
         if agent.instructions:

@@ -41,6 +41,7 @@ from clearance.harness._redaction import (
 from clearance.harness.outcomes import CallOutcome
 from clearance.harness.tools import Tool
 from clearance.policy.base import AuthzRequest, Verdict, as_evaluator, check_verdict, evaluate
+from clearance.provenance.ledger import Described
 
 if TYPE_CHECKING:
     from clearance.harness.session import Harness
@@ -336,6 +337,8 @@ class Stages(Recorder):
             )
             failed = True
         call.timing["evaluate"] = int((time.perf_counter() - t) * 1_000_000)
+        if provenance.computed:  # what the decision read of it
+            call.record["provenance"] = visible_provenance(provenance.computed, call.withheld)
         call.record["verdict"] = verdict_record(verdict, failed, call.secrets)
         if h.shadow_evaluator is not None:
             call.record["shadow"] = await self._shadow(call, request, verdict)
@@ -354,16 +357,13 @@ class Stages(Recorder):
         call.verdict = verdict
         return None
 
-    def _provenance(self, call: CallState) -> Mapping[str, Any]:
+    def _provenance(self, call: CallState) -> Described:
         """Where each final argument came from (:mod:`clearance.provenance`), under the
-        harness's trust list, for the evaluator and the record. A session that recorded
-        nothing pays for none of it: its records are computed only if a policy reads them,
-        and the record leaves them out."""
+        harness's trust list, for the evaluator. Each argument's record is computed when
+        a policy first reads it: a call whose policies read none pays for none."""
         ledger = call.ledger or call.session.provenance
         provenance = ledger.describe(call.arguments, self.harness.trust)
         call.provenance = provenance
-        if not ledger.empty:
-            call.record["provenance"] = visible_provenance(provenance, call.withheld)
         return provenance
 
     async def _shadow(

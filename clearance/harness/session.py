@@ -86,6 +86,10 @@ class Harness:
         trust: which sources, besides the user's messages, count as the user's own for
             provenance (``TrustList.from_directory(pack)`` reads a pack's
             ``provenance.toml``); default: system messages do, no tool does.
+        provenance: ``False`` when no policy reads provenance: sessions record nothing
+            and calls pay nothing for it; a policy that reads it anyway sees every value
+            as from a tool (``"tool:*"``), never the user's, so it denies rather than
+            trusts.
     """
 
     def __init__(
@@ -110,6 +114,7 @@ class Harness:
         event_buffer: int = 1024,
         telemetry: Telemetry | bool | None = None,
         trust: TrustList | None = None,
+        provenance: bool = True,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise TypeError("registry must be a ToolRegistry")
@@ -138,6 +143,8 @@ class Harness:
             raise TypeError("trust must be a TrustList (TrustList.from_directory(pack))")
         self.trust = trust if trust is not None else TrustList()
         """Which sources count as the user's own in every session (:mod:`clearance.provenance`)."""
+        self.provenance_enabled = bool(provenance)
+        """Whether sessions record their messages and results (see ``provenance``)."""
         self.dispatcher = Dispatcher(
             max_concurrency=max_concurrency, max_queue=max_queue, cancel_grace=cancel_grace
         )

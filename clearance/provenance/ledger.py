@@ -49,16 +49,15 @@ from clearance.provenance.trust import TrustList
 from clearance.provenance.values import (
     MIN_LITERAL,
     clean_text,
-    inside_values,
     json_strings_and_numbers,
     literal,
     literal_keys,
     number_key,
+    read_string,
     text_keys,
-    whole_keys,
 )
 
-__all__ = ["ORIGIN_ATTRIBUTES", "Provenance", "origin_label", "values_label"]
+__all__ = ["ORIGIN_ATTRIBUTES", "Described", "Provenance", "origin_label", "values_label"]
 
 ORIGIN_ATTRIBUTES: Mapping[str, str] = {
     "sources": "Set<String>",
@@ -75,6 +74,8 @@ is generated from it, as a fact kind's record is)."""
 MAX_VALUES = 20_000
 MAX_SCAN = 256 * 1024
 MAX_PHRASE_TEXT = 1024 * 1024
+_PENDING_CHARS = 1024 * 1024
+"""Text recorded and not yet scanned, at most (see ``Provenance._defer``)."""
 _MAX_UNITS = 4096
 """Leaves of one argument looked at; past it the rest counts as found nowhere."""
 
@@ -141,16 +142,23 @@ class Provenance:
         max_values: distinct keys kept (see Bounds in the module docstring).
         max_scan: characters read of one message or result.
         max_phrase_text: characters of messages kept for phrase matching.
+        enabled: ``False`` records nothing and fails safe: every value counts as from a
+            tool (``"tool:*"``), never as the user's nor as made up, so that a policy that
+            reads provenance denies rather than trusts (``Harness(provenance=False)``:
+            for applications whose policies never read it; it then costs nothing).
     """
 
     __slots__ = (
         "_bits",
         "_marks",
         "_masks",
+        "_pending",
+        "_pending_chars",
         "_phrase_chars",
         "_phrases",
         "_places",
         "_trusted",
+        "enabled",
         "max_phrase_text",
         "max_scan",
         "max_values",
@@ -167,14 +175,16 @@ class Provenance:
         max_values: int = MAX_VALUES,
         max_scan: int = MAX_SCAN,
         max_phrase_text: int = MAX_PHRASE_TEXT,
+        enabled: bool = True,
     ) -> None:
         self.trust = trust if trust is not None else TrustList()
+        self.enabled = enabled
         self.max_values = max_values
         self.max_scan = max_scan
         self.max_phrase_text = max_phrase_text
-        self.overflowed = False
-        """Some value was forgotten (a bound was reached): values found nowhere count as
-        from a tool from now on."""
+        self.overflowed = not enabled
+        """Some value was forgotten (a bound was reached, or the ledger is disabled):
+        values found nowhere count as from a tool from now on."""
         self.messages = 0
         """Messages recorded."""
         self.results = 0
@@ -186,6 +196,8 @@ class Provenance:
         self._phrase_chars = 0
         self._masks: dict[int, list[str]] = {}
         self._trusted: dict[TrustList, tuple[int, int]] = {}
+        self._pending: list[tuple[int, list[str], Any, bool]] = []
+        self._pending_chars = 0
 
     @classmethod
     def from_conversation(
@@ -226,8 +238,9 @@ class Provenance:
 
     @property
     def empty(self) -> bool:
-        """Nothing was recorded: every value is made up."""
-        return not self._marks and not self._phrases and not self.overflowed
+        """Nothing is kept: every value is made up (or, overflowed or disabled, from a
+        tool)."""
+        return not self._marks and not self._phrases and not self._pending
 
     @property
     def places(self) -> tuple[str, ...]:
@@ -245,13 +258,15 @@ class Provenance:
             raise ValueError(f"role must be 'user' or 'system', not {role!r}")
         if not isinstance(text, str):
             raise TypeError(f"a message is a string, not {type(text).__name__}")
+        if not self.enabled:
+            return
         self.messages += 1
         bit = self._bit(role)
         if len(text) > self.max_scan:
             text = text[: self.max_scan]
             self.overflowed = True
         cleaned = clean_text(text)
-        self._mark(text_keys(cleaned), bit)
+        self._defer(bit, [cleaned], (), message=True)
         phrase = literal(cleaned)
         if phrase and self._phrase_chars + len(phrase) < self.max_phrase_text:
             self._phrase_chars += len(phrase) + 1
@@ -262,16 +277,38 @@ class Provenance:
         """Record what a call of ``tool`` (its qualified name) returned to the model: a
         string or a JSON value (its strings and numbers are read)."""
         del call_id  # places are tools: a value is "from tool X", whichever call it was
+        if not self.enabled:
+            return
         self.results += 1
         bit = self._bit(f"tool:{tool}")
         strings, numbers, complete = json_strings_and_numbers(value, self.max_scan)
         if not complete:
             self.overflowed = True
-        self._mark(numbers, bit)
-        for text in strings:
-            cleaned = clean_text(text)
-            self._mark(text_keys(cleaned), bit)
-            self._mark(literal_keys(cleaned), bit)
+        self._defer(bit, strings, numbers, message=False)
+
+    def _defer(self, bit: int, strings: list[str], numbers: Any, *, message: bool) -> None:
+        """Keep what was read until a record is asked for: the text is scanned then, once
+        (a session whose policies never read provenance never scans it). Past
+        ``_PENDING_CHARS`` it is scanned now, so that what waits stays bounded."""
+        self._pending.append((bit, strings, numbers, message))
+        self._pending_chars += sum(map(len, strings))
+        if self._pending_chars > _PENDING_CHARS:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Scan everything recorded since the last record was asked for, in order."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        self._pending_chars = 0
+        for bit, strings, numbers, message in pending:
+            self._mark(numbers, bit)
+            for text in strings:
+                cleaned = text if message else clean_text(text)
+                self._mark(text_keys(cleaned), bit)
+                if not message:
+                    self._mark(literal_keys(cleaned), bit)
 
     def _bit(self, place: str) -> int:
         bit = self._bits.get(place)
@@ -294,20 +331,16 @@ class Provenance:
 
     # -- describing -----------------------------------------------------------------------
 
-    def describe(
-        self, arguments: Mapping[str, Any], trust: TrustList | None = None
-    ) -> Mapping[str, Mapping[str, Any]]:
-        """The provenance record of each top-level argument (see the module docstring).
-
-        With nothing recorded, the records are computed when read (a session that never
-        saw a message or a result pays for none)."""
-        if self.empty:
-            return _Unrecorded(self, arguments)
-        trusted = self._trusted_mask(trust or self.trust)
-        return {name: self._record(value, trusted) for name, value in arguments.items()}
+    def describe(self, arguments: Mapping[str, Any], trust: TrustList | None = None) -> Described:
+        """The provenance record of each top-level argument (see the module docstring), a
+        mapping that computes each record when it is first read and then keeps it: a
+        policy that reads one argument's provenance pays for that one, and one that reads
+        none pays for none (:attr:`Described.computed` holds what was read)."""
+        return Described(self, arguments, trust or self.trust)
 
     def origin(self, value: Any, trust: TrustList | None = None) -> dict[str, Any]:
         """The provenance record of one value (a string, a number, an array or object)."""
+        self._flush()
         return self._record(value, self._trusted_mask(trust or self.trust))
 
     def _trusted_mask(self, trust: TrustList) -> int:
@@ -333,13 +366,15 @@ class Provenance:
         tool_values: list[str] = []
         overflowed = self.overflowed
         marks = self._marks
-        for kind, item in _units(value):
+        units_of = _one_unit(value)
+        for kind, item in units_of if units_of is not None else _units(value):
             units += 1
             if kind == "s":
-                mask = self._string_mask(item)
+                phrase, whole, inside = read_string(item)
+                mask = self._string_mask(phrase, whole)
                 if overflowed and mask == 0:
                     unseen = True
-                for shown, key in inside_values(clean_text(item)):
+                for shown, key in inside:
                     m = marks.get(key, 0)
                     if m & trusted:
                         continue
@@ -363,7 +398,7 @@ class Provenance:
                 tool = True
             else:
                 made_up = True
-        sources = list(self._sources(found))
+        sources = list(self._sources(found)) if found else []
         if unseen:
             sources.append("tool:*")
         return {
@@ -376,16 +411,17 @@ class Provenance:
             "tool_values": sorted(tool_values),
         }
 
-    def _string_mask(self, text: str) -> int:
+    def _string_mask(self, phrase: str, whole: tuple[str, ...]) -> int:
+        """Where a string unit was found: its literal in a result or as a phrase of a
+        message, or the canonical fact it is as a whole."""
         marks = self._marks
         mask = 0
-        phrase = literal(text)
         if len(phrase) >= MIN_LITERAL:
             mask = marks.get("l:" + phrase, 0)
             for bit, joined in self._phrases.items():
                 if not mask & bit and _phrase_in(phrase, joined):
                     mask |= bit
-        for key in whole_keys(text):
+        for key in whole:
             mask |= marks.get(key, 0)
         return mask
 
@@ -403,6 +439,18 @@ class Provenance:
             f"Provenance(messages={self.messages}, results={self.results}, "
             f"values={len(self._marks)}, overflowed={self.overflowed})"
         )
+
+
+def _one_unit(value: Any) -> tuple[tuple[str, Any], ...] | None:
+    """The units of a string or a number (the common arguments), without a generator;
+    None for anything else."""
+    kind = type(value)
+    if kind is str:
+        return (("s", value),)
+    if kind is int or kind is float:
+        key = number_key(value)
+        return (("n", key),) if key is not None else ()
+    return None
 
 
 def _units(value: Any) -> Iterator[tuple[str, Any]]:
@@ -440,23 +488,28 @@ def _units(value: Any) -> Iterator[tuple[str, Any]]:
                     yield "n", key
 
 
-class _Unrecorded(Mapping[str, Mapping[str, Any]]):
-    """The records of a ledger with nothing in it, computed when read."""
+class Described(Mapping[str, Mapping[str, Any]]):
+    """The provenance records of one call's arguments (:meth:`Provenance.describe`): each
+    computed when first read, then kept, so that the evaluator, the guardrails and the
+    record all see one record per argument."""
 
-    __slots__ = ("_arguments", "_done", "_ledger")
+    __slots__ = ("_arguments", "_ledger", "_trust", "computed")
 
-    def __init__(self, ledger: Provenance, arguments: Mapping[str, Any]) -> None:
+    def __init__(self, ledger: Provenance, arguments: Mapping[str, Any], trust: TrustList) -> None:
         self._ledger = ledger
         self._arguments = arguments
-        self._done: dict[str, dict[str, Any]] | None = None
+        self._trust = trust
+        self.computed: dict[str, dict[str, Any]] = {}
+        """The records read so far, by argument."""
 
     def __getitem__(self, name: str) -> Mapping[str, Any]:
-        done = self._done
-        if done is None:
-            done = self._done = {}
-        record = done.get(name)
+        record = self.computed.get(name)
         if record is None:
-            record = done[name] = self._ledger._record(self._arguments[name], 0)
+            value = self._arguments[name]
+            ledger = self._ledger
+            ledger._flush()
+            record = ledger._record(value, ledger._trusted_mask(self._trust))
+            self.computed[name] = record
         return record
 
     def __iter__(self) -> Iterator[str]:

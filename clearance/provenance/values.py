@@ -41,6 +41,7 @@ __all__ = [
     "inside_values",
     "literal",
     "number_key",
+    "read_string",
     "text_keys",
     "whole_keys",
 ]
@@ -79,7 +80,12 @@ _IBAN = re.compile(
 _NUMBER = re.compile(
     r"(?<![\w.,])(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,20})(?:\.[0-9]{1,12})?(?![\w])"
 )
-_TOKEN = re.compile(r"\S*[0-9/_.@\-]\S*")
+_TOKEN_CHARS = frozenset("0123456789/_.@-")
+_DIGIT = re.compile(r"[0-9]").search
+_WORD = re.compile(r"[^\W\d_]+").fullmatch
+_MARKS = re.compile(r"[@./:]").search
+_SPACE = re.compile(r"\s").search
+_IBAN_TOKEN = re.compile(r"[A-Za-z]{2}[0-9]{2}[A-Za-z0-9]{10,30}")
 
 
 def clean_text(text: str) -> str:
@@ -92,8 +98,10 @@ def clean_text(text: str) -> str:
 def literal(text: str) -> str:
     """The literal form of a string: NFKC, case-folded, whitespace runs as one space."""
     text = clean_text(text).casefold()
-    if "  " in text or "\n" in text or "\t" in text or text[:1].isspace() or text[-1:].isspace():
-        text = " ".join(text.split())
+    if " " in text or "\n" in text or "\t" in text or not text.isprintable():
+        # One space between words, none around (isprintable: other whitespace).
+        if "  " in text or not text.isprintable() or text[:1] == " " or text[-1:] == " ":
+            text = " ".join(text.split())
     return text
 
 
@@ -141,15 +149,20 @@ def _url_keys(url: str, *, bare: bool) -> tuple[str, ...]:
 
 def _iban(text: str) -> str | None:
     """The key of an IBAN-like id, or None. The spaced form is groups of four (the last
-    may be shorter) after a first group of four; a group counts only when it has a digit
-    or the country code's case, so ``DE89 3704 0044 0532 0130 00 with`` stops before
-    ``with``."""
-    upper = text[:2].isupper()
+    may be shorter) after a first group of four; a group of letters only counts when a
+    group with a digit follows it (``GB29 NWBK 6016...``), so ``DE89 3704 0044 0532 0130
+    00 with`` stops before ``with``."""
+    if " " not in text:
+        if not 14 <= len(text) <= 34 or not text.isascii():
+            return None
+        return f"i:{text.upper()}"
     groups = text.split(" ")
     kept = [groups[0]]
     if len(groups[0]) == 4:
-        for group in groups[1:]:
-            if not any(c.isdigit() for c in group) and group.isupper() != upper:
+        for k, group in enumerate(groups[1:], 1):
+            if not any(c.isdigit() for c in group) and not (
+                len(group) == 4 and k + 1 < len(groups) and any(c.isdigit() for c in groups[k + 1])
+            ):
                 break
             kept.append(group)
             if len(group) < 4:
@@ -185,31 +198,135 @@ def _number_text(text: str) -> str | None:
         return None
 
 
+_STRIP = "\"'()[]{}<>,;!?*`|"
+_PARTS = re.compile(r"[/?=&#]+")
+_CACHE_LIMIT = 8192
+_token_cache: dict[str, tuple[tuple[str, str], ...]] = {}
+
+
+def _token_values(token: str) -> tuple[tuple[str, str], ...]:
+    """The canonical facts in one whitespace-free token, as ``(shown, key)``; memoized
+    (tokens repeat: field names, amounts, hosts), the memo bounded."""
+    found = _token_cache.get(token)
+    if found is None:
+        found = tuple(_classify(token))
+        if len(_token_cache) >= _CACHE_LIMIT:
+            _token_cache.clear()
+        _token_cache[token] = found
+    return found
+
+
+def _classify(token: str) -> Iterator[tuple[str, str]]:
+    text = token.strip(_STRIP).rstrip(".:")
+    if len(text) < 1:
+        return
+    if "://" in text:
+        match = _SCHEME_URL.search(text)
+        if match is None:
+            return
+        keys = _url_keys(match.group(0), bare=False)
+        for key in keys:
+            yield key[2:], key
+        # A host named in the URL's path or query (?next=evil.com) is a host it names.
+        rest = match.group(0).split("://", 1)[1]
+        for part in _PARTS.split(rest)[1:]:
+            if "." in part and _BARE.fullmatch(part):
+                for key in _url_keys(part, bare=True):
+                    if key[0] == "h":
+                        yield key[2:], key
+        return
+    if "@" in text:
+        match = _EMAIL_TEXT.search(text)
+        if match is not None:
+            try:
+                address = _EMAIL.canonicalize(match.group(0)).value
+            except FactError:
+                return
+            yield address, "e:" + address
+        return
+    if _IBAN_TOKEN.fullmatch(text):
+        key = f"i:{text.upper()}"
+        yield key[2:], key
+        return
+    if ":" in text:
+        for part in text.split(":"):
+            if part:
+                yield from _token_values(part)
+        return
+    if ("." in text or "/" in text) and _BARE.fullmatch(text):
+        keys = _url_keys(text, bare=True)
+        if keys:
+            for key in keys:
+                yield key[2:], key
+            return
+    if _DIGIT(text) is not None:
+        for match in _NUMBER.finditer(text):
+            number = _number_text(match.group(0))
+            if number is not None:
+                yield number[2:], number
+
+
+def _spaced_iban(tokens: list[str], index: int) -> tuple[list[str], int]:
+    """The groups of a spaced IBAN-like id starting at ``tokens[index]`` (a two-letter,
+    two-digit group) and the index after them; ``[]`` when there is none."""
+    groups = [tokens[index]]
+    j = index + 1
+    while j < len(tokens) and len(groups) < 9:
+        raw = tokens[j]
+        group = raw.rstrip(".,;:)")
+        if not group or len(group) > 4 or not group.isascii() or not group.isalnum():
+            break
+        groups.append(group)
+        j += 1
+        if len(group) < 4 or group != raw:
+            break
+    if len(groups) < 4 or sum(map(len, groups)) < 14:
+        return [], index
+    return groups, j
+
+
+def _is_country_group(token: str) -> bool:
+    return len(token) == 4 and token.isascii() and token[:2].isalpha() and token[2:].isdigit()
+
+
+def _scan(text: str, *, inside: bool) -> Iterator[tuple[str, str]]:
+    """Every canonical fact in ``text`` (already :func:`clean_text`) as ``(shown, key)``.
+    A spaced IBAN-like id gives every group-prefix (a ledger records all a run may stand
+    for) or, for ``inside`` values, the one :func:`_iban` reads; ``inside`` also skips
+    what cannot hold a host, an address or an id (numbers, words)."""
+    tokens = text.split()
+    cache = _token_cache
+    skip_to = 0
+    for index, token in enumerate(tokens):
+        if index < skip_to:
+            continue
+        if len(token) == 4 and _is_country_group(token):
+            groups, after = _spaced_iban(tokens, index)
+            if groups:
+                if not inside:
+                    for key in _iban_prefixes(" ".join(groups)):
+                        yield key[2:], key
+                else:
+                    read = _iban(" ".join(groups))
+                    if read is not None:
+                        yield read[2:], read
+                skip_to = after
+                continue
+        if inside and len(token) < 14 and _MARKS(token) is None:
+            continue  # no '@', '.', '/' or ':', and too short for an id
+        found = cache.get(token)
+        if found is None:
+            if token.isalpha():
+                continue
+            found = _token_values(token)
+        if found:
+            yield from found
+
+
 def text_keys(text: str) -> Iterator[str]:
     """Every canonical fact found in ``text`` (already :func:`clean_text`), as keys."""
-    for match in _SCHEME_URL.finditer(text):
-        yield from _url_keys(match.group(0), bare=False)
-    for match in _BARE.finditer(text):
-        yield from _url_keys(match.group(0), bare=True)
-    for match in _EMAIL_TEXT.finditer(text):
-        try:
-            yield "e:" + _EMAIL.canonicalize(match.group(0)).value
-        except FactError:
-            continue
-    if any(c.isdigit() for c in text):
-        for match in _IBAN.finditer(text):
-            if " " in match.group(0):
-                yield from _iban_prefixes(match.group(0))
-            else:
-                key = _iban(match.group(0))
-                if key is not None:
-                    yield key
-        # The digits of an id, an address or a URL are not numbers of their own.
-        rest = _EMAIL_TEXT.sub(" ", _SCHEME_URL.sub(" ", _IBAN.sub(" ", text)))
-        for match in _NUMBER.finditer(rest):
-            key = _number_text(match.group(0))
-            if key is not None:
-                yield key
+    for _, key in _scan(text, inside=False):
+        yield key
 
 
 def literal_keys(text: str) -> Iterator[str]:
@@ -218,23 +335,24 @@ def literal_keys(text: str) -> Iterator[str]:
     whole = literal(text)
     if MIN_LITERAL <= len(whole) <= MAX_LITERAL:
         yield "l:" + whole
-    lines = text.splitlines() if "\n" in text or "\r" in text else ()
-    for raw in lines:
-        line = literal(raw)
-        if line.startswith("- "):
-            line = line[2:]
-        if MIN_LITERAL <= len(line) <= MAX_LITERAL:
-            yield "l:" + line
-            _, sep, value = line.partition(": ")
-            if sep:
-                value = value.strip().strip("'\"")
-                if MIN_LITERAL <= len(value):
-                    yield "l:" + value
-    for word in _TOKEN.findall(whole) if len(whole) >= MIN_TOKEN else ():
-        if len(word) >= MIN_TOKEN:
-            word = word.strip(_TRAILING + "([{<")
-            if len(word) >= MIN_TOKEN:
-                yield "l:" + word
+    if "\n" in text or "\r" in text:
+        for raw in text.splitlines():
+            line = literal(raw)
+            if line.startswith("- "):
+                line = line[2:]
+            if MIN_LITERAL <= len(line) <= MAX_LITERAL:
+                yield "l:" + line
+                _, sep, value = line.partition(": ")
+                if sep:
+                    value = value.strip().rstrip(",").strip("'\"")
+                    if MIN_LITERAL <= len(value):
+                        yield "l:" + value
+    if len(whole) >= MIN_TOKEN:
+        for word in whole.split(" "):
+            if len(word) >= MIN_TOKEN and not word.isalpha():
+                word = word.strip(_TRAILING + "([{<")
+                if len(word) >= MIN_TOKEN and not _TOKEN_CHARS.isdisjoint(word):
+                    yield "l:" + word
 
 
 def whole_keys(value: str) -> tuple[str, ...]:
@@ -244,18 +362,27 @@ def whole_keys(value: str) -> tuple[str, ...]:
     text = clean_text(value).strip()
     if not text or len(text) > 16_384:
         return ()
-    if _SCHEME_URL.fullmatch(text):
-        keys = _url_keys(text, bare=False)
-        return keys if _bare_host(text, keys) else keys[:1]
-    match = _BARE.fullmatch(text)
-    if match is not None:
-        keys = _url_keys(text, bare=True)
-        return keys if _bare_host(text, keys) else keys[:1]
-    if "@" in text and _EMAIL_TEXT.fullmatch(text):
-        try:
-            return ("e:" + _EMAIL.canonicalize(text).value,)
-        except FactError:
-            return ()
+    digits = _DIGIT(text) is not None
+    if digits and " " not in text and _IBAN_TOKEN.fullmatch(text):
+        return (f"i:{text.upper()}",)
+    if "." in text or "/" in text or ":" in text:
+        if "://" in text:
+            if _SCHEME_URL.fullmatch(text):
+                keys = _url_keys(text, bare=False)
+                return keys if _bare_host(text, keys) else keys[:1]
+        elif _BARE.fullmatch(text) is not None:
+            keys = _url_keys(text, bare=True)
+            if keys:
+                return keys if _bare_host(text, keys) else keys[:1]
+    if "@" in text:
+        if _EMAIL_TEXT.fullmatch(text):
+            try:
+                return ("e:" + _EMAIL.canonicalize(text).value,)
+            except FactError:
+                return ()
+        return ()
+    if not digits:
+        return ()
     if _IBAN.fullmatch(text):
         key = _iban(text)
         return (key,) if key is not None and len(key) - 2 == len(text.replace(" ", "")) else ()
@@ -274,26 +401,9 @@ def _bare_host(text: str, keys: tuple[str, ...]) -> bool:
 def inside_values(text: str) -> Iterator[tuple[str, str]]:
     """The identifying values inside ``text`` (already :func:`clean_text`): ``(shown, key)``
     for each host (of a URL or a bare name), e-mail address and IBAN-like id."""
-    for match in _SCHEME_URL.finditer(text):
-        for key in _url_keys(match.group(0), bare=False):
-            if key[0] == "h":
-                yield key[2:], key
-    for match in _BARE.finditer(text):
-        for key in _url_keys(match.group(0), bare=True):
-            if key[0] == "h":
-                yield key[2:], key
-    if "@" in text:
-        for match in _EMAIL_TEXT.finditer(text):
-            try:
-                address = _EMAIL.canonicalize(match.group(0)).value
-            except FactError:
-                continue
-            yield address, "e:" + address
-    if any(c.isdigit() for c in text):
-        for match in _IBAN.finditer(text):
-            found = _iban(match.group(0))
-            if found is not None:
-                yield found[2:], found
+    for shown, key in _scan(text, inside=True):
+        if key[0] in "hei":
+            yield shown, key
 
 
 def json_strings_and_numbers(value: Any, limit: int) -> tuple[list[str], list[str], bool]:
@@ -324,3 +434,29 @@ def json_strings_and_numbers(value: Any, limit: int) -> tuple[list[str], list[st
         elif isinstance(item, str):
             stack.append(str(item))
     return strings, numbers, complete
+
+
+_reading_cache: dict[str, tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
+
+
+def read_string(value: str) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """What an argument string is as values: its literal (``l:`` key without the
+    prefix), its whole-value keys (:func:`whole_keys`) and the identifying values inside
+    it (:func:`inside_values`). Memoized per string (an argument often repeats), bounded."""
+    found = _reading_cache.get(value)
+    if found is None:
+        cleaned = value if value.isascii() else clean_text(value)
+        if _WORD(cleaned):  # one plain word: no fact in it, whole or inside
+            found = (cleaned.casefold(), (), ())
+        elif _SPACE(cleaned) is None:  # one token (an id, an address, a URL, a number)
+            inside: tuple[tuple[str, str], ...] = ()
+            if len(cleaned) >= 14 or _MARKS(cleaned) is not None:
+                inside = tuple(v for v in _token_values(cleaned) if v[1][0] in "hei")
+            found = (cleaned.casefold(), whole_keys(cleaned), inside)
+        else:
+            found = (literal(cleaned), whole_keys(cleaned), tuple(inside_values(cleaned)))
+        if len(value) <= 4096:
+            if len(_reading_cache) >= 1024:
+                _reading_cache.clear()
+            _reading_cache[value] = found
+    return found

@@ -117,11 +117,30 @@ def test_describe_every_argument() -> None:
     assert origin_label(records["flag"]) == "none"
 
 
+def test_records_are_computed_when_read() -> None:
+    p = ledger()
+    records = p.describe({"recipient": IBAN_TOOL, "amount": 98.7})
+    assert records.computed == {}
+    assert records["recipient"]["tool"]
+    assert set(records.computed) == {"recipient"}
+    assert records["recipient"] is records["recipient"]
+    assert dict(records)["amount"]["tool"] and set(records.computed) == {"recipient", "amount"}
+
+
+def test_results_are_scanned_once_when_first_needed() -> None:
+    p = Provenance()
+    p.add_result("web.get", "c1", f"pay {IBAN_TOOL}")
+    assert not p.empty and p.results == 1
+    assert p.origin(IBAN_TOOL)["tool"]
+    p.add_result("web.get", "c2", "more text: attacker@evil.com")
+    assert p.origin("attacker@evil.com")["tool"]
+
+
 def test_an_empty_ledger_describes_lazily() -> None:
     p = Provenance()
     assert p.empty
     records = p.describe({"to": "a@b.com", "n": 3})
-    assert type(records) is not dict
+    assert not isinstance(records, dict)
     assert records["to"]["made_up"] and records["to"]["made_up_values"]
     assert records["n"]["made_up"]
     assert dict(records) == {"to": records["to"], "n": records["n"]}
@@ -156,8 +175,8 @@ def test_past_the_value_bound_unknown_values_count_as_from_a_tool() -> None:
     p = Provenance(max_values=5)
     p.add_message("user", f"pay {IBAN_USER}")
     p.add_result("web.get", "c1", " ".join(f"host{i}.example.com" for i in range(20)))
+    forgotten = p.origin("host19.example.com")  # results are scanned when first asked
     assert p.overflowed
-    forgotten = p.origin("host19.example.com")
     assert forgotten["tool"] and not forgotten["made_up"] and not forgotten["user"]
     assert "tool:*" in forgotten["sources"]
     body = p.origin("see www.never-seen.org")

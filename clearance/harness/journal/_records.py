@@ -144,9 +144,9 @@ class CallDecidedData(_ToolIdentity):
     provenance: dict[str, Any] | None = None
     """Where each argument came from, by argument (:mod:`clearance.provenance`: ``sources``,
     ``user``, ``tool``, ``made_up``, ``untrusted_values``, ``made_up_values``,
-    ``tool_values``; a withheld argument's without ``tool_values``); absent when the
-    session had recorded nothing (every value made up) or the call ended before the
-    evaluator."""
+    ``tool_values``; a withheld argument's without ``tool_values``): the records the
+    decision read (an argument's is computed when a policy, rule or guardrail first reads
+    it); absent when none was read or the call ended before the evaluator."""
     guardrails: list[GuardrailRecord] | None = None
     verdict: VerdictRecord | None = None
     shadow: ShadowRecord | None = None
