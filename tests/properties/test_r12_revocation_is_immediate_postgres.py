@@ -20,6 +20,14 @@ from postgres_support import fresh_schema, sql
 
 from clearance import Grant, GrantScope
 
+# psycopg_pool's background workers call the random module (connection-lifetime jitter)
+# while Hypothesis draws an example, which Hypothesis reports as a deprecation (and the
+# suite turns warnings into errors): the draws do not use random, the pool's thread does.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies"
+    ":hypothesis.errors.HypothesisDeprecationWarning"
+)
+
 PRINCIPAL = 'User::"alice"'
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("files.write_file", {"path": "src/a.py", "content": "x"}),
