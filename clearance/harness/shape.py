@@ -124,6 +124,11 @@ def _flat_within(value: dict[Any, Any], max_bytes: int) -> bool:
     member's share), and the smallest integer, boolean or ``None`` is 16 bytes (six times
     covers the 21 characters of a 64-bit integer and the member's 6).
     """
+    if 16 * len(value) > max_bytes:
+        # The bound below is at least 16 bytes a member (the smallest sys.getsizeof) six
+        # times over: past this it cannot hold, so the walk (which stops at the limit)
+        # decides, and a huge object costs the walk's bounded time, not a loop over all.
+        return False
     values = value.values()
     kinds = set(map(type, values))
     if not kinds <= _FLAT or not _KEYS.issuperset(map(type, value)):
