@@ -10,8 +10,9 @@ and below :mod:`clearance.cli`. ``docs/replay.md`` is the guide.
   policies, declared tools), picklable for ``jobs > 1``; :func:`load_tool_declarations` and
   :func:`register_tool_declarations` declare tools that are never run, and
   :func:`tool_declarations` writes them for registered tools (``clearance tools export``).
-- The corpus format: :class:`CorpusCall` (with its :class:`ConversationEntry` list), :func:`parse_corpus_line`, :func:`read_corpus`,
-  :class:`CorpusError`; :func:`calls_from_events` and :func:`corpus_record` turn a journal
+- The corpus format: :class:`CorpusCall` (with its :class:`ConversationEntry` list),
+  :func:`parse_corpus_line`, :func:`read_corpus`, :func:`open_corpus` (plain or compressed
+  files), :class:`CorpusError`; :func:`calls_from_events` and :func:`corpus_record` turn a journal
   into corpus lines (``clearance journal export``).
 - :func:`suggest`: allow rules generalized from allowed calls (:func:`allowed_calls`), as a
   :class:`SuggestionSet` rendered to Cedar or local rules and checked by parsing them back.
@@ -30,6 +31,7 @@ from clearance.tuning._corpus import (
     CorpusError,
     Expected,
     Label,
+    open_corpus,
     parse_corpus_line,
     read_corpus,
 )
@@ -77,6 +79,7 @@ __all__ = [
     "corpus_record",
     "is_allowed_record",
     "load_tool_declarations",
+    "open_corpus",
     "parse_corpus_line",
     "policy_ids",
     "read_corpus",

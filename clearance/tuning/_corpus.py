@@ -11,13 +11,20 @@ A line carries the whole conversation that preceded its call (the user's and sys
 messages and the tool results, in order), so every line decides alone: ``replay(jobs=N)``
 may deal any line to any worker.
 
+A corpus file whose name ends in ``.gz``, ``.xz`` or ``.bz2`` is read decompressed
+(:func:`open_corpus`): lines that each carry their conversation repeat it, and compress
+well.
+
 A line that is not a call is a :class:`CorpusError` naming its line number (and file):
 nothing about it is guessed.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -33,6 +40,7 @@ __all__ = [
     "Expected",
     "Label",
     "numbered_lines",
+    "open_corpus",
     "parse_corpus_line",
     "read_corpus",
 ]
@@ -229,13 +237,25 @@ def _conversation(raw: Any, bad: Callable[[str], CorpusError]) -> tuple[Conversa
     return tuple(entries)
 
 
+_OPENERS: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
+
+
+def open_corpus(path: str | os.PathLike[str], *, binary: bool = False) -> Any:
+    """A corpus file opened for reading: UTF-8 text (bytes with ``binary``), decompressed
+    when its name ends in ``.gz``, ``.xz`` or ``.bz2``."""
+    opener = _OPENERS.get(os.path.splitext(os.fspath(path))[1].lower())
+    if opener is None:
+        return open(path, "rb") if binary else open(path, encoding="utf-8")
+    return opener(path, "rb") if binary else opener(path, "rt", encoding="utf-8")
+
+
 def numbered_lines(
     source: str | os.PathLike[str] | Iterable[str] | TextIO,
 ) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` for each line of a file (a path) or of an iterable of lines,
-    numbered from 1."""
+    """``(line number, text)`` for each line of a file (a path; see :func:`open_corpus`) or
+    of an iterable of lines, numbered from 1."""
     if isinstance(source, str | os.PathLike):
-        with open(source, encoding="utf-8") as handle:
+        with open_corpus(source) as handle:
             yield from enumerate(handle, 1)
     else:
         yield from enumerate(source, 1)

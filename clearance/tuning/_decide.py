@@ -1,11 +1,21 @@
-"""Deciding corpus lines: each call through :meth:`Harness.decide`, counted in a tally."""
+"""Deciding corpus lines: each call through :meth:`Harness.decide`, counted in a tally.
+
+A line that carries a ``conversation`` is decided in that conversation: its messages and
+tool results are recorded, in order, in a :class:`~clearance.provenance.Provenance` ledger
+handed to ``decide``, so the call's provenance (``context.provenance`` in Cedar) is what a
+live session would have derived. A line without one is decided with an empty ledger (every
+value found nowhere). Consecutive lines whose conversation extends the previous line's (the
+calls of one task, in order) share a ledger, given only the new entries: ``decide`` only
+reads it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
 from clearance.harness.session import Harness
-from clearance.tuning._corpus import CorpusError, parse_corpus_line
+from clearance.provenance import Provenance
+from clearance.tuning._corpus import ConversationEntry, CorpusError, parse_corpus_line
 from clearance.tuning._flips import Flip
 from clearance.tuning._progress import CHECK_EVERY, Checkpoint
 from clearance.tuning._tally import Tally
@@ -47,6 +57,7 @@ async def decide_lines(
     """
     decide = harness.decide
     base_decide = baseline.decide if baseline is not None else None
+    ledgers = _Ledgers()
     since = 0
     for number, text in numbered:
         if checkpoint is not None:
@@ -70,8 +81,13 @@ async def decide_lines(
         if call.arguments is None:
             tally.withheld += 1
             continue
+        provenance = ledgers.for_conversation(call.conversation)
         decision = await decide(
-            principal=call.principal, tool=call.tool, arguments=call.arguments, context=call.context
+            principal=call.principal,
+            tool=call.tool,
+            arguments=call.arguments,
+            context=call.context,
+            provenance=provenance,
         )
         before = None
         if base_decide is not None:
@@ -80,9 +96,43 @@ async def decide_lines(
                 tool=call.tool,
                 arguments=call.arguments,
                 context=call.context,
+                provenance=provenance,
             )
         flip = tally.add(call, decision, before)
         if flip is not None and on_flip is not None:
             on_flip(flip)
     if checkpoint is not None:
         checkpoint(since)  # the last lines: nothing is left to stop
+
+
+class _Ledgers:
+    """The ledger of each line's conversation, reusing the previous line's when this
+    conversation starts with all of that one."""
+
+    __slots__ = ("_entries", "_ledger")
+
+    def __init__(self) -> None:
+        self._entries: tuple[ConversationEntry, ...] = ()
+        self._ledger: Provenance | None = None
+
+    def for_conversation(
+        self, conversation: tuple[ConversationEntry, ...] | None
+    ) -> Provenance | None:
+        if conversation is None:
+            return None
+        known = self._entries
+        ledger = self._ledger
+        if ledger is None or conversation[: len(known)] != known:
+            ledger, known = Provenance(), ()
+        for index in range(len(known), len(conversation)):
+            _record(ledger, conversation[index], index)
+        self._entries, self._ledger = conversation, ledger
+        return ledger
+
+
+def _record(ledger: Provenance, entry: ConversationEntry, index: int) -> None:
+    if entry.role == "tool":
+        assert entry.tool is not None  # checked when the line was parsed
+        ledger.add_result(entry.tool, entry.call_id or f"conversation-{index}", entry.content)
+    else:
+        ledger.add_message(entry.role, entry.content)

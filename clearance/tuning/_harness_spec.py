@@ -24,6 +24,7 @@ from clearance.harness.journal import MemoryJournal
 from clearance.harness.session import Harness
 from clearance.harness.tools import ToolRegistry
 from clearance.policy.local import LocalEvaluator
+from clearance.provenance import TrustList
 from clearance.tuning._declarations import load_tool_declarations, register_tool_declarations
 
 __all__ = ["HarnessFactory", "HarnessSpec", "as_harness"]
@@ -41,8 +42,10 @@ class HarnessSpec:
     declarations in ``tools`` (a JSON file; see :func:`load_tool_declarations`); with
     declarations and no configuration file, only the declared tools. Handlers never run.
     The evaluator is the configuration's, unless ``policies`` (a Cedar directory, or a TOML
-    rules file) or ``rules`` (a TOML rules file) replaces it. The configuration's argument
-    guardrails apply. Nothing is journaled.
+    rules file) or ``rules`` (a TOML rules file) replaces it; the provenance trust list is
+    the one beside the Cedar policies that decide (``provenance.toml``, see
+    :meth:`build_trust`). The configuration's argument guardrails apply. Nothing is
+    journaled.
     """
 
     config: str | None = None
@@ -88,6 +91,21 @@ class HarnessSpec:
             return CedarEvaluator.from_directory(path)
         return build_evaluator(resolve_config(self.config))
 
+    def build_trust(self) -> TrustList | None:
+        """The trust list of the Cedar directory that decides: ``policies`` when it is a
+        directory, else the configuration's Cedar policies (their ``provenance.toml``, or
+        the default list when there is none); None (the default list) for local rules and
+        a given evaluator."""
+        if self.evaluator is not None or self.rules is not None:
+            return None
+        if self.policies is not None:
+            path = Path(self.policies)
+            return TrustList.from_directory(path) if path.is_dir() else None
+        policies = resolve_config(self.config).evaluator.policies
+        if policies is None or not Path(policies).is_dir():
+            return None
+        return TrustList.from_directory(policies)
+
     def __call__(self) -> Harness:
         config = resolve_config(self.config)
         registry = self.build_registry()
@@ -102,6 +120,7 @@ class HarnessSpec:
             journal=MemoryJournal(),
             grant_store=MemoryGrantStore(),
             max_argument_bytes=config.limits.max_argument_bytes,
+            trust=self.build_trust(),
         )
         harness.freeze()  # bind now: a policy error surfaces before the first line
         return harness

@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 
 from clearance.harness.session import Harness
-from clearance.tuning._corpus import CorpusError
+from clearance.tuning._corpus import CorpusError, open_corpus
 from clearance.tuning._decide import decide_lines
 from clearance.tuning._flips import Flip
 from clearance.tuning._harness_spec import HarnessFactory, as_harness
@@ -180,7 +180,7 @@ def _merged(answers: list[Any], sample_size: int, max_flips: int) -> Tally:
 
 
 def _my_lines(path: str, worker: int, jobs: int) -> Iterator[tuple[int, str]]:
-    with open(path, encoding="utf-8") as handle:
+    with open_corpus(path) as handle:
         for number, text in enumerate(handle, 1):
             if ((number - 1) // _CHUNK) % jobs == worker:
                 yield number, text

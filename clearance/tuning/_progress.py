@@ -14,6 +14,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from clearance.tuning._corpus import open_corpus
+
 __all__ = ["CHECK_EVERY", "Checkpoint", "ReplayProgress", "count_lines"]
 
 CHECK_EVERY = 16
@@ -60,7 +62,7 @@ def count_lines(path: str | os.PathLike[str]) -> int:
     about a second per gigabyte, once, for the time left."""
     count = 0
     last = b"\n"
-    with open(path, "rb") as handle:
+    with open_corpus(path, binary=True) as handle:
         while chunk := handle.read(1 << 20):
             count += chunk.count(b"\n")
             last = chunk[-1:]
