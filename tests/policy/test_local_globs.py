@@ -18,6 +18,7 @@ from support import ALICE
 
 from clearance.errors import RuleError
 from clearance.policy import AuthzRequest, LocalEvaluator, SessionInfo, ToolInfo
+from clearance.policy.globs import Glob, _linear_in_re, _tokens
 
 
 def request(tool: str, **arguments: object) -> AuthzRequest:
@@ -49,6 +50,11 @@ ADVERSARIAL = [
     ("**/x*y", "x" * KB100),
     ("**/a/x*y", "a/x" * (KB100 // 3)),
     ("*a/**a", "a" * KB100),
+    # two runs that re would backtrack over (O(n^2)): on RE2
+    ("*a*", "a" * KB100 + "/b"),
+    ("x/*a*", "x/" + "a" * KB100 + "/b"),
+    ("**a/**b", "a/" * (KB100 // 2)),
+    ("**/a**b", "a/" * (KB100 // 2)),
 ]
 
 
@@ -226,6 +232,22 @@ def test_tool_globs_agree_with_fnmatch(glob: str, name: str) -> None:
         ("*(*)*", "f(x)", True),
         ("*$*^*|*", "$^|", True),
         ("*\t*\n*", "a\tb\nc", True),
+        ("src/**", "src/a\nb", True),  # '**' crosses newlines on Python's re
+        ("**/.env", "a\nb/.env", True),
+        ("**PRIVATE KEY**", "x\n-----BEGIN PRIVATE KEY-----\ny", True),  # and on RE2
+        ("*\ud800*x*", "a\ud800bx", True),  # a lone surrogate in the glob, on RE2
+        ("*\ud800*x*", "a\ud801bx", False),
+        ("[a-cx-z]", "y", True),  # several ranges in one class
+        ("[a-cx-z]", "d", False),
+        ("[a-cx]", "x", True),  # a member after a range
+        ("[a-cx]", "d", False),
+        ("[0-0]", "0", True),  # a range of one
+        ("[abc]", "X", False),
+        ("[!abc]", "X", True),
+        ("\U0001f600*", "\U0001f600x", True),  # a literal past U+00FF, on re
+        ("*\U0001f600*a*", "x\U0001f600ya", True),  # and on RE2
+        ("*a*b*.py", "xayb.py", True),  # RE2 with literal parts around the runs
+        ("*a*b*.py", "xayb.pyc", False),
     ],
 )
 def test_special_characters_and_classes(glob: str, value: str, matches: bool) -> None:
@@ -239,6 +261,7 @@ def test_special_characters_and_classes(glob: str, value: str, matches: bool) ->
         ("[z-a]", "reversed range"),
         ("[!]", "empty character class"),
         ("[^]", "empty character class"),
+        ("[]a]", "empty character class"),
         ("a]", "unmatched ']'"),
         ("*[ab", "unclosed '['"),
     ],
@@ -246,3 +269,56 @@ def test_special_characters_and_classes(glob: str, value: str, matches: bool) ->
 def test_bad_classes_are_rule_errors(glob: str, needle: str) -> None:
     with pytest.raises(RuleError, match=re.escape(needle)):
         LocalEvaluator(allow=[f"x.y(v={glob})"])
+
+
+def test_a_glob_too_complex_for_re2_is_a_rule_error() -> None:
+    with pytest.raises(RuleError, match=re.escape("too complex to match (")):
+        LocalEvaluator(allow=["x.y(v=*a*b*" + "?" * 100_000 + ")"])
+
+
+@pytest.mark.parametrize(
+    ("glob", "name", "matches"),
+    [
+        ("files.read_fil?", "files.read_file", True),
+        ("f?les.*", "files.read_file", True),
+        ("f?les.*", "fles.read_file", False),
+        ("*.read_*", "files.read_file", True),
+        ("files.*", "shell.run", False),
+    ],
+)
+def test_a_tool_glob_wildcard_matches_any_character(glob: str, name: str, matches: bool) -> None:
+    assert (effect(LocalEvaluator(allow=[glob]), name) == "allow") is matches
+
+
+def test_a_glob_keeps_its_text() -> None:
+    assert Glob("src/**/*.py").text == "src/**/*.py"
+    assert Glob("*a*b*").text == "*a*b*"
+
+
+def test_the_empty_glob_matches_only_the_empty_value() -> None:
+    assert Glob("").fullmatch("")
+    assert not Glob("").fullmatch("a")
+
+
+@pytest.mark.parametrize(
+    ("glob", "linear"),
+    [
+        ("README", True),
+        ("*.py", True),  # one run
+        ("src/**", True),
+        ("src/**/*.py", True),  # two runs parted by '/', one of them '[^/]*'
+        ("**/*.key", True),  # '**/' ends in a '/'
+        ("*/**x", True),
+        ("**/x*y", True),
+        ("*a/**a", True),
+        ("*a*", False),  # two runs with no '/' between
+        ("x/*a*", False),  # a '/' before the first run does not part them
+        ("**a/**b", False),  # parted, but neither run stops at '/'
+        ("**/a**b", False),
+        ("**/**", False),
+        ("*a*b*", False),  # three runs
+    ],
+)
+def test_only_shapes_whose_backtracking_is_linear_run_on_re(glob: str, linear: bool) -> None:
+    # The rule of clearance.policy.globs: every other shape runs on RE2.
+    assert _linear_in_re(_tokens(glob, path_aware=True)) is linear
