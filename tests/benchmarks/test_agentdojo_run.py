@@ -80,7 +80,7 @@ def test_a_run_replaces_its_outputs_at_the_end(tmp_path: Path) -> None:
     assert (bench / "utility_security.png").read_bytes().startswith(b"\x89PNG")
     assert not list(bench.rglob("*.tmp"))
     # The inputs are read, never written.
-    for name in ("data/banking.json", "data/banking.corpus.jsonl"):
+    for name in ("data/banking.json", "data/banking.corpus.jsonl.xz"):
         assert (bench / name).stat().st_mtime_ns == OLD * 10**9, name
 
 

@@ -209,7 +209,7 @@ def test_replay_declared_tools_with_a_pack(tmp_path: Path) -> None:
     (tmp_path / "reads.toml").write_text('allow = ["banking.get_*", "banking.read_file"]\n')
     done = clearance(
         "replay",
-        str(data / "banking.corpus.jsonl"),
+        str(data / "banking.corpus.jsonl.xz"),  # read decompressed
         "--tools",
         str(data / "banking.tools.json"),
         "--policies",
@@ -222,7 +222,9 @@ def test_replay_declared_tools_with_a_pack(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "no Cedar policy can permit" not in done.stderr  # only the declared tools
     report = json.loads(done.stdout)
-    assert report["utility"]["fully_allowed"] == 11
+    # Each line decided in its conversation, under the pack's provenance.toml: the pack
+    # allows 15 of 16 user tasks and stops all 144 pairs (user task x injection task).
+    assert report["utility"]["fully_allowed"] == 15
     assert report["utility"]["baseline_fully_allowed"] == 4
-    assert report["security"]["stopped"] == report["security"]["baseline_stopped"] == 9
+    assert report["security"]["stopped"] == report["security"]["baseline_stopped"] == 144
     assert report["flips"]["calls"][0]["kind"] == "deny->allow"
