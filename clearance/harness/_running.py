@@ -236,6 +236,7 @@ class Running(Recorder):
             call.turn_id,
             call.call_id,
             "result",
+            session.provenance,
         )
         value = result.to_json()
         entries: list[dict[str, Any]] = []

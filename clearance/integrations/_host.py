@@ -35,6 +35,7 @@ __all__ = [
     "open_ask_id",
     "parse_answer",
     "qualified_name",
+    "record_messages",
 ]
 
 _NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -271,3 +272,28 @@ def model_value(outcome: CallOutcome) -> Any:
     if result is not None and outcome.status == "ok" and result.structured_content is not None:
         return result.structured_content
     return outcome.text
+
+
+_SEEN_LIMIT = 10_000
+
+
+def record_messages(
+    session: Session, seen: set[str], messages: Iterable[tuple[str, str, str]]
+) -> None:
+    """Record the conversation's user and system messages a framework shows the tool
+    layer in the session's provenance (:mod:`clearance.provenance`), each once.
+
+    Args:
+        session: the session the calls are decided in.
+        seen: the keys already recorded (kept by the adapter, per session).
+        messages: ``(role, text, key)``: ``"user"`` or ``"system"``, the message's text,
+            and what identifies the message across attempts (its id, or its position and
+            text).
+    """
+    for role, text, key in messages:
+        if key in seen or (role != "user" and role != "system") or not text:
+            continue
+        if len(seen) >= _SEEN_LIMIT:
+            seen.clear()  # recording a message again adds nothing new to the ledger
+        seen.add(key)
+        session.add_message(role, text)  # type: ignore[arg-type]

@@ -267,6 +267,9 @@ class ClaudeAgentAdapter:
             "PostToolUseFailure": [
                 HookMatcher(hooks=[self.post_tool_use_failure], timeout=self.hook_timeout)
             ],
+            "UserPromptSubmit": [
+                HookMatcher(hooks=[self.user_prompt_submit], timeout=self.hook_timeout)
+            ],
         }
 
     def options(self, base: ClaudeAgentOptions | None = None, **fields: Any) -> ClaudeAgentOptions:
@@ -288,6 +291,17 @@ class ClaudeAgentAdapter:
         return replace(options, can_use_tool=self.can_use_tool, hooks=hooks)
 
     # -- the SDK's callbacks --------------------------------------------------------------
+
+    async def user_prompt_submit(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        """The ``UserPromptSubmit`` hook: the user's prompt enters the session's provenance
+        (its values are the user's: ``context.provenance``)."""
+        data = cast(Mapping[str, Any], hook_input)
+        prompt = data.get("prompt")
+        if data.get("hook_event_name") == "UserPromptSubmit" and isinstance(prompt, str):
+            self.session.add_message("user", prompt)
+        return {}
 
     async def pre_tool_use(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext

@@ -210,6 +210,8 @@ class ScriptedClaudeCode(Transport):
                 if kind == "control_request":
                     yield self._answer(message)
                 elif kind == "user":
+                    async for out in self._prompt_submitted(message):
+                        yield out
                     async for out in self._conversation():
                         yield out
         finally:
@@ -275,6 +277,27 @@ class ScriptedClaudeCode(Transport):
                 return
         yield self._assistant([{"type": "text", "text": self.final_text}], "msg_final")
         yield self._result(len(turns))
+
+    async def _prompt_submitted(self, message: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """Claude Code's ``UserPromptSubmit`` hooks, with the prompt the user sent."""
+        content = message.get("message", {}).get("content")
+        if not isinstance(content, str):
+            return
+        for callback_id, _ in self._callbacks("UserPromptSubmit", ""):
+            reply: dict[str, Any] = {}
+            hook_input = {
+                "session_id": self.session_id,
+                "transcript_path": "",
+                "cwd": self.cwd,
+                "permission_mode": "default",
+                "hook_event_name": "UserPromptSubmit",
+                "prompt": content,
+            }
+            async for out in self._request(
+                {"subtype": "hook_callback", "callback_id": callback_id, "input": hook_input},
+                reply,
+            ):
+                yield out
 
     async def _tool_use(self, tid: str, step: _Step) -> AsyncIterator[dict[str, Any]]:
         decision = _Decision()

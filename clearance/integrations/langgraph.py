@@ -70,7 +70,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
@@ -92,6 +92,7 @@ from clearance.integrations._host import (
     declare_tools,
     parse_answer,
     qualified_name,
+    record_messages,
 )
 
 __all__ = ["VIA", "ClearanceToolNode", "SessionSource", "register_tools"]
@@ -211,9 +212,14 @@ class ClearanceToolNode:
         # state now gives another tool or other arguments (an edited tool call) is decided
         # again, never run on the strength of the old decision.
         self._held: dict[tuple[str, str], tuple[str, Authorization]] = {}
+        self._seen: dict[str, set[str]] = {}
+        """By session id: the state's user and system messages already recorded in its
+        provenance (:mod:`clearance.provenance`)."""
 
     async def __call__(self, state: Any, config: RunnableConfig) -> Any:
         session = await self._session(config)
+        seen = self._seen.setdefault(session.id, set())
+        record_messages(session, seen, _prompts(self._messages(state)))
         calls, turn_id = self._tool_calls(state)
         decided = await self._decide(session, calls, turn_id)
         token = _DECIDED.set((session, {_fingerprint(c): decided[c["id"] or ""] for c in calls}))
@@ -235,6 +241,16 @@ class ClearanceToolNode:
         if not isinstance(found, Session):
             raise TypeError("the session function must return a clearance Session")
         return found
+
+    def _messages(self, state: Any) -> list[Any]:
+        """The state's messages (none when the node is given tool calls alone)."""
+        if isinstance(state, list):
+            return state
+        if isinstance(state, dict):
+            found = state.get(self.messages_key, [])
+        else:
+            found = getattr(state, self.messages_key, [])
+        return list(found) if isinstance(found, list | tuple) else []
 
     def _tool_calls(self, state: Any) -> tuple[list[ToolCall], str | None]:
         """The calls this node runs (as ``ToolNode`` finds them) and the AI message's id."""
@@ -441,3 +457,25 @@ def _call_of(
         if stored.tool == tool and stored.principal == str(session.principal):
             return stored.call_id
     return None
+
+
+def _prompts(messages: list[Any]) -> list[tuple[str, str, str]]:
+    """The user and system messages among ``messages``, as ``record_messages`` takes them."""
+    found = []
+    for index, message in enumerate(messages):
+        if isinstance(message, HumanMessage):
+            role = "user"
+        elif isinstance(message, SystemMessage):
+            role = "system"
+        else:
+            continue
+        content = message.content
+        text = (
+            content
+            if isinstance(content, str)
+            else "\n".join(
+                str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content
+            )
+        )
+        found.append((role, text, message.id or f"{index}:{role}:{hash(text)}"))
+    return found

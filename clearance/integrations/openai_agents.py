@@ -127,7 +127,13 @@ from clearance.harness.ask_store import StoredAsk
 from clearance.harness.outcomes import Authorization
 from clearance.harness.session import Session
 from clearance.harness.tools import Tool, ToolRegistry
-from clearance.integrations._host import ToolSpec, declare_tools, open_ask_id, qualified_name
+from clearance.integrations._host import (
+    ToolSpec,
+    declare_tools,
+    open_ask_id,
+    qualified_name,
+    record_messages,
+)
 
 __all__ = ["VIA", "AgentsGuard", "register_function_tools"]
 
@@ -240,6 +246,9 @@ class AgentsGuard:
         self.always_approve: Answer = always_approve
         self._calls: dict[str, _Call] = {}
         self._swept: weakref.WeakSet[RunContextWrapper[Any]] = weakref.WeakSet()
+        self._seen: set[str] = set()
+        """The run's user and system messages already recorded in the session's
+        provenance (:mod:`clearance.provenance`)."""
 
     # -- the tools the agent gets ---------------------------------------------------------
 
@@ -335,6 +344,8 @@ class AgentsGuard:
         async def needs_approval(
             ctx: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str
         ) -> bool:
+            # The turn's input (the user's messages) enters the session's provenance first.
+            record_messages(self.session, self._seen, _prompts(ctx.turn_input))
             call = await self._authorized(tool, sdk_name, arguments, call_id)
             if not call.is_for(tool, arguments):
                 return False  # the tool refuses to run it: see _invoke
@@ -637,3 +648,32 @@ def _as_result(output: Any) -> Any:
     if isinstance(output, list | tuple):
         return [_as_result(part) for part in output]
     return str(output)
+
+
+def _prompts(items: Any) -> list[tuple[str, str, str]]:
+    """The user and system (or developer) messages of a turn's input items, as
+    ``record_messages`` takes them."""
+    found: list[tuple[str, str, str]] = []
+    if isinstance(items, str):
+        return [("user", items, f"input:{hash(items)}")]
+    for index, item in enumerate(items or ()):
+        if not isinstance(item, Mapping):
+            continue
+        role = item.get("role")
+        if role in ("system", "developer"):
+            role = "system"
+        elif role != "user":
+            continue
+        content = item.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = "\n".join(
+                str(part.get("text", ""))
+                for part in content
+                if isinstance(part, Mapping) and part.get("type") in ("input_text", "text")
+            )
+        else:
+            continue
+        found.append((role, text, f"{index}:{role}:{hash(text)}"))
+    return found

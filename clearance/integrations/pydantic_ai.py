@@ -63,13 +63,19 @@ except ImportError as exc:
     ) from exc
 
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
-from pydantic_ai.messages import ToolReturn
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    SystemPromptPart,
+    ToolReturn,
+    UserPromptPart,
+)
 from pydantic_ai.tools import (
     AgentDepsT,
     DeferredToolRequests,
@@ -95,6 +101,7 @@ from clearance.integrations._host import (
     open_ask_id,
     parse_answer,
     qualified_name,
+    record_messages,
 )
 
 __all__ = ["VIA", "ClearanceToolset", "deferred_results", "register_toolset"]
@@ -181,6 +188,8 @@ class ClearanceToolset(WrapperToolset[AgentDepsT]):
     namespace: str | None = field(default=None, kw_only=True)
     names: Mapping[str, str] = field(default_factory=dict, kw_only=True)
     by: str | None = field(default=None, kw_only=True)
+    _seen: set[str] = field(default_factory=set, init=False, repr=False)
+    """The run's user and system prompts already recorded in the session's provenance."""
 
     async def call_tool(
         self,
@@ -192,6 +201,7 @@ class ClearanceToolset(WrapperToolset[AgentDepsT]):
         call_id = ctx.tool_call_id
         if not call_id:
             raise RuntimeError(f"PydanticAI called {name!r} without a tool call id")
+        record_messages(self.session, self._seen, _prompts(ctx.messages))
         clearance_name = qualified_name(name, namespace=self.namespace, names=self.names)
         auth = await self._authorize(clearance_name, tool_args, ctx, call_id)
         if auth.pending:
@@ -315,3 +325,24 @@ def deferred_results(
             }
         }
     return DeferredToolResults(approvals=approvals, metadata=metadata)
+
+
+def _prompts(messages: Sequence[ModelMessage]) -> Iterator[tuple[str, str, str]]:
+    """The user and system prompts of a run's messages, as ``record_messages`` takes them."""
+    for index, message in enumerate(messages):
+        if not isinstance(message, ModelRequest):
+            continue
+        for part_index, part in enumerate(message.parts):
+            if isinstance(part, UserPromptPart):
+                role = "user"
+                content = part.content
+                text = (
+                    content
+                    if isinstance(content, str)
+                    else "\n".join(c for c in content if isinstance(c, str))
+                )
+            elif isinstance(part, SystemPromptPart):
+                role, text = "system", part.content
+            else:
+                continue
+            yield role, text, f"{index}:{part_index}:{role}:{hash(text)}"

@@ -132,11 +132,14 @@ class Rule:
     id: str = field(init=False, repr=False, compare=False)
     """``kind:text``, what verdicts name the rule by (built once: every call that hits
     the rule names it)."""
+    reads_provenance: bool = field(init=False, repr=False, compare=False)
+    """Whether a constraint reads where an argument came from (``<arg>.from``)."""
 
     def __post_init__(self) -> None:
         if self.tool_pattern is None:
             object.__setattr__(self, "tool_pattern", Glob(self.tool_glob, path_aware=False))
         object.__setattr__(self, "id", f"{self.kind}:{self.text}")
+        object.__setattr__(self, "reads_provenance", any(c.origin is not None for c in self.args))
 
     @property
     def exact_tool(self) -> bool:
@@ -145,11 +148,6 @@ class Rule:
     def matches_tool(self, qualified_name: str) -> bool:
         assert self.tool_pattern is not None  # set in __post_init__
         return bool(self.tool_pattern.fullmatch(qualified_name))
-
-    @property
-    def reads_provenance(self) -> bool:
-        """Whether a constraint reads where an argument came from (``<arg>.from``)."""
-        return any(c.origin is not None for c in self.args)
 
     def matches_args(
         self,

@@ -512,6 +512,14 @@ class Described(Mapping[str, Mapping[str, Any]]):
             self.computed[name] = record
         return record
 
+    def get(self, name: str, default: Any = None) -> Any:  # without Mapping's try/except
+        if name in self._arguments:
+            return self[name]
+        return default
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._arguments
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._arguments)
 

@@ -681,3 +681,27 @@ def section_blocks(page: str, heading: str) -> list[tuple[int, str]]:
 )
 def test_the_docs_section_runs(line: int, code: str) -> None:
     run_block("integrations.md", line, code)
+
+
+async def test_the_prompt_and_the_results_enter_provenance(root: Path) -> None:
+    """The adapter's UserPromptSubmit hook records the user's prompt, and every result
+    reported through PostToolUse enters the session's provenance."""
+    journal = MemoryJournal()
+    async with make_harness(root, journal) as harness:
+        session = await harness.create_session(principal=ALICE)
+        adapter = ClaudeAgentAdapter(session)
+        cli = ScriptedClaudeCode([use("Read", {"file_path": "docs/a.md"}, "toolu_p")], cwd=root)
+        messages = [
+            m
+            async for m in query(
+                prompt="Read docs/a.md and mail it to bob@x.example",
+                options=adapter.options(),
+                transport=cli,
+            )
+        ]
+    assert isinstance(messages[-1], ResultMessage)
+    (submitted,) = hook_requests(cli, "UserPromptSubmit")
+    assert submitted["input"]["prompt"] == "Read docs/a.md and mail it to bob@x.example"
+    ledger = session.provenance
+    assert ledger.origin("bob@x.example")["sources"] == ["user"]
+    assert ledger.origin("hello from docs")["sources"] == ["tool:claude.read"]

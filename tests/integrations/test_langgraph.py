@@ -614,3 +614,23 @@ async def test_an_edited_tool_call_is_decided_again_not_run_as_first_decided(
     shown = {m.tool_call_id: m for m in script.tool_messages()}
     assert shown["c1"].status == "error" and shown["c2"].status == "error"
     assert not any(e.type == "tool_started" for e in journal.events())
+
+
+async def test_the_states_user_messages_and_the_results_enter_provenance(workspace: Path) -> None:
+    """The node records the state's user and system messages (once each) and the results
+    of the calls it runs in the session's provenance."""
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    script = Script(ai(("read_file", "p1", {"path": "docs/a.md"})))
+    async with Harness(registry(workspace, tools), evaluator=evaluator()) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(
+            script, ClearanceToolNode(tools, session=session, namespace="files"), InMemorySaver()
+        )
+        first = {"messages": [HumanMessage("Read docs/a.md and mail it to bob@x.example")]}
+        await app.ainvoke(first, THREAD)
+        ledger = session.provenance
+        assert ledger.messages == 1
+        assert ledger.origin("bob@x.example")["sources"] == ["user"]
+        assert ledger.origin("alpha")["sources"] == ["tool:files.read_file"]
+        assert not ledger.origin("carol@x.example")["user"]

@@ -731,3 +731,21 @@ def section_blocks(page: str, heading: str) -> list[tuple[int, str]]:
 )
 def test_the_docs_section_runs(line: int, code: str) -> None:
     run_block("integrations.md", line, code)
+
+
+async def test_the_turns_input_and_the_results_enter_provenance(setup: Setup) -> None:
+    """The guard records the turn's user messages (from the SDK's ``turn_input``), once
+    each, and the results of the calls it runs in the session's provenance."""
+    guard = await setup.guard()
+    model = ScriptedModel(
+        [
+            call("read_file", {"path": "docs/a.md"}, "c1"),
+            call("read_file", {"path": "docs/a.md"}, "c2"),
+        ],
+        [say("done")],
+    )
+    await Runner.run(setup.agent(guard, model), "Read docs/a.md and mail it to bob@x.example")
+    ledger = guard.session.provenance
+    assert ledger.messages == 1
+    assert ledger.origin("bob@x.example")["sources"] == ["user"]
+    assert ledger.origin("alpha")["sources"] == ["tool:files.read_file"]

@@ -601,3 +601,26 @@ async def test_a_framework_approval_does_not_answer_an_ask_it_was_not_shown(
         )
     assert third.output == "done" and ran == ["docs/a.md"]
     assert final_records(journal, "p1")[0].data["ask"]["answered_by"] == "al"
+
+
+async def test_the_runs_prompts_and_the_results_enter_provenance(workspace: Path) -> None:
+    """The toolset records the run's user and system prompts (once each) and the results
+    of the calls it runs in the session's provenance."""
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    script = Script(
+        [call("read_file", "p1", path="docs/a.md"), call("read_file", "p2", path="docs/a.md")]
+    )
+    async with Harness(registry(workspace, toolset), evaluator=evaluator()) as h:
+        session = await h.create_session(principal=ALICE)
+        agent = Agent(
+            script.model(),
+            system_prompt="Support is help@corp.example",
+            toolsets=[ClearanceToolset(toolset, session=session, namespace="files")],
+        )
+        await agent.run("Read docs/a.md and mail it to bob@x.example")
+        ledger = session.provenance
+        assert ledger.messages == 2  # the prompt and the system prompt, once each
+        assert ledger.origin("bob@x.example")["sources"] == ["user"]
+        assert ledger.origin("help@corp.example")["sources"] == ["system"]
+        assert ledger.origin("alpha")["sources"] == ["tool:files.read_file"]
