@@ -5,7 +5,8 @@ its decision in the journal, every call that ran has its start and its end), no 
 call ran, and every host recovered by itself.
 
 Each host is a real process (``tests/pg_host_worker.py``) making
-``$CLEARANCE_TEST_HOST_CALLS`` calls (default 2,000; the issue's figure is 10,000). The
+``$CLEARANCE_TEST_HOST_CALLS`` calls (default 2,000; ``.ci/run`` also runs it at the issue's
+10,000, without coverage). The
 restart needs a local cluster this test may restart (``pg_ctlcluster``, as root), and runs
 in CI (``CI`` set) or with ``CLEARANCE_TEST_RESTART_POSTGRES=1`` (other test runs on a
 developer's machine may be using the server); otherwise the run goes on without it and the
