@@ -20,9 +20,10 @@ How it stays cheap and out of the pipeline's way: the stages already time themse
 ``CallState.timing``; a traced call gets a ``timing`` that also notes when each entry was
 written (:class:`_Marks`), so that the stage spans are made, with their real start and end
 times, when the call ends. Only the dispatch span is live (the handler's own spans need a
-parent while it runs). The pipeline calls four hooks: :meth:`Telemetry.begin` (deciding
+parent while it runs). The pipeline calls three hooks: :meth:`Telemetry.begin` (deciding
 starts), :meth:`Telemetry.dispatch` (around the handler), and :meth:`Telemetry.end` from
-``_finished`` (a call that ran) or ``_outcome`` (one that did not).
+``_finished`` (a call that ran), ``_outcome`` (one that did not) or the session's close (one
+``authorize`` allowed that the host never reported).
 
 Nothing withheld reaches an attribute (rule R8): spans and metrics carry names, ids,
 statuses, decisions, policy ids and timings, never a message, an error text or an
