@@ -26,13 +26,17 @@ diff of every other one. The exit status is 1 when a module has an unlisted surv
 
 Hypothesis runs with a fixed seed (``--hypothesis-seed=0``) so that a run repeats.
 ``--ref REV`` takes the project from a git revision instead of the working tree (a run
-that others' uncommitted edits cannot move).
+that others' uncommitted edits cannot move). ``--resume FILE`` tests again only the
+mutants a run saved with ``--json FILE`` did not kill, and adds the ones it killed: new
+tests are measured without testing every killed mutant again (the module itself must be
+the one that run mutated, byte for byte).
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -183,6 +187,8 @@ class ModuleResult:
     """Never tested: mutmut stopped before it reached them (its log says why)."""
     other: Counter[str] = field(default_factory=Counter)
     diffs: dict[str, str] = field(default_factory=dict)
+    source_sha256: str = ""
+    """The SHA-256 of the mutated module's text."""
 
     @property
     def total(self) -> int:
@@ -298,6 +304,10 @@ def _copy_project(work: Path, *, ref: str | None) -> None:
             shutil.copy2(source, work / name)
 
 
+def _source_sha256(work: Path, module: str) -> str:
+    return hashlib.sha256((work / module).read_bytes()).hexdigest()
+
+
 def _mutmut_config(module: str, tests: Sequence[str]) -> str:
     settings = {
         "source_paths": ["clearance"],
@@ -365,7 +375,7 @@ def collect(
         for name, code in meta["exit_code_by_key"].items()
         if not only or any(fnmatch.fnmatchcase(name, pattern) for pattern in only)
     }
-    result = ModuleResult(module)
+    result = ModuleResult(module, source_sha256=_source_sha256(work, module))
     survivors: list[str] = []
     for name, code in sorted(codes.items(), key=lambda item: _mutant_order(item[0])):
         if code in _KILLED:
@@ -386,6 +396,34 @@ def collect(
         key = (module, function_of(name), _diff_change(result.diffs[name]))
         (result.equivalent if key in listed else result.survived).append(name)
     return result
+
+
+def resumed(previous: dict[str, object], result: ModuleResult) -> ModuleResult:
+    """``result`` of a run over ``previous``'s unkilled mutants, with the ones it killed.
+
+    Args:
+        previous: One module's entry of a ``--json`` file.
+        result: The new run's result, limited to those mutants.
+
+    Raises:
+        ValueError: the module is not the one the previous run mutated.
+    """
+    if previous.get("source_sha256") != result.source_sha256:
+        raise ValueError(f"{result.module} changed since the run being resumed: run it whole again")
+    killed, timeout = previous["killed"], previous["timeout"]
+    assert isinstance(killed, int) and isinstance(timeout, int)
+    result.killed += killed
+    result.timeout += timeout
+    return result
+
+
+def _unkilled(previous: dict[str, object]) -> list[str]:
+    names: list[str] = []
+    for key in ("survived", "equivalent", "no_tests", "not_checked"):
+        value = previous.get(key, [])
+        assert isinstance(value, list)
+        names += value
+    return names
 
 
 def _mutant_order(name: str) -> tuple[str, int]:
@@ -482,6 +520,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="work directory (kept; default: a temporary one)")
     parser.add_argument("--survivors", action="store_true", help="print each survivor's diff")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        help="test again only the mutants this --json file's run did not kill",
+    )
     parser.add_argument("--verbose", action="store_true", help="show mutmut's output")
     parser.add_argument("--list", action="store_true", help="list the deciding set and exit")
     args = parser.parse_args(argv)
@@ -499,6 +542,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.tests and module not in DECIDING_SET:
             parser.error(f"{module} is not in the deciding set: name its tests with --tests")
     equivalents = parse_equivalents((ROOT / "docs" / "mutation.md").read_text())
+    previous: dict[str, dict[str, object]] = {}
+    if args.resume:
+        previous = {entry["module"]: entry for entry in json.loads(args.resume.read_text())}
+        missing = [module for module in modules if module not in previous]
+        if missing:
+            parser.error(f"{args.resume} has no run of {', '.join(missing)}")
+        if args.only:
+            parser.error("--resume chooses the mutants itself: drop --only")
 
     results: list[ModuleResult] = []
     base = args.work or Path(tempfile.mkdtemp(prefix="clearance-mutation-"))
@@ -507,17 +558,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if work.exists():
             shutil.rmtree(work)
         tests = args.tests or DECIDING_SET[module]
+        only = _unkilled(previous[module]) if module in previous else args.only
         print(f"{module}: {len(tests)} test paths, in {work}", flush=True)
+        if module in previous and not only:
+            print(f"{module}: every mutant was killed in {args.resume}", flush=True)
+            result = ModuleResult(module, source_sha256=str(previous[module]["source_sha256"]))
+            result = resumed(previous[module], result)
+            results.append(result)
+            continue
         run_module(
             module,
             tests,
             work=work,
             jobs=args.jobs,
             ref=args.ref,
-            only=args.only,
+            only=only,
             verbose=args.verbose,
         )
-        result = collect(work, module, equivalents, only=args.only)
+        result = collect(work, module, equivalents, only=only)
+        if module in previous:
+            result = resumed(previous[module], result)
         results.append(result)
         print(_table([result]), flush=True)
         if args.survivors:
@@ -540,6 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "no_tests": r.no_tests,
                         "not_checked": r.not_checked,
                         "score": round(r.score, 1),
+                        "source_sha256": r.source_sha256,
                         "diffs": {name: r.diffs[name] for name in r.survived + r.no_tests},
                     }
                     for r in results

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 NUMBERS = "clearance.facts.numbers"
 
@@ -75,6 +77,65 @@ def test_a_run_counts_killed_survived_and_equivalent_mutants(tmp_path: Path) -> 
     # Everything happened in the work directory, nothing in the checkout.
     assert (tmp_path / "work" / "clearance_facts_numbers" / "mutants").is_dir()
     assert not (ROOT / "mutants").exists()
+
+
+@pytest.mark.timeout(900)  # two runs of mutmut, on a machine others share
+def test_a_resumed_run_tests_again_only_the_mutants_left_and_adds_the_killed(
+    tmp_path: Path,
+) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "benchmarks/mutation.py", "clearance/facts/numbers.py", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            check=False,
+        )
+
+    weak = "tests/facts/test_numbers.py::test_a_fraction_stays_a_float_and_a_whole_number_becomes_an_int"
+    first = run(
+        "--tests",
+        weak,
+        "--only",
+        f"{NUMBERS}.x_canonical_number__mutmut_*",
+        "--work",
+        str(tmp_path / "first"),
+        "--json",
+        str(tmp_path / "first.json"),
+    )
+    [before] = json.loads((tmp_path / "first.json").read_text())
+    assert before["survived"], first.stdout + first.stderr
+    second = run(
+        "--tests",
+        "tests/facts/test_numbers.py",
+        "--resume",
+        str(tmp_path / "first.json"),
+        "--work",
+        str(tmp_path / "second"),
+        "--json",
+        str(tmp_path / "second.json"),
+    )
+    [after] = json.loads((tmp_path / "second.json").read_text())
+    assert after["mutants"] == before["mutants"] == 12, second.stdout + second.stderr
+    assert after["killed"] > before["killed"]
+    assert set(after["survived"]) < set(before["survived"])
+    assert after["source_sha256"] == before["source_sha256"]
+    # Only the survivors were tested again.
+    meta = json.loads(
+        (
+            tmp_path / "second/clearance_facts_numbers/mutants/clearance/facts/numbers.py.meta"
+        ).read_text()
+    )
+    tested = {name for name, code in meta["exit_code_by_key"].items() if code is not None}
+    assert tested == set(before["survived"])
+    # A run of another version of the module is not resumed.
+    changed = json.loads((tmp_path / "first.json").read_text())
+    changed[0]["source_sha256"] = "0" * 64
+    (tmp_path / "changed.json").write_text(json.dumps(changed))
+    refused = run("--resume", str(tmp_path / "changed.json"), "--work", str(tmp_path / "third"))
+    assert refused.returncode != 0
+    assert "changed since the run being resumed" in refused.stderr
 
 
 def test_mutants_mutmut_stopped_before_are_counted_not_checked(tmp_path: Path) -> None:
