@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clearance.errors import ConfigError
+from clearance.provenance import Provenance
 from clearance.types import Principal, SessionInfo
 
 __all__ = ["TEST_GLOB", "DecisionTest", "Expectation", "load_decision_tests"]
@@ -38,6 +39,9 @@ class DecisionTest:
     """The ``@id`` names expected as the verdict's reasons (compared as a set), if given."""
     session: SessionInfo = field(default_factory=lambda: SessionInfo("decision-test"))
     context: Mapping[str, Any] = field(default_factory=dict)
+    conversation: tuple[Mapping[str, Any], ...] = ()
+    """The messages and tool results before the call (the replay corpus's shape), which
+    its ``context.provenance`` is read from; none: every value made up."""
     path: str = ""
     """The file the case came from."""
     index: int = 0
@@ -92,6 +96,7 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
         raise bad("each test must be an object")
     unknown = set(item) - {
         "name", "principal", "tool", "arguments", "expect", "policies", "session", "context",
+        "conversation",
     }  # fmt: skip
     if unknown:
         raise bad(f"unknown keys {sorted(unknown)}")
@@ -129,6 +134,13 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
         principal = _principal(item.get("principal"))
     except ValueError as exc:
         raise bad(str(exc)) from None
+    conversation = item.get("conversation", [])
+    if not isinstance(conversation, list):
+        raise bad("'conversation' must be a list of messages and tool results")
+    try:
+        Provenance.from_conversation(conversation)  # checked here, read when run
+    except ValueError as exc:
+        raise bad(str(exc)) from None
     return DecisionTest(
         name=name,
         principal=principal,
@@ -138,6 +150,7 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
         policies=tuple(policies) if policies is not None else None,
         session=session_info,
         context=dict(context),
+        conversation=tuple(conversation),
         path=path,
         index=index,
     )

@@ -19,7 +19,11 @@ schema) or ``blocked`` (a declared fact cannot be canonicalized, such as a path 
 the workspace: the pipeline refuses the call before any policy sees it); ``policies``, when
 given, must equal the set of policies that decided (their ``@id`` names, as in
 ``Verdict.reasons``). Optional ``session`` (``{"id", "turn"}``) and ``context`` (extra
-application context) complete the request. The files are read by
+application context) complete the request, and ``conversation`` (the messages and tool
+results before the call, as a replay corpus line carries them:
+``[{"role": "user", "content": "..."}, {"role": "tool", "tool": "...", "call_id": "...",
+"content": ...}]``) is what ``context.provenance`` is read from, under the trust list beside
+the tests (``provenance.toml``); without one every value is made up. The files are read by
 :mod:`clearance.policy._decision_cases`.
 
 Arguments are checked against the tool's JSON Schema first and canonicalized through the
@@ -69,6 +73,7 @@ from clearance.policy.base import (
     as_evaluator,
     check_verdict,
 )
+from clearance.provenance import Provenance, TrustList
 from clearance.types import ToolCatalog, ToolLike
 
 __all__ = [
@@ -235,10 +240,11 @@ def run_decision_tests(
 
         evaluator = CedarEvaluator.from_directory(directory)
     tools = _tools(evaluator, registry)
+    trust = TrustList.from_directory(directory)
     results = []
     for done, case in enumerate(cases, 1):
         start = time.perf_counter()
-        result = _run(case, evaluator, tools)
+        result = _run(case, evaluator, tools, trust)
         results.append(dataclasses.replace(result, seconds=time.perf_counter() - start))
         if progress is not None:
             progress(done, len(cases))
@@ -268,7 +274,10 @@ def _tools(evaluator: AuthorityEvaluator, registry: ToolCatalog | None) -> Mappi
 
 
 def _run(
-    case: DecisionTest, evaluator: AuthorityEvaluator, tools: Mapping[str, ToolLike]
+    case: DecisionTest,
+    evaluator: AuthorityEvaluator,
+    tools: Mapping[str, ToolLike],
+    trust: TrustList | None = None,
 ) -> CaseResult:
     tool = tools.get(case.tool)
     if tool is None:
@@ -304,7 +313,13 @@ def _run(
                 f"the pipeline would refuse the call before any evaluator: {exc}",
                 "facts",
             )
-    request = AuthzRequest(case.principal, tool.info, arguments, case.session, case.context, facts)
+    provenance: Mapping[str, Any] = {}
+    if case.conversation:
+        ledger = Provenance.from_conversation(case.conversation, trust=trust)
+        provenance = dict(ledger.describe(arguments))
+    request = AuthzRequest(
+        case.principal, tool.info, arguments, case.session, case.context, facts, provenance
+    )
     try:
         verdict = _evaluate(evaluator, request)
     except Exception as exc:  # the pipeline would deny; the report says why
