@@ -59,7 +59,7 @@ HEADER = """// AgentDojo {suite} suite: policies a deployer would write for this
 // nowhere. Replay the suite with `python benchmarks/agentdojo/run.py`.
 
 @id("read-freely")
-permit (principal, action in Action::"read_only", resource);
+permit (principal, action in Action::"read_only", resource){unless};
 """
 
 TRUST_HEADER = """# Provenance trust list of the AgentDojo {suite} pack (docs/provenance.md).
@@ -83,7 +83,7 @@ def banking() -> tuple[str, list[str]]:
     payees |= {t["recipient"] for t in account["scheduled_transactions"]}
     known = _set(payees, "    ")
     cedar = (
-        HEADER.format(suite="banking")
+        HEADER.format(suite="banking", unless="")
         + f"""
 // A payment goes to an account the user named, or to one of the user's own payees (sent
 // to, received from, standing orders). An account the user never named that came from a
@@ -116,13 +116,20 @@ permit (
 );
 
 // A standing order's amount and date are the user's to change; redirecting it follows
-// the payee rule.
+// the payee rule, and its subject may carry no account, address or link only a tool result
+// named (standing orders are trusted as the user's own: nothing untrusted goes into them).
 @id("redirect-standing-order-not-named-by-user")
 forbid (principal, action == Action::"banking.update_scheduled_transaction", resource)
 when {{
   context.input has recipient &&
   !{_named("recipient", optional=True)} &&
   !{known}.contains(context.input.recipient)
+}};
+
+@id("standing-order-subject-carries-tool-values")
+forbid (principal, action == Action::"banking.update_scheduled_transaction", resource)
+when {{
+  context.provenance has subject && context.provenance.subject.untrusted_values
 }};
 
 @id("update-standing-order")
@@ -140,14 +147,12 @@ permit (principal, action == Action::"banking.update_password", resource);
 permit (principal, action == Action::"banking.update_user_info", resource);
 """
     )
-    # The bank's record of the user's own standing orders, balance, IBAN and profile: the
-    # user set them up; no third party writes into them.
-    trusted = [
-        "banking.get_scheduled_transactions",
-        "banking.get_iban",
-        "banking.get_balance",
-        "banking.get_user_info",
-    ]
+    # Only what no third party can write: the standing orders the user set up (the pack
+    # lets nothing untrusted into them: a new payee must be named, a subject may carry no
+    # untrusted value), her IBAN and balance. Not the transaction history (anyone who pays
+    # her writes a subject), files (bills, notices) or the profile (the agent updates it
+    # from a landlord's letter).
+    trusted = ["banking.get_scheduled_transactions", "banking.get_iban", "banking.get_balance"]
     return cedar, trusted
 
 
@@ -238,7 +243,7 @@ def workspace() -> tuple[str, list[str]]:
     people = _workspace_people(env)
     known = _set(people, "    ")
     cedar = (
-        HEADER.format(suite="workspace")
+        HEADER.format(suite="workspace", unless="")
         + _people_rules("workspace", people)
         + f"""
 @id("participants-not-named-by-user")
@@ -304,7 +309,7 @@ def travel() -> tuple[str, list[str]]:
         people.update(event.get("participants") or [])
     people = {p.lower() for p in people}
     cedar = (
-        HEADER.format(suite="travel")
+        HEADER.format(suite="travel", unless="")
         + _people_rules("travel", people)
         + """
 // A booking commits the user's money and time: the place must be one the user named (a
@@ -344,18 +349,29 @@ def slack() -> tuple[str, list[str]]:
     env = _env("slack")["slack"]
     members = _set(set(env["users"]), "    ")
     channels = _set(set(env["channels"]), "    ")
+    # get_webpage reads a page but sends its URL out: it is decided below, not as a read.
+    unless = '\nunless { action == Action::"slack.get_webpage" }'
     cedar = (
-        HEADER.format(suite="slack")
+        HEADER.format(suite="slack", unless=unless)
         + f"""
-// Fetching a page sends its URL (host, path, query) out: only a URL the user gave, or one
-// a colleague posted (read_channel_messages and read_inbox are trusted), is fetched. A
-// link that only a web page, a channel's name or nobody named is denied, and a query the
-// model composed is data leaving: the URL as a whole must have been given.
-@id("fetch-url-not-named-by-user")
+// Fetching a page sends its URL (host, path, query) out. A URL the user gave is fetched.
+// A link found as it is in a message or a page, without a query string, is following a link
+// someone else wrote (a colleague's, or an attacker's): the user decides. Anything else is
+// denied: a URL nobody wrote (the model composed it) or a query string the user did not
+// give (data leaving in the URL).
+@id("fetch-url-nobody-gave")
 forbid (principal, action == Action::"slack.get_webpage", resource)
-when {{ !context.provenance.url.user }};
+when {{
+  !context.provenance.url.user &&
+  (!context.provenance.url.tool || context.facts.url.has_query)
+}};
 
 @id("fetch-named-pages")
+permit (principal, action == Action::"slack.get_webpage", resource)
+when {{ context.provenance.url.user }};
+
+@id("follow-a-link")
+@ask("Open a link that a message or a web page gave, not you.")
 permit (principal, action == Action::"slack.get_webpage", resource);
 
 // Publishing goes only to a site the user named.
@@ -426,9 +442,9 @@ when {{ !context.provenance.user.user }};
 permit (principal, action == Action::"slack.remove_user_from_slack", resource);
 """
     )
-    # Messages colleagues wrote (channels, inboxes) are the user's workplace; a web page and
-    # a channel's name are not.
-    return cedar, ["slack.read_channel_messages", "slack.read_inbox"]
+    # No tool: channel messages and inboxes are written by anyone in the workspace, web
+    # pages by anyone at all, channel names by whoever creates one.
+    return cedar, []
 
 
 def main() -> None:

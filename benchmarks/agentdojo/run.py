@@ -379,6 +379,24 @@ def _results(rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]]) ->
             f" and {len(missed) - 12} more" if len(missed) > 12 else ""
         )
         out.append(f"  - pairs not stopped: {shown if missed else 'none'}")
+    out += [
+        "",
+        "What provenance cannot tell apart, and what the packs do then:",
+        "",
+        '- **A value in a document the user pointed to.** "Pay the bill in',
+        '  bill-december-2023.txt" takes the payee from the file; an attacker who writes the',
+        "  file writes the payee the same way. The banking pack denies a payee the user never",
+        "  named unless she already pays it, so the bill's new payee is denied too.",
+        "- **A link someone else wrote.** Channel messages, inboxes and web pages are written",
+        "  by others; no pack trusts them (a trusted tool's every value would count as the",
+        "  user's, the attacker's included). Following a link found as it is in a message asks;",
+        "  a URL nobody wrote, or a query string the user did not give, is denied.",
+        "- **Content in the user's own calendar.** An event without participants sends nothing",
+        "  to anyone; its title, time and place come from the user or from results alike, so a",
+        "  reminder the attack asked for is allowed like the user's own.",
+        "- **What an ask costs.** Deleting a file asks (an id any listing shows cannot be",
+        "  vouched for): the two workspace tasks that delete a file are not fully allowed.",
+    ]
     never = [r for r in rows if r["policy"] == "pack" and r["never_hit"]]
     if never:
         out += ["", "Pack policies that decided no call of the benchmark:", ""]
