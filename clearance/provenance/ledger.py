@@ -267,11 +267,7 @@ class Provenance:
             self.overflowed = True
         cleaned = clean_text(text)
         self._defer(bit, [cleaned], (), message=True)
-        phrase = literal(cleaned)
-        if phrase and self._phrase_chars + len(phrase) < self.max_phrase_text:
-            self._phrase_chars += len(phrase) + 1
-            known = self._phrases.get(bit)
-            self._phrases[bit] = phrase if known is None else f"{known}\n{phrase}"
+        self._add_phrase(bit, literal(cleaned))
 
     def add_result(self, tool: str, call_id: str, value: Any) -> None:
         """Record what a call of ``tool`` (its qualified name) returned to the model: a
@@ -302,6 +298,7 @@ class Provenance:
             return
         self._pending = []
         self._pending_chars = 0
+        trusted = self._trusted_mask(self.trust)
         for bit, strings, numbers, message in pending:
             self._mark(numbers, bit)
             for text in strings:
@@ -309,6 +306,17 @@ class Provenance:
                 self._mark(text_keys(cleaned), bit)
                 if not message:
                     self._mark(literal_keys(cleaned), bit)
+                    if bit & trusted:
+                        # A trusted tool's text is the user's own: its phrases count as
+                        # a message's do (under the ledger's own trust list).
+                        self._add_phrase(bit, literal(cleaned))
+
+    def _add_phrase(self, bit: int, phrase: str) -> None:
+        """Keep ``phrase`` for phrase matching, while the bound allows."""
+        if phrase and self._phrase_chars + len(phrase) < self.max_phrase_text:
+            self._phrase_chars += len(phrase) + 1
+            known = self._phrases.get(bit)
+            self._phrases[bit] = phrase if known is None else f"{known}\n{phrase}"
 
     def _bit(self, place: str) -> int:
         bit = self._bits.get(place)

@@ -72,7 +72,8 @@ _BARE = re.compile(
     rf"(?<![\w@.\-/:%+])(?:(?:{_LABEL}\.)+{_TOP}|[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}})"
     r"(?![\w\-])(?::[0-9]{1,5})?(?:[/?][^\s<>\"'`]*)?"
 )
-_EMAIL_TEXT = re.compile(rf"(?<![\w.+\-%'])[\w.+\-%']+@(?:{_LABEL}\.)+{_LABEL}")
+# The first character of an address is no quote: 'a@b.com' in text is a@b.com.
+_EMAIL_TEXT = re.compile(rf"(?<![\w.+\-%'])[\w.+\-%][\w.+\-%']*@(?:{_LABEL}\.)+{_LABEL}")
 _IBAN = re.compile(
     r"(?<![^\W_])[A-Za-z]{2}[0-9]{2}"
     r"(?:[A-Za-z0-9]{10,30}|(?: [A-Za-z0-9]{4}){2,7}(?: [A-Za-z0-9]{1,3})?)(?![^\W_])"
@@ -217,7 +218,9 @@ def _token_values(token: str) -> tuple[tuple[str, str], ...]:
 
 
 def _classify(token: str) -> Iterator[tuple[str, str]]:
-    text = token.strip(_STRIP).rstrip(".:")
+    # Quotes, brackets and a sentence's punctuation around a value, in any order
+    # ("www.x.com).", "'a@b.com'.") are not part of it.
+    text = token.strip(_STRIP + ".:")
     if len(text) < 1:
         return
     if "://" in text:
@@ -255,6 +258,12 @@ def _classify(token: str) -> Iterator[tuple[str, str]]:
         return
     if ("." in text or "/" in text) and _BARE.fullmatch(text):
         keys = _url_keys(text, bare=True)
+        if not keys and "/" not in text and "." in text:
+            # A sentence's dot with no space after it ("www.x.com.They"): the name up
+            # to the label no suffix list knows, when that is a host.
+            head, _, last = text.rpartition(".")
+            if last.isalpha() and "." in head:
+                keys = _url_keys(head, bare=True)
         if keys:
             for key in keys:
                 yield key[2:], key
@@ -424,7 +433,9 @@ def json_strings_and_numbers(value: Any, limit: int) -> tuple[list[str], list[st
             budget -= len(item)
             strings.append(item)
         elif isinstance(item, dict):
+            # Keys are text the model reads too ({"john@x.com": "rw"}).
             stack.extend(item.values())
+            stack.extend(k for k in item if isinstance(k, str))
         elif isinstance(item, list | tuple):
             stack.extend(item)
         elif isinstance(item, int | float | Decimal) and not isinstance(item, bool):
