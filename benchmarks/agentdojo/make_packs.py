@@ -372,7 +372,8 @@ when {{ context.provenance.url.user }};
 
 @id("follow-a-link")
 @ask("Open a link that a message or a web page gave, not you.")
-permit (principal, action == Action::"slack.get_webpage", resource);
+permit (principal, action == Action::"slack.get_webpage", resource)
+when {{ !context.provenance.url.user }};
 
 // Publishing goes only to a site the user named.
 @id("publish-to-site-not-named-by-user")

@@ -65,6 +65,27 @@ def test_a_pack_validates_against_its_tools_schema(suite: str, tmp_path: Path) -
     assert "from_user" in done.stdout
 
 
+@pytest.mark.parametrize("suite", SUITES)
+def test_a_packs_decision_tests_pass_and_cover_every_policy(suite: str, tmp_path: Path) -> None:
+    """``<suite>.tests.json`` beside the pack: each case carries the conversation before its
+    call (a value the user named, one only a tool result named, a trusted source) and the
+    policies expected to decide it; together they exercise every policy of the pack."""
+    done = _clearance(
+        "policy",
+        "test",
+        str(PACKS / suite),
+        "--tools",
+        str(BENCH / "data" / f"{suite}.tools.json"),
+        "--coverage-threshold",
+        "100",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    cases = json.loads((PACKS / suite / f"{suite}.tests.json").read_text())["tests"]
+    assert f"{len(cases)} passed, 0 failed" in done.stdout
+    assert {c["expect"] for c in cases} >= {"allow", "deny"}
+
+
 def test_the_packs_are_what_make_packs_writes(tmp_path: Path) -> None:
     bench = tmp_path / "benchmarks" / "agentdojo"
     bench.mkdir(parents=True)
