@@ -26,6 +26,7 @@ everywhere and identify nothing.
 
 from __future__ import annotations
 
+import datetime
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ from clearance.facts.web import EmailFact, UrlFact, known_suffix
 __all__ = [
     "MIN_LITERAL",
     "clean_text",
+    "date_keys",
     "inside_values",
     "literal",
     "number_key",
@@ -81,6 +83,33 @@ _IBAN = re.compile(
 _NUMBER = re.compile(
     r"(?<![\w.,])(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,20})(?:\.[0-9]{1,12})?(?![\w])"
 )
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sept", "sep"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        1,
+    )
+    for name in names
+}
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_WORD_DATE = re.compile(
+    rf"(?i)\b(?:({_MONTH})\.?\s+([0-9]{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+([0-9]{{4}})\b)?"
+    rf"|([0-9]{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b\.?(?:,?\s+([0-9]{{4}})\b)?)"
+)
+_ISO_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[T ][0-9:.]+Z?)?")
 _TOKEN_CHARS = frozenset("0123456789/_.@-")
 _DIGIT = re.compile(r"[0-9]").search
 _WORD = re.compile(r"[^\W\d_]+").fullmatch
@@ -199,6 +228,58 @@ def _number_text(text: str) -> str | None:
         return None
 
 
+def _date_key(year: str | None, month: int, day: str) -> str | None:
+    """``d:2024-05-01`` (or ``d:--05-01`` without a year) for a real date, else None."""
+    try:
+        datetime.date(int(year) if year else 2000, month, int(day))  # 2000: a leap year
+    except ValueError:
+        return None
+    return f"d:{year}-{month:02d}-{int(day):02d}" if year else f"d:--{month:02d}-{int(day):02d}"
+
+
+def date_keys(text: str) -> Iterator[str]:
+    """The dates written in words in ``text`` (``May 1st, 2024``, ``1st of May 2024``,
+    ``14th of November``): ``d:2024-05-01``, or ``d:--11-14`` without a year. Found
+    around each word that names a month (a pattern over the whole text is several times
+    slower than this walk)."""
+    words = text.split()
+    for index, word in enumerate(words):
+        if len(word) > 10 or not word[:1].isalpha():
+            continue
+        if word.rstrip(".,;:").lower() not in _MONTHS:
+            continue
+        start = max(0, index - 2)
+        before = " ".join(words[start:index])
+        at = len(before) + 1 if before else 0  # where this month's word starts
+        window = " ".join(words[start : index + 3])
+        for match in _WORD_DATE.finditer(window):
+            if not match.start() <= at < match.end():
+                continue  # another month's date, read around its own word
+            month_a, day_a, year_a, day_b, month_b, year_b = match.groups()
+            month = _MONTHS[(month_a or month_b).lower()]
+            key = _date_key(year_a or year_b, month, day_a or day_b)
+            if key is not None:
+                yield key
+
+
+def _whole_date(text: str) -> tuple[str, ...]:
+    """The keys of a string that is one date (``2024-05-01``, ``2024-05-01 09:00``,
+    ``May 1st, 2024``): the date and its month-day, so that a day the user named without
+    a year matches it."""
+    match = _ISO_DATE.fullmatch(text)
+    if match is not None:
+        key = _date_key(match.group(1), int(match.group(2)), match.group(3))
+    else:
+        words = _WORD_DATE.fullmatch(text)
+        if words is None:
+            return ()
+        month_a, day_a, year_a, day_b, month_b, year_b = words.groups()
+        key = _date_key(year_a or year_b, _MONTHS[(month_a or month_b).lower()], day_a or day_b)
+    if key is None:
+        return ()
+    return (key, "d:--" + key[-5:]) if not key.startswith("d:--") else (key,)
+
+
 _STRIP = "\"'()[]{}<>,;!?*`|"
 _PARTS = re.compile(r"[/?=&#]+")
 _CACHE_LIMIT = 8192
@@ -269,6 +350,12 @@ def _classify(token: str) -> Iterator[tuple[str, str]]:
                 yield key[2:], key
             return
     if _DIGIT(text) is not None:
+        if len(text) >= 10 and text[4] == "-":
+            iso = _ISO_DATE.fullmatch(text)
+            if iso is not None:
+                date = _date_key(iso.group(1), int(iso.group(2)), iso.group(3))
+                if date is not None:
+                    yield date[2:], date
         for match in _NUMBER.finditer(text):
             number = _number_text(match.group(0))
             if number is not None:
@@ -336,6 +423,7 @@ def text_keys(text: str) -> Iterator[str]:
     """Every canonical fact found in ``text`` (already :func:`clean_text`), as keys."""
     for _, key in _scan(text, inside=False):
         yield key
+    yield from date_keys(text)
 
 
 def literal_keys(text: str) -> Iterator[str]:
@@ -392,6 +480,10 @@ def whole_keys(value: str) -> tuple[str, ...]:
         return ()
     if not digits:
         return ()
+    if len(text) >= 8:
+        dates = _whole_date(text)
+        if dates:
+            return dates
     if _IBAN.fullmatch(text):
         key = _iban(text)
         return (key,) if key is not None and len(key) - 2 == len(text.replace(" ", "")) else ()

@@ -129,3 +129,22 @@ def test_inside_values() -> None:
         "www.good.org": "h:www.good.org",
         "a@b.io": "e:a@b.io",
     }
+
+
+def test_dates_in_words_and_iso() -> None:
+    text = clean_text(
+        "on January 2nd 2025, for the 14th of November, April 25th 2024, May 1st, 2024 "
+        "and 1st of May 2024; due 2024-06-30."
+    )
+    found = set(text_keys(text))
+    assert {
+        "d:2025-01-02",
+        "d:--11-14",
+        "d:2024-04-25",
+        "d:2024-05-01",
+        "d:2024-06-30",
+    } <= found
+    assert "d:--04-25" not in found  # a year named with it: the full date only
+    assert whole_keys("2024-05-01 09:00") == ("d:2024-05-01", "d:--05-01")
+    assert whole_keys("May 1st, 2024") == ("d:2024-05-01", "d:--05-01")
+    assert whole_keys("2024-02-30") == ()
