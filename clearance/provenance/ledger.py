@@ -49,6 +49,7 @@ from clearance.provenance.trust import TrustList
 from clearance.provenance.values import (
     MIN_LITERAL,
     clean_text,
+    field_values,
     json_strings_and_numbers,
     literal,
     literal_keys,
@@ -281,6 +282,11 @@ class Provenance:
         if not complete:
             self.overflowed = True
         self._defer(bit, strings, numbers, message=False)
+        for field in self.trust.fields_of(tool):
+            # A field the trust list trusts is a place of its own ("tool:x#recipient").
+            found, found_numbers = field_values(value, field, self.max_scan)
+            if found or found_numbers:
+                self._defer(self._bit(f"tool:{tool}#{field}"), found, found_numbers, message=False)
 
     def _defer(self, bit: int, strings: list[str], numbers: Any, *, message: bool) -> None:
         """Keep what was read until a record is asked for: the text is scanned then, once

@@ -6,6 +6,10 @@ A trust list is data a policy pack ships, ``provenance.toml`` beside its ``.ceda
     trusted_tools = ["banking.get_scheduled_transactions", "banking.get_user_info"]
     # Whether system messages (the application's own instructions) count as the user's.
     trust_system = true
+    # Only these fields of a tool's structured results count as the user's own (a key of
+    # the result object, or of each object of a result list); the rest does not.
+    [trusted_fields]
+    "banking.get_scheduled_transactions" = ["recipient"]
 
 Both keys are optional; a file with neither is the default list (no trusted tools; system
 messages trusted). Name only tools whose results no one but the user can write: a tool that
@@ -40,8 +44,25 @@ class TrustList:
     """Globs over qualified tool names whose results count as the user's own."""
     trust_system: bool = True
     """Whether system messages count as the user's own."""
+    trusted_fields: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(tool glob, field names)``: only these fields of the tool's structured results
+    count as the user's own (a key of the result object, or of each object of a result
+    list); the rest of the result does not (a mapping is accepted too)."""
 
     def __post_init__(self) -> None:
+        fields: Any = self.trusted_fields
+        pairs = tuple(fields.items()) if isinstance(fields, Mapping) else tuple(fields)
+        if not all(
+            isinstance(glob, str)
+            and glob
+            and not isinstance(names, str)
+            and all(isinstance(n, str) and n for n in names)
+            for glob, names in pairs
+        ):
+            raise TypeError("trusted_fields maps tool globs to lists of field names")
+        object.__setattr__(
+            self, "trusted_fields", tuple((glob, tuple(names)) for glob, names in pairs)
+        )
         if isinstance(self.trusted_tools, str) or not all(
             isinstance(t, str) and t for t in self.trusted_tools
         ):
@@ -60,15 +81,29 @@ class TrustList:
                 return True
         return False
 
+    def fields_of(self, qualified_name: str) -> frozenset[str]:
+        """The fields of ``qualified_name``'s results that count as the user's own."""
+        found: set[str] = set()
+        for pattern, names in self.trusted_fields:
+            if pattern == qualified_name or (
+                not _GLOB_CHARS.isdisjoint(pattern) and fnmatchcase(qualified_name, pattern)
+            ):
+                found.update(names)
+        return frozenset(found)
+
     def trusts(self, place: str) -> bool:
         """Whether values found in ``place`` (``"user"``, ``"system"``,
-        ``"tool:<qualified name>"``) count as the user's own."""
+        ``"tool:<qualified name>"``, ``"tool:<qualified name>#<field>"``) count as the
+        user's own."""
         if place == "user":
             return True
         if place == "system":
             return self.trust_system
         if place.startswith("tool:"):
-            return self.trusts_tool(place[5:])
+            name, hash_, field = place[5:].partition("#")
+            if hash_:
+                return field in self.fields_of(name)
+            return self.trusts_tool(name)
         return False
 
     @classmethod
@@ -78,11 +113,20 @@ class TrustList:
         Raises:
             ConfigError: an unknown key, or a value of the wrong type.
         """
-        unknown = sorted(set(data) - {"trusted_tools", "trust_system"})
+        unknown = sorted(set(data) - {"trusted_tools", "trust_system", "trusted_fields"})
         if unknown:
             raise ConfigError(
                 f"unknown key(s) in the trust list: {', '.join(unknown)} "
-                "(known: trusted_tools, trust_system)",
+                "(known: trusted_tools, trusted_fields, trust_system)",
+                path=path,
+            )
+        fields = data.get("trusted_fields", {})
+        if not isinstance(fields, Mapping) or not all(
+            isinstance(names, list) and all(isinstance(n, str) and n for n in names)
+            for names in fields.values()
+        ):
+            raise ConfigError(
+                'trusted_fields must be a table like {"bank.get_standing_orders" = ["recipient"]}',
                 path=path,
             )
         tools: Any = data.get("trusted_tools", ())
@@ -94,7 +138,7 @@ class TrustList:
         system = data.get("trust_system", True)
         if not isinstance(system, bool):
             raise ConfigError("trust_system must be true or false", path=path)
-        return cls(tools, system)
+        return cls(tools, system, tuple((k, tuple(v)) for k, v in fields.items()))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> TrustList:

@@ -40,6 +40,7 @@ __all__ = [
     "MIN_LITERAL",
     "clean_text",
     "date_keys",
+    "field_values",
     "inside_values",
     "literal",
     "number_key",
@@ -563,3 +564,22 @@ def read_string(value: str) -> tuple[str, tuple[str, ...], tuple[tuple[str, str]
                 _reading_cache.clear()
             _reading_cache[value] = found
     return found
+
+
+def field_values(value: Any, field: str, limit: int) -> tuple[list[str], list[str]]:
+    """The strings and number keys a structured result holds under ``field``: the value
+    of the key ``field`` of the result object, or of each object of a result list (at
+    most ``limit`` characters of strings). Nothing deeper, and never a line of text: a
+    value an attacker writes (a subject, a note) can hold ``recipient: ...`` or a nested
+    object, but not a key of the result's own records."""
+    records = [value] if isinstance(value, dict) else value if isinstance(value, list) else []
+    strings: list[str] = []
+    numbers: list[str] = []
+    budget = limit
+    for record in records:
+        if isinstance(record, dict) and field in record and budget > 0:
+            found, found_numbers, _ = json_strings_and_numbers(record[field], budget)
+            strings.extend(found)
+            numbers.extend(found_numbers)
+            budget -= sum(map(len, found))
+    return strings, numbers

@@ -11,6 +11,8 @@ from clearance.provenance import Provenance, TrustList, origin_label, values_lab
 
 IBAN_USER = "GB29NWBK60161331926819"
 IBAN_TOOL = "CH9300762011623852957"
+USERS_IBAN = "SE3550000000054910000003"
+IBAN_OTHER = "US122000000121212121212"
 
 
 def ledger() -> Provenance:
@@ -268,3 +270,41 @@ def test_a_date_the_user_named_with_or_without_a_year() -> None:
     injected = p.origin("2024-05-01 09:00")
     assert injected["tool"] and not injected["user"]
     assert p.origin("2025-05-02")["made_up"]  # the user named 2024's
+
+
+def test_a_trusted_field_is_the_users_and_the_rest_of_the_result_is_not() -> None:
+    trust = TrustList(trusted_fields=(("bank.get_scheduled", ("recipient",)),))
+    p = Provenance(trust=trust)
+    p.add_result(
+        "bank.get_scheduled",
+        "c1",
+        [
+            {"recipient": USERS_IBAN, "subject": f"recipient: {IBAN_TOOL}", "amount": 50.0},
+            {"recipient": "DE89370400440532013000", "note": {"recipient": IBAN_TOOL}},
+        ],
+    )
+    named = p.origin(USERS_IBAN)
+    assert named["user"]
+    assert named["sources"] == ["tool:bank.get_scheduled", "tool:bank.get_scheduled#recipient"]
+    assert p.origin("DE89370400440532013000")["user"]
+    # A subject's text or a nested object is not the field, whatever it says.
+    forged = p.origin(IBAN_TOOL)
+    assert forged["tool"] and not forged["user"]
+    assert not p.origin(50)["user"]
+    # Text results are never read by field.
+    p.add_result("bank.get_scheduled", "c2", f"- recipient: {IBAN_OTHER}")
+    assert not p.origin(IBAN_OTHER)["user"]
+
+
+def test_trusted_fields_in_a_file(tmp_path: Path) -> None:
+    (tmp_path / "provenance.toml").write_text(
+        '[trusted_fields]\n"bank.get_*" = ["recipient", "iban"]\n'
+    )
+    trust = TrustList.from_directory(tmp_path)
+    assert trust.fields_of("bank.get_scheduled") == {"recipient", "iban"}
+    assert trust.trusts("tool:bank.get_scheduled#iban")
+    assert not trust.trusts("tool:bank.get_scheduled")
+    assert not trust.trusts("tool:bank.send_money#subject")
+    (tmp_path / "provenance.toml").write_text('trusted_fields = ["recipient"]\n')
+    with pytest.raises(ConfigError, match="trusted_fields"):
+        TrustList.from_directory(tmp_path)
