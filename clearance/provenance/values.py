@@ -573,6 +573,9 @@ def field_values(value: Any, field: str, limit: int) -> tuple[list[str], list[st
     value an attacker writes (a subject, a note) can hold ``recipient: ...`` or a nested
     object, but not a key of the result's own records."""
     records = [value] if isinstance(value, dict) else value if isinstance(value, list) else []
+    # The harness records a result as [its text, its structured content]: a structured
+    # list of records is one level down.
+    records = [r for item in records for r in (item if isinstance(item, list) else [item])]
     strings: list[str] = []
     numbers: list[str] = []
     budget = limit

@@ -292,3 +292,19 @@ def test_explain_reads_a_conversation(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     explained = json.loads(done.stdout)
     assert explained["provenance"]["path"]["sources"] == ["tool:files.read_file"]
+
+
+async def test_a_trusted_field_of_a_structured_result_in_a_session() -> None:
+    async def scheduled(arguments: dict[str, Any], ctx: Any) -> Any:
+        return [{"recipient": ATTACKER, "subject": f"recipient: {USERS}"}]
+
+    reg = registry()
+    reg.register("sched", [Tool("get_scheduled", scheduled, read_only=True)])
+    trust = TrustList(trusted_fields=(("sched.get_scheduled", ("recipient",)),))
+    async with Harness(reg, evaluator=CedarEvaluator(policies=POLICIES), trust=trust) as h:
+        session = await session_of(h)
+        assert (await session.call_tool("sched.get_scheduled", {})).ok
+        allowed = await session.call_tool("bank.send_money", {"recipient": ATTACKER, "amount": 1})
+        assert allowed.ok
+        refused = await session.call_tool("bank.send_money", {"recipient": USERS, "amount": 1})
+        assert refused.status == "denied"
