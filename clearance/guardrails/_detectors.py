@@ -73,6 +73,10 @@ class Detector:
     empty means the whole match."""
     validate: Callable[[str], bool] | None = None
     """Further check on the found text (a checksum, an entropy threshold)."""
+    requires: tuple[str, ...] = ()
+    """Literals every match contains (compared as ``starts`` are): a text missing one
+    cannot hold a match, and the regex is not tried on it at all (an ``@`` for a password
+    in a URL, whose ``://`` start is in every URL)."""
 
     @property
     def ignore_case(self) -> bool:
@@ -153,6 +157,10 @@ class ScanPlan:
         self.inline = tuple(
             type(self.detectors[i]).scan is Detector.scan for i in range(len(self.detectors))
         )
+        self.requires = tuple(
+            tuple(r.lower() for r in d.requires) if d.ignore_case else d.requires
+            for d in self.detectors
+        )
         self.needs_lower = bool(folded)
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
@@ -187,7 +195,10 @@ class ScanPlan:
                     sorted({i for _, notify in self.folded for ix in notify.values() for i in ix})
                 )
         candidates: list[tuple[int, int, int]] = []
+        requires = self.requires
         for i, positions in hits.items():
+            if requires[i] and not _holds(text, lowered, detectors[i], requires[i]):
+                continue
             detector = detectors[i]
             if len(detector.starts) > 1:
                 positions = sorted(set(positions))
@@ -206,6 +217,8 @@ class ScanPlan:
         inline = self.inline
         for i in free:
             detector = detectors[i]
+            if requires[i] and not _holds(text, lowered, detector, requires[i]):
+                continue
             if not inline[i]:
                 candidates.extend((i, s, e) for s, e in detector.scan(text, lowered))
                 continue
@@ -228,6 +241,14 @@ class ScanPlan:
                 found.append((start, end, detectors[i].kind))
         found.sort()
         return found
+
+
+def _holds(text: str, lowered: str | None, detector: Detector, literals: tuple[str, ...]) -> bool:
+    """Whether the text holds every literal a match of ``detector`` needs."""
+    if detector.ignore_case:
+        haystack = lowered if lowered is not None and len(lowered) == len(text) else text.lower()
+        return all(literal in haystack for literal in literals)
+    return all(literal in text for literal in literals)
 
 
 def _table(literals: dict[str, list[int]]) -> _Table:

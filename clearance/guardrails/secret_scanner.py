@@ -108,6 +108,7 @@ def _detectors(min_entropy: float, min_length: int) -> list[Detector]:
             re.compile(r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,}"),
             starts=("://",),  # shares the url_password search
             offset=len("https"),
+            requires=("https://hooks.slack.com/",),
         ),
         Detector(
             "stripe_key",
@@ -146,6 +147,7 @@ def _detectors(min_entropy: float, min_length: int) -> list[Detector]:
             re.compile(r"://[^\s:/?#\[\]]*:(?P<value>[^\s/?#]+)@"),
             starts=("://",),
             groups=("value",),
+            requires=("@",),
             validate=_not_placeholder,
         ),
         Detector(

@@ -1,5 +1,8 @@
 """The guardrails' shortcuts (issue 18) give the answers of the long ways they skip.
 
+A detector's ``requires`` (literals every match contains) skips texts without them: the
+scanner must find exactly what it finds without them.
+
 ``Guardrail.selected`` parses its pointers once and reads a one-key pointer with a dict
 lookup: it must yield what :func:`clearance._pointer.find` yields, pointer by pointer,
 also after ``fields`` is replaced. The lexical path checks find control characters with a
@@ -10,6 +13,7 @@ them).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -18,7 +22,8 @@ from hypothesis import strategies as st
 
 from clearance import _pointer
 from clearance.facts.paths import MAX_PATH_BYTES, lexical_problem
-from clearance.guardrails import ArgumentGuardrail, GuardrailOutcome
+from clearance.guardrails import ArgumentGuardrail, GuardrailOutcome, SecretScanner
+from clearance.guardrails._detectors import ScanPlan
 
 keys = st.sampled_from(["path", "a/b", "a~b", "~1", "0", "1", "*", "", "files", "x"])
 json_values = st.recursive(
@@ -96,3 +101,48 @@ def test_lexical_problem_boundaries() -> None:
     for c in ("\x01", "\x1f", "\x7f", "\x80", "\x9f"):
         assert lexical_problem(f"a{c}b") == "it contains a control character"
     assert lexical_problem("a\xa0b") is None
+
+
+url_pieces = st.lists(
+    st.sampled_from(
+        [
+            "https://",
+            "://",
+            "user:",
+            "pa55w0rd-x9",
+            "@",
+            "host.example.com",
+            "/path",
+            " ",
+            "https://hooks.slack.com/",
+            "HTTPS://HOOKS.SLACK.COM/",
+            "services/",
+            "T0000000/B0000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+            "é",
+        ]
+    ),
+    max_size=12,
+).map("".join)
+
+
+@given(url_pieces)
+def test_required_literals_lose_no_finding(text: str) -> None:
+    """A detector's ``requires`` skips texts that cannot hold a match, nothing else."""
+    scanner = SecretScanner.for_arguments()
+    plan = scanner._plan
+    without = ScanPlan(
+        [dataclasses.replace(d, requires=()) for d in plan.detectors],
+        gate=plan.gate,
+        min_length=plan.min_length,
+    )
+    assert plan.spans(text) == without.spans(text)
+
+
+def test_required_literals_are_in_every_match() -> None:
+    scanner = SecretScanner.for_arguments()
+    found = scanner.scan(
+        "see https://bob:pa55w0rd-x9@host.example.com/x and "
+        "https://hooks.slack.com/services/T0000000/B0000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+    )
+    assert {f.kind for f in found} == {"url_password", "slack_webhook"}
+    assert scanner.scan("see https://bob:pa55w0rd-x9 host.example.com/x") == []
