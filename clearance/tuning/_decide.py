@@ -3,7 +3,10 @@
 A line that carries a ``conversation`` is decided in that conversation: its messages and
 tool results are recorded, in order, in a :class:`~clearance.provenance.Provenance` ledger
 handed to ``decide``, so the call's provenance (``context.provenance`` in Cedar) is what a
-live session would have derived. A line without one is decided with an empty ledger (every
+live session would have derived. The ledger is recorded under the deciding harness's trust
+list, as a session's is (which fields of a trusted result count, and which results are
+matched as phrases, is decided when a result is recorded); a baseline with another trust
+list gets a ledger of its own. A line without one is decided with an empty ledger (every
 value found nowhere). Consecutive lines whose conversation extends the previous line's (the
 calls of one task, in order) share a ledger, given only the new entries: ``decide`` only
 reads it.
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from clearance.harness.session import Harness
-from clearance.provenance import Provenance
+from clearance.provenance import Provenance, TrustList
 from clearance.tuning._corpus import ConversationEntry, CorpusError, parse_corpus_line
 from clearance.tuning._flips import Flip
 from clearance.tuning._progress import CHECK_EVERY, Checkpoint
@@ -57,7 +60,10 @@ async def decide_lines(
     """
     decide = harness.decide
     base_decide = baseline.decide if baseline is not None else None
-    ledgers = _Ledgers()
+    ledgers = _Ledgers(harness.trust)
+    base_ledgers = ledgers
+    if baseline is not None and baseline.trust != harness.trust:
+        base_ledgers = _Ledgers(baseline.trust)
     since = 0
     for number, text in numbered:
         if checkpoint is not None:
@@ -96,7 +102,7 @@ async def decide_lines(
                 tool=call.tool,
                 arguments=call.arguments,
                 context=call.context,
-                provenance=provenance,
+                provenance=base_ledgers.for_conversation(call.conversation),
             )
         flip = tally.add(call, decision, before)
         if flip is not None and on_flip is not None:
@@ -106,12 +112,13 @@ async def decide_lines(
 
 
 class _Ledgers:
-    """The ledger of each line's conversation, reusing the previous line's when this
-    conversation starts with all of that one."""
+    """The ledger of each line's conversation, under one trust list, reusing the previous
+    line's when this conversation starts with all of that one."""
 
-    __slots__ = ("_entries", "_ledger")
+    __slots__ = ("_entries", "_ledger", "_trust")
 
-    def __init__(self) -> None:
+    def __init__(self, trust: TrustList) -> None:
+        self._trust = trust
         self._entries: tuple[ConversationEntry, ...] = ()
         self._ledger: Provenance | None = None
 
@@ -123,7 +130,7 @@ class _Ledgers:
         known = self._entries
         ledger = self._ledger
         if ledger is None or conversation[: len(known)] != known:
-            ledger, known = Provenance(), ()
+            ledger, known = Provenance(trust=self._trust), ()
         for index in range(len(known), len(conversation)):
             _record(ledger, conversation[index], index)
         self._entries, self._ledger = conversation, ledger
