@@ -26,13 +26,14 @@ computed, and the ledger's size.
 
 Target (issue 16): provenance adds <= 10 us per call with 100 prior results of 2 KB each.
 
-One full run (2 shared cores, load average 8 to 10 during it; the plain call_tool of
-bench_pipeline.py measured about 24 us in the same hour): no provenance 24.5 us, empty
-session 36.9 (+12.4), 100 prior results 40.4 (+15.8, the target missed here), with a 2 KB
-body +15.6; recording and scanning one 2 KB result 1,307 us (once per result, and only when
-a record is first asked for); the three records alone 17.0 us. The cost hardly grows with
-the results before the call (+12.4 with none, +15.8 with 100): it is reading the new
-argument's value, the lookups themselves are constant-time.
+One full run (2 shared cores, load average about 2.5; the plain call_tool of
+bench_pipeline.py measured 23.5 us in the same minutes): no provenance 22.3 us, empty
+session 29.8 (+7.5: the recipient's record, read by the rule), 100 prior results 33.7
+(+11.4: the target missed by about 1.4 us here), with a 2 KB body 33.9 (+10.6; the body's
+record is not read by the rule); recording and scanning one 2 KB result 827 us (once per
+result, and only when a record is first asked for); the three records alone 13.4 us. The
+cost hardly grows with the results before the call: it is reading the new argument's value;
+the lookups themselves are constant-time.
 """
 
 from __future__ import annotations

@@ -291,7 +291,12 @@ class Provenance:
     def _defer(self, bit: int, strings: list[str], numbers: Any, *, message: bool) -> None:
         """Keep what was read until a record is asked for: the text is scanned then, once
         (a session whose policies never read provenance never scans it). Past
-        ``_PENDING_CHARS`` it is scanned now, so that what waits stays bounded."""
+        ``_PENDING_CHARS`` it is scanned now, so that what waits stays bounded. A string
+        too short to be a literal and without a digit holds no value ("ok"): dropped."""
+        if not message:
+            strings = [t for t in strings if len(t) >= MIN_LITERAL or _has_digit(t)]
+            if not strings and not numbers:
+                return
         self._pending.append((bit, strings, numbers, message))
         self._pending_chars += sum(map(len, strings))
         if self._pending_chars > _PENDING_CHARS:
@@ -455,6 +460,10 @@ class Provenance:
         )
 
 
+def _has_digit(text: str) -> bool:
+    return any(c.isdigit() for c in text)
+
+
 def _one_unit(value: Any) -> tuple[tuple[str, Any], ...] | None:
     """The units of a string or a number (the common arguments), without a generator;
     None for anything else."""
@@ -507,12 +516,13 @@ class Described(Mapping[str, Mapping[str, Any]]):
     computed when first read, then kept, so that the evaluator, the guardrails and the
     record all see one record per argument."""
 
-    __slots__ = ("_arguments", "_ledger", "_trust", "computed")
+    __slots__ = ("_arguments", "_ledger", "_trust", "_trusted", "computed")
 
     def __init__(self, ledger: Provenance, arguments: Mapping[str, Any], trust: TrustList) -> None:
         self._ledger = ledger
         self._arguments = arguments
         self._trust = trust
+        self._trusted = -1
         self.computed: dict[str, dict[str, Any]] = {}
         """The records read so far, by argument."""
 
@@ -521,8 +531,12 @@ class Described(Mapping[str, Mapping[str, Any]]):
         if record is None:
             value = self._arguments[name]
             ledger = self._ledger
-            ledger._flush()
-            record = ledger._record(value, ledger._trusted_mask(self._trust))
+            if ledger._pending:
+                ledger._flush()
+            trusted = self._trusted
+            if trusted < 0:
+                trusted = self._trusted = ledger._trusted_mask(self._trust)
+            record = ledger._record(value, trusted)
             self.computed[name] = record
         return record
 
