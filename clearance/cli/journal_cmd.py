@@ -2,12 +2,16 @@
 
 ::
 
-    clearance journal [--db FILE] [--session S] [--call C] [--follow] [--json]
-    clearance journal export [--db FILE] [--session S] --format jsonl [-o FILE]
+    clearance journal [--db FILE|URL] [--config FILE] [--session S] [--call C] [--follow] [--json]
+    clearance journal export [--db FILE|URL] [--session S] --format jsonl [-o FILE]
 
 A row joins a call's ``call_decided`` record with its ``tool_finished`` (by session and
-call id). The file is read, never written: it may be a :class:`SqliteJournal` database a
-harness is writing right now, or a :class:`JsonlJournal` file.
+call id). The journal is read, never written: a :class:`SqliteJournal` database a harness
+is writing right now, a :class:`JsonlJournal` file, or the journal of a PostgreSQL store
+that several hosts write (``--db postgresql://...``, or the configuration's ``store``:
+then that store is read, and an unreachable store is an error, never a reason to read a
+local file; see :mod:`clearance.cli._journal_read`). ``--follow`` polls, every
+``--interval`` seconds, a file or the store alike.
 
 The export is the corpus format ``clearance replay`` reads, one call per line (rows and
 records are built by :func:`clearance.tuning.calls_from_events` and
@@ -19,57 +23,55 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any, TextIO
 
 import click
 
 from clearance._text import json_text, printable
+from clearance.cli._journal_read import JournalSource, open_journal
+from clearance.cli._options import config_option
 from clearance.cli.main import cli, fail, print_json, print_table
-from clearance.cli.run_cmd import load_cli_config
-from clearance.errors import ConfigError, JournalError
-from clearance.harness.journal import JournalEvent, read_journal
+from clearance.errors import ClearanceError, ConfigError, StoreError
+from clearance.harness.journal import JournalEvent
 from clearance.tuning import CallFolder, CallRow, calls_from_events, corpus_record
 
-__all__ = ["default_db", "journal"]
-
-
-def default_db() -> str:
-    """The journal of the current directory's configuration: ``[journal] path`` of
-    ./clearance.toml, else the state directory's ``clearance.db`` for this directory (where
-    ``clearance run`` and the gateway write it). Never a ``clearance.db`` lying in the
-    workspace: an agent could have written that one."""
-    try:
-        return str(load_cli_config(None).journal.path)
-    except ConfigError as exc:
-        fail(f"{exc} (or give the journal with --db)")
-
+__all__ = ["export_command", "journal"]
 
 _CALL_TYPES = ("call_decided", "tool_started", "tool_finished")
 _HEADERS = ("time", "principal", "tool", "decision", "policies", "status", "duration")
 
 
-def _read(db: str, **filters: Any) -> list[JournalEvent]:
+def _open(db: str | None, config_path: str | None) -> JournalSource:
+    """The journal to read (see :func:`open_journal`); exits 2 naming what is wrong."""
     try:
-        return read_journal(db, types=_CALL_TYPES, **filters)
-    except JournalError as exc:
-        if not Path(db).exists():
-            fail(f"no journal at {db!r} (give the file with --db)")
+        return open_journal(db, config_path)
+    except ConfigError as exc:
+        fail(f"{exc} (or give the journal with --db)" if db is None else str(exc))
+    except ClearanceError as exc:
+        fail(str(exc))
+
+
+def _read(source: JournalSource, **filters: Any) -> list[JournalEvent]:
+    try:
+        return source.read(_CALL_TYPES, **filters)
+    except ClearanceError as exc:
         fail(str(exc))
 
 
 def _db_option(fn: Any) -> Any:
     return click.option(
         "--db",
-        metavar="PATH",
+        metavar="PATH|URL",
         default=None,
-        help="The journal: a SQLite database or a JSON-lines file (default: [journal] path "
-        "of ./clearance.toml, else this directory's journal in the state directory).",
+        help="The journal: a SQLite database, a JSON-lines file or a postgresql:// store "
+        "(default: the configuration's store, else its [journal] path, else this "
+        "directory's journal in the state directory).",
     )(fn)
 
 
 @cli.group("journal", invoke_without_command=True)
 @_db_option
+@config_option
 @click.option("--session", "session_id", metavar="ID", default=None, help="Only this session.")
 @click.option("--call", "call_id", metavar="ID", default=None, help="Only calls with this id.")
 @click.option(
@@ -89,6 +91,7 @@ def _db_option(fn: Any) -> Any:
 def journal(
     ctx: click.Context,
     db: str | None,
+    config_path: str | None,
     session_id: str | None,
     call_id: str | None,
     follow: bool,
@@ -96,16 +99,25 @@ def journal(
     as_json: bool,
 ) -> None:
     """Show the calls in a journal: time, principal, tool, decision, the deciding
-    policies, how each call ended and how long it took."""
+    policies, how each call ended and how long it took.
+
+    With store = "postgresql://..." in the configuration (or --db postgresql://...),
+    the journal every host shares; an unreachable store is an error (exit 2).
+    """
     ctx.ensure_object(dict)
     ctx.obj["journal_db"] = db
+    ctx.obj["config_path"] = config_path
     if ctx.invoked_subcommand is not None:
         return
-    path = db or default_db()
-    if follow:
-        _follow(path, session_id, call_id, interval, as_json)
-        return
-    rows = calls_from_events(_read(path, session_id=session_id, call_id=call_id))
+    source = _open(db, config_path)
+    try:
+        if follow:
+            _follow(source, session_id, call_id, interval, as_json)
+            return
+        events = _read(source, session_id=session_id, call_id=call_id)
+    finally:
+        source.close()
+    rows = calls_from_events(events)
     if as_json:
         print_json([row.to_json() for row in rows])
     elif rows:
@@ -115,18 +127,36 @@ def journal(
 
 
 def _follow(
-    path: str, session_id: str | None, call_id: str | None, interval: float, as_json: bool
+    source: JournalSource,
+    session_id: str | None,
+    call_id: str | None,
+    interval: float,
+    as_json: bool,
 ) -> None:
     calls = CallFolder()
-    after = 0
     widths = (19, 18, 24, 8, 24, 11, 9)
+    lost: str | None = None
     try:
         if not as_json:
             click.echo(click.style(_line(_HEADERS, widths), bold=True))
         while True:
-            events = _read(path, session_id=session_id, call_id=call_id, after_seq=after)
+            try:
+                events = source.read_new(_CALL_TYPES, session_id=session_id, call_id=call_id)
+            except StoreError as exc:
+                # The store went away after the start: say so once and keep polling (the
+                # hosts wait for it too); nothing is skipped, the next read goes on from
+                # the last record printed.
+                if lost is None:
+                    click.echo(f"warning: {printable(str(exc))}; retrying", err=True)
+                lost = str(exc)
+                time.sleep(interval)
+                continue
+            except ClearanceError as exc:
+                fail(str(exc))
+            if lost is not None:
+                click.echo(f"reading {printable(source.label)} again", err=True)
+                lost = None
             for event in events:
-                after = max(after, event.seq)
                 row = calls.feed(event)
                 if row is None:
                     continue
@@ -146,6 +176,7 @@ def _line(cells: Iterable[str], widths: Iterable[int]) -> str:
 
 @journal.command("export")
 @_db_option
+@config_option
 @click.option("--session", "session_id", metavar="ID", default=None, help="Only this session.")
 @click.option(
     "--format",
@@ -165,13 +196,21 @@ def _line(cells: Iterable[str], widths: Iterable[int]) -> str:
 )
 @click.pass_context
 def export_command(
-    ctx: click.Context, db: str | None, session_id: str | None, format_: str, output: str
+    ctx: click.Context,
+    db: str | None,
+    config_path: str | None,
+    session_id: str | None,
+    format_: str,
+    output: str,
 ) -> None:
     """Export the calls as a replay corpus: principal, tool, arguments, decision,
     expected (the decision taken) and outcome, one call per line."""
-    given: str | None = ctx.obj.get("journal_db") if isinstance(ctx.obj, dict) else None
-    path = db or given or default_db()
-    rows = calls_from_events(_read(path, session_id=session_id))
+    group: dict[str, Any] = ctx.obj if isinstance(ctx.obj, dict) else {}
+    source = _open(db or group.get("journal_db"), config_path or group.get("config_path"))
+    try:
+        rows = calls_from_events(_read(source, session_id=session_id, call_id=None))
+    finally:
+        source.close()
     lines = _corpus_lines(rows)
     if output == "-":
         for line in lines:
