@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from postgres_support import sql
@@ -22,6 +22,7 @@ from clearance import (
     ToolRegistry,
 )
 from clearance.harness.approvals import Answer, grant_from_answer, suggest_scopes
+from clearance.harness.grants import Grant, MemoryGrantStore, arguments_hash, new_grant_id
 from clearance.policy import LocalEvaluator
 from clearance.toolsets.files import register_files
 
@@ -94,25 +95,98 @@ def test_old_one_field_json_still_loads() -> None:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"kind": "everything"}, "kind is one of"),
-        ({"kind": "prefix", "prefixes": {}}, "at least one field"),
-        ({"kind": "prefix", "prefixes": {"path": "src/"}}, "must start with '/'"),
-        ({"kind": "prefix", "prefixes": {"": "src/"}}, "not a JSON pointer to a field"),
-        ({"kind": "prefix", "prefixes": {"/path": ""}}, "non-empty string"),
-        ({"kind": "prefix", "prefixes": {"/path": 3}}, "non-empty string"),
-        ({"kind": "prefix", "prefixes": ["/path", "src/"]}, "are a JSON object"),
-        ({"kind": "prefix", "field": None, "prefix": None}, "not a JSON pointer"),
+        ({"kind": "everything"}, "a grant scope kind is one of exact, prefix, tool"),
+        ({"kind": "prefix", "prefixes": {}}, "a prefix grant scope needs at least one field"),
+        (
+            {"kind": "prefix", "prefixes": {"path": "src/"}},
+            "JSON pointer must start with '/': 'path'",
+        ),
+        ({"kind": "prefix", "prefixes": {"": "src/"}}, "'' is not a JSON pointer to a field"),
+        (
+            {"kind": "prefix", "prefixes": {"/path": ""}},
+            "the prefix for /path must be a non-empty string",
+        ),
+        (
+            {"kind": "prefix", "prefixes": {"/path": 3}},
+            "the prefix for /path must be a non-empty string",
+        ),
+        (
+            {"kind": "prefix", "prefixes": ["/path", "src/"]},
+            "a prefix grant scope's prefixes are a JSON object",
+        ),
+        (
+            {"kind": "prefix", "field": None, "prefix": None},
+            "None is not a JSON pointer to a field",
+        ),
         (
             {"kind": "prefix", "field": "/source", "prefix": "src/", "prefixes": {"/a": "b/"}},
-            "disagree",
+            "a prefix grant scope's field and prefix disagree with prefixes",
         ),
-        ({"kind": "exact", "arguments_hash": None}, "needs the hash"),
-        ({"kind": "tool", "arguments_hash": "ab"}, "has no arguments hash"),
+        (
+            {"kind": "exact", "arguments_hash": None},
+            "an exact grant scope needs the hash of its arguments",
+        ),
+        ({"kind": "tool", "arguments_hash": "ab"}, "a tool grant scope has no arguments hash"),
+        (["kind", "tool"], "a grant scope is a JSON object"),
     ],
 )
-def test_bad_scope_json_is_refused(raw: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_bad_scope_json_is_refused(raw: Any, message: str) -> None:
+    with pytest.raises(ValueError) as info:
         GrantScope.from_json(raw)
+    assert str(info.value) == message
+
+
+def test_only_a_prefix_scope_has_prefixes() -> None:
+    with pytest.raises(ValueError) as info:
+        GrantScope("tool", prefixes=(("/a", "b/"),))
+    assert str(info.value) == "a tool grant scope has no prefixes"
+
+
+@pytest.mark.parametrize(
+    ("scope", "expected"),
+    [
+        (
+            GrantScope.tool(),
+            {
+                "kind": "tool",
+                "arguments_hash": None,
+                "field": None,
+                "prefix": None,
+                "prefixes": None,
+                "description": "any arguments",
+            },
+        ),
+        (
+            GrantScope.exact({"path": "a"}),
+            {
+                "kind": "exact",
+                "arguments_hash": None,
+                "field": None,
+                "prefix": None,
+                "prefixes": None,
+                "description": "this exact call",
+            },
+        ),
+        (
+            GrantScope.prefix_of("/path", "src/"),
+            {
+                "kind": "prefix",
+                "arguments_hash": None,
+                "field": "/path",
+                "prefix": "src/",
+                "prefixes": {"/path": "src/"},
+                "description": "path under src/",
+            },
+        ),
+    ],
+)
+def test_public_scope_json_is_the_documented_record(
+    scope: GrantScope, expected: dict[str, Any]
+) -> None:
+    # Asks and journal records: no hash of the exact arguments (it can be reversed by
+    # guessing a low-entropy secret).
+    assert scope.to_json(public=True) == expected
+    assert scope.to_json() == expected | {"arguments_hash": scope.arguments_hash}
 
 
 def test_a_multi_field_grant_survives_the_store(stores: Stores) -> None:
@@ -447,3 +521,212 @@ async def test_a_prefix_grant_with_a_lone_surrogate_persists(stores: Stores) -> 
     found = reopened.find(ALICE_ID, "files.write_file", {"path": f"d{LONE}/b", "content": ""}, "s")
     assert found == grant
     reopened.close()
+
+
+# --- grants: their hash, their JSON, the memory store --------------------------------------
+
+
+def test_the_arguments_hash_is_stable_across_key_order_and_releases() -> None:
+    # Persisted exact grants keep matching: the hash is SHA-256 of the canonical JSON
+    # (keys sorted, no spaces, non-ASCII as itself), whatever order the keys came in.
+    arguments = {"b": [1, "é"], "a": None}
+    assert arguments_hash(arguments) == arguments_hash({"a": None, "b": [1, "é"]})
+    assert arguments_hash(arguments) == (
+        "f8f17faab95c024891d173fa43442b0e52007736a1f36715ac721ab22deeefc5"
+    )
+    assert GrantScope.exact({"a": None, "b": [1, "é"]}).covers(arguments)
+
+
+def test_the_first_suggestion_is_exactly_the_asked_call() -> None:
+    exact = suggest_scopes(MOVE)[0]
+    assert exact == GrantScope.exact(MOVE)
+    assert exact.covers(dict(MOVE))
+    assert not exact.covers({**MOVE, "destination": "public/other.py"})
+
+
+@pytest.mark.parametrize(
+    ("path", "prefix"),
+    [
+        ("/srv/ws/a.txt", "/srv/ws/"),  # an absolute path widens to its own directory
+        ("/x", None),  # a file at the file system's root: no directory to widen to
+        ("/srv/../etc/passwd", None),
+        ("src/a.py", "src/"),
+    ],
+)
+def test_a_prefix_scope_widens_a_path_to_its_directory(path: str, prefix: str | None) -> None:
+    offered = [s.prefix for s in suggest_scopes({"path": path}) if s.kind == "prefix"]
+    assert offered == ([] if prefix is None else [prefix])
+
+
+def test_a_grant_round_trips_through_json_and_public_json_has_no_hash() -> None:
+    grant = Grant(
+        grant_id=new_grant_id(),
+        principal="User::alice",
+        tool="files.move_file",
+        scope=GrantScope.exact(MOVE),
+        kind="session",
+        session_id="s1",
+        created_at=1.5,
+        expires_at=99.0,
+        decided_by="bob",
+        widened_by=None,
+    )
+    assert Grant.from_json(json.loads(json.dumps(grant.to_json()))) == grant
+    assert grant.to_json()["scope"]["arguments_hash"] == arguments_hash(MOVE)
+    public = grant.to_json(public=True)
+    assert public["scope"]["arguments_hash"] is None
+    assert public["session_id"] == "s1" and public["decided_by"] == "bob"
+
+
+def test_grant_ids_are_g_and_16_hex_digits_never_twice() -> None:
+    ids = {new_grant_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    for grant_id in ids:
+        assert grant_id[:2] == "g_" and len(grant_id) == 18
+        int(grant_id[2:], 16)
+
+
+def test_ending_a_session_drops_its_session_grants_only() -> None:
+    store = MemoryGrantStore()
+
+    def grant(kind: Literal["session", "always"], session_id: str | None) -> Grant:
+        made = Grant(
+            new_grant_id(), "User::alice", "files.read_file", GrantScope.tool(), kind, session_id
+        )
+        store.add(made)
+        return made
+
+    mine, theirs, always = grant("session", "s1"), grant("session", "s2"), grant("always", "s1")
+    store.end_session("s1")
+    assert {g.grant_id for g in store.list()} == {theirs.grant_id, always.grant_id}
+    assert store.find("User::alice", "files.read_file", {}, "s1") == always
+    assert mine not in store.list()
+
+
+def test_revoke_says_whether_the_store_held_the_grant() -> None:
+    store = MemoryGrantStore()
+    grant = Grant(new_grant_id(), "User::alice", "files.read_file", GrantScope.tool(), "always")
+    store.add(grant)
+    assert store.find("User::alice", "files.read_file", {}, "s") == grant
+    assert store.revoke(grant.grant_id) is True
+    assert store.find("User::alice", "files.read_file", {}, "s") is None
+    assert store.revoke(grant.grant_id) is False
+    assert store.revoke("g_unknown") is False
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "src/a b",  # whitespace, control characters and DEL: never a plain path
+        "src/a\u2003b",
+        "src/a\tb",
+        "src/a\x00b",
+        "src/a\x1fb",
+        "src/a\x7fb",
+        "src/a\\..\\..\\x",  # a backslash is a separator somewhere
+        "src/%2e%2e/.env",  # encoded dots and slashes
+        "src/%2E%2E/.env",
+        "src/a%2fb",
+        "src/a%2Fb",
+        "src/../.env",
+        "src/./a",
+        "src//a",
+        "src/",
+        "/src/a",  # absolute, under a relative prefix
+        "lib/src/a",
+    ],
+)
+def test_a_prefix_scope_covers_only_plain_paths_under_its_prefix(path: str) -> None:
+    scope = GrantScope.prefix_of("/path", "src/")
+    assert not scope.covers({"path": path})
+    assert scope.covers({"path": "src/a!b.py"})
+    assert scope.covers({"path": "src/a/b-c_d.e"})
+
+
+@pytest.mark.parametrize(
+    ("prefixes", "message"),
+    [
+        ((), "a prefix grant scope needs at least one field"),
+        ([("/a", "x/")], "a prefix grant scope needs at least one field"),  # not a tuple
+        ((("/a", "x/", "y/"),), "a prefix grant scope's prefixes are (pointer, prefix) pairs"),
+        ((["/a", "x/"],), "a prefix grant scope's prefixes are (pointer, prefix) pairs"),
+        ((("/a", "x/"), ("/a", "y/")), "/a appears twice in a prefix grant scope"),
+        ((("a", "x/"),), "JSON pointer must start with '/': 'a'"),
+        ((("", "x/"),), "'' is not a JSON pointer to a field"),
+        ((("/a", ""),), "the prefix for /a must be a non-empty string"),
+    ],
+)
+def test_a_prefix_scope_built_by_hand_is_checked(prefixes: Any, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        GrantScope("prefix", prefixes=prefixes)
+    assert str(info.value) == message
+
+
+def test_grant_json_without_the_optional_fields_loads_with_their_defaults() -> None:
+    raw = {
+        "grant_id": "g_1",
+        "principal": "User::alice",
+        "tool": "files.read_file",
+        "scope": {"kind": "tool"},
+        "kind": "always",
+    }
+    grant = Grant.from_json(raw)
+    assert (grant.session_id, grant.created_at, grant.expires_at) == (None, 0.0, None)
+    assert (grant.decided_by, grant.widened_by) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"kind": "forever"}, "not a grant: bad id, principal, tool or kind"),
+        ({"principal": 5}, "not a grant: bad id, principal, tool or kind"),
+        ({"grant_id": None}, "not a grant: bad id, principal, tool or kind"),
+        ({"expires_at": "tomorrow"}, "not a grant: expires_at is not a number"),
+        ({"expires_at": True}, "not a grant: expires_at is not a number"),
+        (
+            {"tool": None} | {"scope": {"kind": "tool"}},
+            "not a grant: bad id, principal, tool or kind",
+        ),
+        ({"created_at": None}, "not a grant: TypeError("),
+    ],
+)
+def test_bad_grant_json_is_refused(change: dict[str, Any], message: str) -> None:
+    raw = {
+        "grant_id": "g_1",
+        "principal": "User::alice",
+        "tool": "files.read_file",
+        "scope": {"kind": "tool"},
+        "kind": "session",
+        "session_id": "s1",
+    }
+    assert Grant.from_json(raw).kind == "session"
+    with pytest.raises(ValueError) as info:
+        Grant.from_json(raw | change)
+    assert str(info.value).startswith(message)
+    missing = {k: v for k, v in raw.items() if k != "tool"}
+    with pytest.raises(ValueError, match=r"^not a grant: KeyError\('tool'\)$"):
+        Grant.from_json(missing)
+
+
+def test_a_session_grant_covers_only_its_session_and_no_grant_outlives_its_expiry() -> None:
+    def grant(kind: Literal["session", "always"], expires_at: float | None = None) -> Grant:
+        return Grant(
+            "g_1",
+            "User::alice",
+            "files.read_file",
+            GrantScope.tool(),
+            kind,
+            "s1" if kind == "session" else None,
+            created_at=0.0,
+            expires_at=expires_at,
+        )
+
+    session = grant("session")
+    assert session.covers("User::alice", "files.read_file", {}, "s1", now=5.0)
+    assert not session.covers("User::alice", "files.read_file", {}, "s2", now=5.0)
+    assert not session.covers("User::bob", "files.read_file", {}, "s1", now=5.0)
+    assert not session.covers("User::alice", "files.write_file", {}, "s1", now=5.0)
+    always = grant("always", expires_at=10.0)
+    assert always.covers("User::alice", "files.read_file", {}, "s2", now=9.999)
+    assert not always.covers("User::alice", "files.read_file", {}, "s2", now=10.0)
+    assert not always.covers("User::alice", "files.read_file", {}, "s2", now=11.0)
