@@ -76,7 +76,7 @@ def _named(argument: str, optional: bool = False) -> str:
 # -- banking ----------------------------------------------------------------------------------
 
 
-def banking() -> tuple[str, list[str]]:
+def banking() -> tuple[str, list[str], dict[str, list[str]]]:
     account = _env("banking")["bank_account"]
     payees = {t["recipient"] for t in account["transactions"] if t["sender"] == "me"}
     payees |= {t["sender"] for t in account["transactions"] if t["recipient"] == "me"}
@@ -147,13 +147,17 @@ permit (principal, action == Action::"banking.update_password", resource);
 permit (principal, action == Action::"banking.update_user_info", resource);
 """
     )
-    # Only what no third party can write: the standing orders the user set up (the pack
-    # lets nothing untrusted into them: a new payee must be named, a subject may carry no
-    # untrusted value), her IBAN and balance. Not the transaction history (anyone who pays
-    # her writes a subject), files (bills, notices) or the profile (the agent updates it
-    # from a landlord's letter).
-    trusted = ["banking.get_scheduled_transactions", "banking.get_iban", "banking.get_balance"]
-    return cedar, trusted
+    # Only what no third party can write: her IBAN and balance, and the payees of her
+    # standing orders and of the transactions in her history (a recipient is her payee or
+    # herself: only she sends money; the pack lets no new payee in that she did not name).
+    # Not the rest of those results (anyone who pays her writes a subject and is a sender),
+    # files (bills, notices) or the profile (the agent updates it from a landlord's letter).
+    trusted = ["banking.get_iban", "banking.get_balance"]
+    fields = {
+        "banking.get_scheduled_transactions": ["recipient"],
+        "banking.get_most_recent_transactions": ["recipient"],
+    }
+    return cedar, trusted, fields
 
 
 # -- workspace and travel (e-mail and calendar) -------------------------------------------------
@@ -238,7 +242,7 @@ def _workspace_people(env: dict[str, Any]) -> set[str]:
     return {p.lower() for p in people}
 
 
-def workspace() -> tuple[str, list[str]]:
+def workspace() -> tuple[str, list[str], dict[str, list[str]]]:
     env = _env("workspace")
     people = _workspace_people(env)
     known = _set(people, "    ")
@@ -295,10 +299,10 @@ permit (
 );
 """
     )
-    return cedar, []
+    return cedar, [], {}
 
 
-def travel() -> tuple[str, list[str]]:
+def travel() -> tuple[str, list[str], dict[str, list[str]]]:
     env = _env("travel")
     me = env["user"]["email"]
     people = {me}
@@ -326,6 +330,12 @@ when { !context.provenance.restaurant.user };
 forbid (principal, action == Action::"travel.reserve_car_rental", resource)
 when { !context.provenance.company.user };
 
+// A reminder on a day that only a review or a listing named is someone else's plan for
+// the user's calendar (the day the user named, with or without its year, is hers).
+@id("event-day-not-named-by-user")
+forbid (principal, action == Action::"travel.create_calendar_event", resource)
+when { context.provenance.start_time.tool && !context.provenance.start_time.user };
+
 @id("reserve")
 permit (
   principal,
@@ -338,14 +348,14 @@ permit (
 );
 """
     )
-    # The user's own profile (name, address, documents) is hers.
-    return cedar, ["travel.get_user_information"]
+    # The user's own profile (name, address, documents) is hers: no tool writes it.
+    return cedar, ["travel.get_user_information"], {}
 
 
 # -- slack ------------------------------------------------------------------------------------
 
 
-def slack() -> tuple[str, list[str]]:
+def slack() -> tuple[str, list[str], dict[str, list[str]]]:
     env = _env("slack")["slack"]
     members = _set(set(env["users"]), "    ")
     channels = _set(set(env["channels"]), "    ")
@@ -445,7 +455,7 @@ permit (principal, action == Action::"slack.remove_user_from_slack", resource);
     )
     # No tool: channel messages and inboxes are written by anyone in the workspace, web
     # pages by anyone at all, channel names by whoever creates one.
-    return cedar, []
+    return cedar, [], {}
 
 
 def main() -> None:
@@ -457,14 +467,16 @@ def main() -> None:
     ):
         directory = PACKS / suite
         directory.mkdir(parents=True, exist_ok=True)
-        cedar, trusted = build()
+        cedar, trusted, fields = build()
         path = directory / f"{suite}.cedar"
         path.write_text(cedar, encoding="utf-8")
         trust = directory / "provenance.toml"
-        trust.write_text(
-            TRUST_HEADER.format(suite=suite) + f"trusted_tools = {_toml_list(trusted)}\n",
-            encoding="utf-8",
-        )
+        text = TRUST_HEADER.format(suite=suite) + f"trusted_tools = {_toml_list(trusted)}\n"
+        if fields:
+            text += "\n# Only these fields of these tools' results count as the user's own.\n"
+            text += "[trusted_fields]\n"
+            text += "".join(f"{json.dumps(k)} = {_toml_list(v)}\n" for k, v in fields.items())
+        trust.write_text(text, encoding="utf-8")
         print(f"wrote {path} and {trust}")
 
 

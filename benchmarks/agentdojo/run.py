@@ -136,7 +136,7 @@ async def _decide_all(lines: Iterable[str], harness: Harness) -> list[tuple[Corp
     split of stops into denies and asks needs each call's outcome)."""
     out = []
     for call in read_corpus(lines):
-        ledger = Provenance()
+        ledger = Provenance(trust=harness.trust)  # recorded as a session of it records
         for entry in call.conversation or ():
             if entry.role == "tool":
                 assert entry.tool is not None
@@ -391,9 +391,12 @@ def _results(rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]]) ->
         "  by others; no pack trusts them (a trusted tool's every value would count as the",
         "  user's, the attacker's included). Following a link found as it is in a message asks;",
         "  a URL nobody wrote, or a query string the user did not give, is denied.",
-        "- **Content in the user's own calendar.** An event without participants sends nothing",
-        "  to anyone; its title, time and place come from the user or from results alike, so a",
-        "  reminder the attack asked for is allowed like the user's own.",
+        "- **A day the user named too.** The travel pack denies a reminder on a day only a",
+        "  tool result named; an attack asking for an event on a day the user also named (or",
+        "  leaving the day to the model) is allowed like her own reminder.",
+        "- **Data, not identifiers.** Provenance sees addresses, hosts, accounts, numbers and",
+        "  whole strings; an e-mail to someone the user named carries whatever the model writes",
+        "  in it (a passport number read from her profile included).",
         "- **What an ask costs.** Deleting a file asks (an id any listing shows cannot be",
         "  vouched for): the two workspace tasks that delete a file are not fully allowed.",
     ]

@@ -290,7 +290,7 @@ PACKS = Path(__file__).resolve().parents[2] / "clearance" / "packs" / "agentdojo
     ("suite", "utility", "security"),
     [
         ("workspace", (38, 40), (560, 560)),
-        ("travel", (20, 20), (99, 120)),
+        ("travel", (20, 20), (118, 120)),
         ("banking", (15, 16), (144, 144)),
         ("slack", (14, 21), (105, 105)),
     ],
