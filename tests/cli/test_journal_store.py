@@ -8,12 +8,9 @@ configured store."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +20,7 @@ import anyio
 import anyio.abc
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
+from console_script import clearance, command, env
 from postgres_support import PG_URL, Outage, fresh_schema, sql
 from store_backends import Stores, stores_fixture
 
@@ -46,28 +44,6 @@ RULES = {"allow": ["notes.read"], "ask": ["notes.delete(path=tmp/*)"], "deny": [
 
 
 # --- running the command -------------------------------------------------------------------
-
-
-def command() -> list[str]:
-    """The installed console script (``clearance``), as a user runs it."""
-    script = shutil.which("clearance", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "clearance"]
-
-
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE")}
-
-
-def clearance(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*command(), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env(),
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @asynccontextmanager
