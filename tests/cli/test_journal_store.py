@@ -340,6 +340,14 @@ def test_a_store_without_a_journal_is_an_error(tmp_path: Path) -> None:
         assert "clearance store migrate" in done.stderr
         # ...and the reader created nothing.
         assert sql(schema, "SELECT to_regclass('{s}.meta')") == [(None,)]
+        # A schema newer than this clearance reads is refused, not misread.
+        assert clearance("store", "migrate", "--url", url, cwd=tmp_path).returncode == 0
+        sql(schema, "UPDATE {s}.meta SET value = '99' WHERE key = 'schema_version'")
+        done = clearance("journal", "export", "--db", url, cwd=tmp_path)
+        assert done.returncode == 2 and done.stdout == ""
+        assert f"(schema {schema}) has schema version 99; this clearance reads up to 1" in (
+            done.stderr
+        )
 
 
 def _insert(conn: Any, schema: str, session_id: str, call_id: str) -> None:
