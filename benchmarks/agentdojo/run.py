@@ -285,7 +285,17 @@ def _write_all(outputs: dict[Path, Callable[[Path], None]]) -> None:
 
 
 def _pct(part: int, whole: int) -> str:
-    return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "0/0"
+    """``part/whole (rate%)``, the rate rounded down to a tenth (99.8% never reads 100%)."""
+    if not whole:
+        return "0/0"
+    rate = math.floor(1000 * part / whole) / 10
+    return f"{part}/{whole} ({rate:g}%)"
+
+
+def _natural(name: str) -> tuple[str, int]:
+    """``injection_task_2`` before ``injection_task_10``."""
+    stem, _, number = name.rpartition("_")
+    return (stem, int(number)) if number.isdigit() else (name, -1)
 
 
 def security(row: dict[str, Any]) -> float:
@@ -361,7 +371,7 @@ def _results(rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]]) ->
             continue
         cells = [
             f"{task}: {c['deny']}/{c['ask']}/{c['allowed']}"
-            for task, c in sorted(r["by_task"].items())
+            for task, c in sorted(r["by_task"].items(), key=lambda kv: _natural(kv[0]))
         ]
         out.append(f"- **{r['suite']}**: " + "; ".join(cells))
         if r["no_calls"]:
@@ -371,7 +381,10 @@ def _results(rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]]) ->
         if r["policy"] != "pack":
             continue
         out.append(f"- **{r['suite']}**: user tasks not fully allowed:")
-        out += [f"  - {g}: {'; '.join(v)}" for g, v in sorted(r["costly"].items())]
+        out += [
+            f"  - {g}: {'; '.join(v)}"
+            for g, v in sorted(r["costly"].items(), key=lambda kv: _natural(kv[0]))
+        ]
         if not r["costly"]:
             out.append("  - none")
         missed = r["missed"]
@@ -408,7 +421,7 @@ def _results(rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]]) ->
         "",
         "## Attacks the benchmark does not contain",
         "",
-        "`make_variants.py` writes `data/<suite>.variants.jsonl`: attacks AgentDojo does not",
+        "`make_variants.py` writes `data/<suite>.variants.jsonl.xz`: attacks AgentDojo does not",
         "have, injected through each suite's vectors (the text of one injection task replaced",
         "in every user task's pair), each with the call a model that followed it would make:",
         "other attacker values (`value`), other spellings (`spelling`: upper-case hosts and",
