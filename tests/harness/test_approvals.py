@@ -1,4 +1,5 @@
 import json
+import time
 from collections.abc import Iterator
 
 import anyio
@@ -13,7 +14,7 @@ from clearance import (
     PermissionAsk,
     PermissionDecision,
 )
-from clearance.harness.approvals import Answer
+from clearance.harness.approvals import Answer, coerce_decision, grant_from_answer, suggest_scopes
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
@@ -251,3 +252,135 @@ def test_scope_rules() -> None:
     assert json.loads(json.dumps(prefix.to_json()))["prefix"] == "src/"
     with pytest.raises(AskError):
         PermissionDecision("maybe")  # type: ignore[arg-type]
+
+
+# --- the grant an answer makes, and the answer itself --------------------------------------
+
+MOVE = {"source": "src/app.py", "destination": "public/app.py"}
+
+
+def _asked(arguments: dict[str, object], *, offered: bool = True) -> PermissionAsk:
+    return PermissionAsk(
+        ask_id="ask_1",
+        session_id="s1",
+        turn_id=None,
+        call_id="c1",
+        tool="files__move_file",
+        qualified_name="files.move_file",
+        model_alias="files__move_file",
+        principal="User::alice",
+        arguments=dict(arguments),
+        reason="r",
+        suggestions=suggest_scopes(arguments) if offered else (),
+    )
+
+
+def test_a_grant_carries_the_answer_its_session_its_expiry_and_who_widened_it() -> None:
+    ask = _asked(MOVE)
+    exact = grant_from_answer(
+        ask, PermissionDecision("allow_session", expires_in=60, decided_by="bob"), MOVE
+    )
+    assert exact is not None
+    assert (exact.principal, exact.tool, exact.kind, exact.session_id) == (
+        "User::alice",
+        "files.move_file",
+        "session",
+        "s1",
+    )
+    assert exact.scope == GrantScope.exact(MOVE)
+    assert exact.expires_at == exact.created_at + 60
+    assert exact.created_at <= time.time()
+    assert (exact.decided_by, exact.widened_by) == ("bob", None)  # the exact call: not widened
+    tool = GrantScope.tool()
+    always = grant_from_answer(ask, PermissionDecision("allow_always", scope=tool), MOVE)
+    assert always is not None
+    assert (always.kind, always.session_id, always.expires_at) == ("always", None, None)
+    assert always.widened_by == "unknown"  # widened, by someone the answer did not name
+    named = grant_from_answer(
+        ask, PermissionDecision("allow_always", scope=tool, decided_by="carol"), MOVE
+    )
+    assert named is not None and named.widened_by == "carol"
+    for answer in ("allow_once", "deny"):
+        assert grant_from_answer(ask, PermissionDecision(answer), MOVE) is None  # type: ignore[arg-type]
+
+
+def test_an_unoffered_exact_scope_of_the_call_is_accepted() -> None:
+    ask = _asked(MOVE, offered=False)
+    decision = PermissionDecision("allow_session", scope=GrantScope.exact(dict(MOVE)))
+    grant = grant_from_answer(ask, decision, MOVE)
+    assert grant is not None and grant.scope == GrantScope.exact(MOVE)
+
+
+def test_an_unoffered_scope_is_refused_in_words_that_say_why() -> None:
+    ask = _asked(MOVE, offered=False)
+    elsewhere = GrantScope.prefixes_of({"/source": "lib/", "/destination": "public/"})
+    with pytest.raises(AskError) as info:
+        grant_from_answer(ask, PermissionDecision("allow_session", scope=elsewhere), MOVE)
+    assert str(info.value) == "the grant scope does not cover the asked call"
+    with pytest.raises(AskError) as info:
+        grant_from_answer(ask, PermissionDecision("allow_session", scope=GrantScope.tool()), MOVE)
+    assert str(info.value) == (
+        "the grant scope leaves /destination, /source free; a scope that was not offered "
+        "must constrain every path and fact field of the call"
+    )
+
+
+def test_an_answer_replaces_the_scope_or_the_message_it_names() -> None:
+    base = PermissionDecision("allow_session", message="ok", decided_by="bob")
+    assert coerce_decision(base) is base
+    prefix = GrantScope.prefix_of("/path", "src/")
+    scoped = coerce_decision(base, scope=prefix)
+    assert (scoped.scope, scoped.message, scoped.decided_by) == (prefix, "ok", "bob")
+    noted = coerce_decision(PermissionDecision("allow_session", scope=prefix), message="why")
+    assert (noted.scope, noted.message) == (prefix, "why")
+    assert coerce_decision("deny", message="no") == PermissionDecision("deny", message="no")
+    with pytest.raises(AskError) as info:
+        coerce_decision("yes")
+    assert str(info.value) == (
+        "an ask must be answered with one of allow_once, allow_session, allow_always, deny,"
+        " not 'yes'"
+    )
+
+
+async def test_responding_passes_the_scope_and_message_and_closing_an_answered_ask_does_nothing() -> (
+    None
+):
+    ask = _asked({"path": "src/a"})
+    prefix = GrantScope.prefix_of("/path", "src/")
+    await ask.respond("allow_always", scope=prefix, message="fine")
+    assert ask.decision == PermissionDecision("allow_always", scope=prefix, message="fine")
+    ask.close("timeout")
+    assert ask.closed is None and ask.answered and not ask.open
+    with pytest.raises(AskError) as info:
+        await ask.respond("deny")
+    assert str(info.value) == "ask ask_1 was already answered"
+    unanswered = _asked({"path": "src/a"})
+    unanswered.close("timeout")
+    unanswered.close("closed")
+    assert unanswered.closed == "timeout" and not unanswered.open
+    with pytest.raises(AskError) as info:
+        await unanswered.respond("allow_once")
+    assert str(info.value) == "ask ask_1 is closed (timeout)"
+
+
+def test_an_ask_as_json_is_the_documented_record_without_the_exact_hash() -> None:
+    ask = _asked(MOVE)
+    ask.policies = ("ask:files.*",)
+    ask.deciding = ("source", "destination")
+    ask.facts = {"source": {"value": "src/app.py"}}
+    record = json.loads(json.dumps(ask.to_json()))
+    assert record == {
+        "ask_id": "ask_1",
+        "call_id": "c1",
+        "tool": "files__move_file",
+        "qualified_name": "files.move_file",
+        "model_alias": "files__move_file",
+        "principal": "User::alice",
+        "arguments": MOVE,
+        "reason": "r",
+        "policies": ["ask:files.*"],
+        "suggestions": [s.to_json(public=True) for s in suggest_scopes(MOVE)],
+        "deciding": ["source", "destination"],
+        "facts": {"source": {"value": "src/app.py"}},
+    }
+    assert [s["arguments_hash"] for s in record["suggestions"]] == [None, None, None]
