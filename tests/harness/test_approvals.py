@@ -1,6 +1,6 @@
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import anyio
 import pytest
@@ -259,7 +259,7 @@ def test_scope_rules() -> None:
 MOVE = {"source": "src/app.py", "destination": "public/app.py"}
 
 
-def _asked(arguments: dict[str, object], *, offered: bool = True) -> PermissionAsk:
+def _asked(arguments: Mapping[str, object], *, offered: bool = True) -> PermissionAsk:
     return PermissionAsk(
         ask_id="ask_1",
         session_id="s1",
@@ -301,7 +301,7 @@ def test_a_grant_carries_the_answer_its_session_its_expiry_and_who_widened_it() 
     )
     assert named is not None and named.widened_by == "carol"
     for answer in ("allow_once", "deny"):
-        assert grant_from_answer(ask, PermissionDecision(answer), MOVE) is None  # type: ignore[arg-type]
+        assert grant_from_answer(ask, PermissionDecision(answer), MOVE) is None
 
 
 def test_an_unoffered_exact_scope_of_the_call_is_accepted() -> None:
