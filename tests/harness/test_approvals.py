@@ -335,6 +335,9 @@ def test_an_answer_replaces_the_scope_or_the_message_it_names() -> None:
     assert (noted.scope, noted.message) == (prefix, "why")
     assert coerce_decision("deny", message="no") == PermissionDecision("deny", message="no")
     with pytest.raises(AskError) as info:
+        PermissionDecision("maybe")  # type: ignore[arg-type]
+    assert str(info.value) == "'maybe' is not one of allow_once, allow_session, allow_always, deny"
+    with pytest.raises(AskError) as info:
         coerce_decision("yes")
     assert str(info.value) == (
         "an ask must be answered with one of allow_once, allow_session, allow_always, deny,"
