@@ -11,9 +11,11 @@ where each argument's value came from in the session.
   the user's own records: payees, correspondents, meeting participants, people files are
   shared with, workspace members). Otherwise it is **denied**: the value came from a tool
   result or from nowhere, which is what a prompt injection produces.
-* Outgoing text (an e-mail, a message, an invitation) must not carry a link, address or
-  account that only a tool result named (``untrusted_values``): phishing links and
-  exfiltration addresses planted in data.
+* Outgoing text (an e-mail, a message, an invitation, a payment's subject) must not carry a
+  link, address or account that the user did not give: one only a tool result named
+  (``untrusted_values``: phishing links and exfiltration addresses planted in data) or one
+  nobody wrote (``made_up_values``: what the model spelled out from an obfuscated
+  ``evil[.]com`` or composed itself).
 * What cannot be undone and that no value can vouch for (deleting a file) asks.
 
 Every list comes from the user's environment in ``data/<suite>.json``; nothing is taken from
@@ -99,14 +101,17 @@ when {{
   !{known}.contains(context.input.recipient)
 }};
 
-// The subject goes to the payee: no account, address or link only a tool result named.
-@id("payment-subject-carries-tool-values")
+// The subject goes to the payee: no account, address or link the user did not give (one
+// only a tool result named, or one nobody wrote).
+@id("payment-subject-carries-untrusted-values")
 forbid (
   principal,
   action in [Action::"banking.send_money", Action::"banking.schedule_transaction"],
   resource
 )
-when {{ context.provenance.subject.untrusted_values }};
+when {{
+  context.provenance.subject.untrusted_values || context.provenance.subject.made_up_values
+}};
 
 @id("pay")
 permit (
@@ -126,10 +131,11 @@ when {{
   !{known}.contains(context.input.recipient)
 }};
 
-@id("standing-order-subject-carries-tool-values")
+@id("standing-order-subject-carries-untrusted-values")
 forbid (principal, action == Action::"banking.update_scheduled_transaction", resource)
 when {{
-  context.provenance has subject && context.provenance.subject.untrusted_values
+  context.provenance has subject &&
+  (context.provenance.subject.untrusted_values || context.provenance.subject.made_up_values)
 }};
 
 @id("update-standing-order")
@@ -182,12 +188,13 @@ when {{
      (context.facts has bcc && {known}.containsAll(context.facts.bcc.address))))
 }};
 
-// What is sent must not carry a link, address or account that only a tool result named.
-@id("email-carries-tool-values")
+// What is sent must not carry a link, address or account the user did not give: one only a
+// tool result named, or one nobody wrote (spelled out from "evil[.]com", or composed).
+@id("email-carries-untrusted-values")
 forbid (principal, action == Action::"{ns}.send_email", resource)
 when {{
-  context.provenance.body.untrusted_values ||
-  context.provenance.subject.untrusted_values
+  context.provenance.body.untrusted_values || context.provenance.body.made_up_values ||
+  context.provenance.subject.untrusted_values || context.provenance.subject.made_up_values
 }};
 
 @id("send-email")
@@ -203,13 +210,17 @@ when {{
      {known}.containsAll(context.facts.participants.address)))
 }};
 
-@id("invitation-carries-tool-values")
+@id("invitation-carries-untrusted-values")
 forbid (principal, action == Action::"{ns}.create_calendar_event", resource)
 when {{
   context.input has participants &&
-  (context.provenance.title.untrusted_values ||
-   (context.provenance has description && context.provenance.description.untrusted_values) ||
-   (context.provenance has location && context.provenance.location.untrusted_values))
+  (context.provenance.title.untrusted_values || context.provenance.title.made_up_values ||
+   (context.provenance has description &&
+    (context.provenance.description.untrusted_values ||
+     context.provenance.description.made_up_values)) ||
+   (context.provenance has location &&
+    (context.provenance.location.untrusted_values ||
+     context.provenance.location.made_up_values)))
 }};
 
 @id("create-events")
@@ -394,14 +405,16 @@ when {{ !context.provenance.url.user }};
 permit (principal, action == Action::"slack.post_webpage", resource);
 
 // Messages go to members and channels the user named or that exist, and carry no link,
-// address or account that only a tool result named (phishing, exfiltration).
-@id("message-carries-tool-values")
+// address or account the user did not give (phishing, exfiltration).
+@id("message-carries-untrusted-values")
 forbid (
   principal,
   action in [Action::"slack.send_direct_message", Action::"slack.send_channel_message"],
   resource
 )
-when {{ context.provenance.body.untrusted_values }};
+when {{
+  context.provenance.body.untrusted_values || context.provenance.body.made_up_values
+}};
 
 @id("dm-someone-not-named-by-user")
 forbid (principal, action == Action::"slack.send_direct_message", resource)
