@@ -268,6 +268,14 @@ when {{
     {known}.containsAll(context.facts.participants.address))
 }};
 
+// Moving a meeting to a day that only a tool result named is someone else's plan for the
+// user's calendar (an e-mail or an event's description can ask for it).
+@id("reschedule-to-a-day-not-named-by-user")
+forbid (principal, action == Action::"workspace.reschedule_calendar_event", resource)
+when {{
+  context.provenance.new_start_time.tool && !context.provenance.new_start_time.user
+}};
+
 @id("edit-events")
 permit (
   principal,
