@@ -94,6 +94,7 @@ _LOCAL_TESTS = (
     "tests/attacks/test_local_rules_canonical_spelling.py",
     "tests/properties/test_r2_r4_authorization.py",
     "tests/properties/test_r3_deny_wins.py",
+    "tests/properties/test_r3_provenance.py",
 )
 _CEDAR_TESTS = (
     "tests/policy/test_cedar_evaluator.py",

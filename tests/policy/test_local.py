@@ -541,3 +541,129 @@ def test_a_malformed_rule_is_reported_with_its_text_file_and_line(text: str, mes
 
 def test_a_parsed_rule_keeps_its_line() -> None:
     assert parse_rule("allow", "files.*", path="r.toml", line=3).line == 3
+
+
+# --- provenance constraints: <argument>.from and <argument>.values_from --------------------
+
+
+def provenance_request(
+    tool: str, provenance: Mapping[str, Mapping[str, object]], **arguments: object
+) -> AuthzRequest:
+    ns, _, name = tool.partition(".")
+    return AuthzRequest(
+        ALICE,
+        ToolInfo(tool, ns, name, False),
+        arguments,
+        SessionInfo("s"),
+        provenance=provenance,
+    )
+
+
+@pytest.mark.parametrize(
+    ("record", "label"),
+    [
+        ({"user": True, "tool": True}, "user"),  # the user named it (a tool did too)
+        ({"tool": True}, "tool"),
+        ({"made_up": True}, "made_up"),
+        ({}, "none"),
+    ],
+)
+def test_a_from_constraint_matches_where_the_argument_came_from(
+    record: Mapping[str, object], label: str
+) -> None:
+    ev = LocalEvaluator(allow=["bank.send"], deny=[f"bank.send(recipient.from={label})"])
+    call = provenance_request("bank.send", {"recipient": record}, recipient="x", amount=5)
+    assert ev.evaluate(call).reasons == (f"deny:bank.send(recipient.from={label})",)
+    for other in {"user", "tool", "made_up", "none"} - {label}:
+        ev = LocalEvaluator(allow=["bank.send"], deny=[f"bank.send(recipient.from={other})"])
+        assert ev.evaluate(call).effect == "allow", other
+
+
+@pytest.mark.parametrize(
+    ("record", "label"),
+    [
+        ({"untrusted_values": ["evil.example"], "made_up_values": ["x.example"]}, "tool"),
+        ({"made_up_values": ["x.example"]}, "made_up"),
+        ({}, "user"),
+    ],
+)
+def test_a_values_from_constraint_matches_where_the_values_inside_came_from(
+    record: Mapping[str, object], label: str
+) -> None:
+    ev = LocalEvaluator(allow=["mail.send(body.values_from=user)"])
+    call = provenance_request("mail.send", {"body": record}, body="see https://x")
+    assert ev.evaluate(call).effect == ("allow" if label == "user" else "deny")
+    exact = LocalEvaluator(allow=[f"mail.send(body.values_from={label})"])
+    assert exact.evaluate(call).reasons == (f"allow:mail.send(body.values_from={label})",)
+
+
+def test_an_argument_without_a_record_was_seen_nowhere_and_an_absent_one_matches_nothing() -> None:
+    ev = LocalEvaluator(
+        allow=["bank.send"], deny=["bank.send(recipient.from=made_up)", "bank.pay(to.from=*)"]
+    )
+    # No record for the argument: made up, whether other arguments have one or none does.
+    other = provenance_request("bank.send", {"amount": {"user": True}}, recipient="x", amount=5)
+    assert ev.evaluate(other).effect == "deny"
+    assert ev.evaluate(request("bank.send", recipient="x")).effect == "deny"
+    # No argument at all: a provenance constraint on it matches nothing.
+    assert ev.evaluate(provenance_request("bank.pay", {"to": {"tool": True}})).reasons == ()
+    assert ev.evaluate(request("bank.send", amount=5)).effect == "allow"
+
+
+def test_a_provenance_constraint_is_one_constraint_among_the_rule_s() -> None:
+    ev = LocalEvaluator(allow=["bank.send(recipient.from=user, amount=5)"])
+    user = {"recipient": {"user": True}}
+    assert ev.evaluate(provenance_request("bank.send", user, recipient="x", amount=5)).effect == (
+        "allow"
+    )
+    assert ev.evaluate(provenance_request("bank.send", user, recipient="x", amount=6)).effect == (
+        "deny"
+    )
+    tool = {"recipient": {"tool": True}}
+    assert ev.evaluate(provenance_request("bank.send", tool, recipient="x", amount=5)).effect == (
+        "deny"
+    )
+
+
+def test_a_provenance_constraint_parses_as_the_argument_and_the_label_glob() -> None:
+    rule = parse_rule("deny", "bank.send(recipient.from=t*, body.values_from=made_up)")
+    assert rule.reads_provenance
+    first, second = rule.args
+    assert (first.name, first.argument, first.origin, first.glob) == (
+        "recipient.from",
+        "recipient",
+        "from",
+        "t*",
+    )
+    assert (second.argument, second.origin, second.glob) == ("body", "values_from", "made_up")
+    assert not parse_rule("deny", "bank.send(recipient=x)").reads_provenance
+    mixed = parse_rule("deny", "bank.send(amount=5, recipient.from=tool)")
+    assert mixed.reads_provenance and mixed.args[0].origin is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "bank.send(recipient.from=bank)",
+            "recipient.from is one of user, tool, made_up, none; 'bank' matches none",
+        ),
+        (
+            "mail.send(body.values_from=none)",
+            "body.values_from is one of user, tool, made_up; 'none' matches none",
+        ),
+    ],
+)
+def test_a_provenance_label_no_record_can_have_is_a_rule_error(text: str, message: str) -> None:
+    with pytest.raises(RuleError) as info:
+        parse_rule("deny", text, path="rules.toml", line=4)
+    assert (info.value.rule, info.value.path, info.value.line) == (text, "rules.toml", 4)
+    assert str(info.value) == f"rules.toml:4: rule {text!r}: {message}"
+
+
+def test_a_deny_rule_matches_a_resolved_command_with_parent_steps_as_it_is() -> None:
+    # 'link' leads to .env; the other word leaves the root and stays as written.
+    facts = {"command": {"resolved": "cat .env a/../../z", "outside_root": True}}
+    ev = LocalEvaluator(allow=["shell.run"], deny=["shell.run(command=cat .env **)"])
+    call = facts_request("shell.run", facts, command="cat link a/../../z")
+    assert ev.evaluate(call).reasons == ("deny:shell.run(command=cat .env **)",)
