@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from support import ALICE, PATH_SCHEMA, Recorder, coding_registry
 
+import clearance
 from clearance import Tool, ToolRegistry
 from clearance.errors import RuleError
 from clearance.policy import AuthzRequest, LocalEvaluator, SessionInfo, ToolInfo, Verdict
@@ -351,10 +352,20 @@ def test_a_rules_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> Non
         "call = AuthzRequest(Principal('User', 'a'), tool, {'path': 'caf\\xe9/a'}, SessionInfo('s'))\n"
         "print(ev.evaluate(call).effect)\n"
     )
-    # An ASCII locale, as on a server with LANG=C (no UTF-8 coercion, no UTF-8 mode).
-    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    # An ASCII locale, as on a server with LANG=C (no UTF-8 coercion, no UTF-8 mode), and
+    # the clearance package this test imported.
+    package_root = str(Path(clearance.__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONCOERCECLOCALE": "0",
+        "PYTHONUTF8": "0",
+        "PYTHONPATH": package_root,
+    }
     run = subprocess.run(
         [sys.executable, "-c", code, str(path)],
+        cwd=package_root,
         env=env,
         capture_output=True,
         text=True,
@@ -667,3 +678,12 @@ def test_a_deny_rule_matches_a_resolved_command_with_parent_steps_as_it_is() -> 
     ev = LocalEvaluator(allow=["shell.run"], deny=["shell.run(command=cat .env **)"])
     call = facts_request("shell.run", facts, command="cat link a/../../z")
     assert ev.evaluate(call).reasons == ("deny:shell.run(command=cat .env **)",)
+
+
+def test_bind_checks_every_argument_of_a_rule_with_a_provenance_constraint() -> None:
+    registry = coding_registry(Recorder())
+    LocalEvaluator(deny=["files.read_file(path.from=tool, path=*.env)"]).bind(registry)
+    with pytest.raises(RuleError, match="argument 'pth' is not in the input schema"):
+        LocalEvaluator(deny=["files.read_file(path.from=tool, pth=*.env)"]).bind(registry)
+    with pytest.raises(RuleError, match="argument 'pth' is not in the input schema"):
+        LocalEvaluator(deny=["files.read_file(pth.from=tool)"]).bind(registry)
