@@ -172,6 +172,17 @@ class Equivalent:
     change: tuple[str, ...]
     """The diff's removed and added lines (``-``/``+`` and the text, stripped)."""
     reason: str
+    context: tuple[str, ...] = ()
+    """Unchanged lines the entry shows (stripped): the mutant's diff must show them too, so
+    that a change that recurs in the function (``return False`` to ``return True``) is
+    matched only where the entry says."""
+
+    def matches(self, module: str, function: str, diff: str) -> bool:
+        """Whether a survivor of ``function`` in ``module``, with this ``diff``, is this one."""
+        if (module, function, _diff_change(diff)) != (self.module, self.function, self.change):
+            return False
+        shown = set(_context_lines(diff))
+        return all(line in shown for line in self.context)
 
 
 @dataclass
@@ -215,7 +226,9 @@ def parse_equivalents(text: str) -> list[Equivalent]:
 
     Each entry is a level-3 heading naming the module and the function, a ``diff`` block
     with the mutated lines (or several blocks in a row, one mutant each, for mutants that
-    share one reason), and the reason below it::
+    share one reason), and the reason below it. Unchanged lines in a block (a leading
+    space) must appear in the mutant's diff too: they pin a change that recurs in the
+    function to one place::
 
         ### `clearance/facts/numbers.py` `NumberFact.canonical`
         ```diff
@@ -239,7 +252,7 @@ def parse_equivalents(text: str) -> list[Equivalent]:
         i += 1
         if not match:
             continue
-        changes: list[tuple[str, ...]] = []
+        changes: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         while i < len(lines) and not lines[i].startswith("#"):
             if not lines[i].startswith("```diff"):
                 if lines[i].strip():
@@ -247,12 +260,13 @@ def parse_equivalents(text: str) -> list[Equivalent]:
                 i += 1
                 continue
             i += 1
-            change: list[str] = []
+            block: list[str] = []
             while i < len(lines) and not lines[i].startswith("```"):
-                change.append(_change_line(lines[i]))
+                block.append(lines[i])
                 i += 1
             i += 1
-            changes.append(tuple(line for line in change if line))
+            text = "\n".join(block)
+            changes.append((_diff_change(text), _context_lines(text)))
         reason: list[str] = []
         while i < len(lines) and not lines[i].startswith("#"):
             reason.append(lines[i].strip())
@@ -263,8 +277,9 @@ def parse_equivalents(text: str) -> list[Equivalent]:
                 function=match["function"],
                 change=change,
                 reason=" ".join(part for part in reason if part),
+                context=context,
             )
-            for change in changes
+            for change, context in changes
         )
     return entries
 
@@ -277,6 +292,10 @@ def _change_line(line: str) -> str:
 
 def _diff_change(diff: str) -> tuple[str, ...]:
     return tuple(line for line in map(_change_line, diff.splitlines()) if line)
+
+
+def _context_lines(diff: str) -> tuple[str, ...]:
+    return tuple(line.strip() for line in diff.splitlines() if line[:1] == " " and line.strip())
 
 
 def function_of(mutant: str) -> str:
@@ -392,10 +411,10 @@ def collect(
         else:
             result.other[f"exit {code}"] += 1
     result.diffs = _diffs(work, module, survivors + result.no_tests)
-    listed = {(e.module, e.function, e.change) for e in equivalents}
     for name in survivors:
-        key = (module, function_of(name), _diff_change(result.diffs[name]))
-        (result.equivalent if key in listed else result.survived).append(name)
+        function, diff = function_of(name), result.diffs[name]
+        listed = any(e.matches(module, function, diff) for e in equivalents)
+        (result.equivalent if listed else result.survived).append(name)
     return result
 
 

@@ -223,6 +223,34 @@ A cache: what it holds changes no answer.
     assert third.reason == fourth.reason == "A cache: what it holds changes no answer."
 
 
+def test_an_entry_with_unchanged_lines_matches_only_where_they_are() -> None:
+    script = _script()
+    [entry] = script.parse_equivalents(
+        """### `clearance/x.py` `under`
+```diff
+     if value.startswith("/") and not prefix.startswith("/"):
+-        return False
++        return True
+```
+Dead: a prefix of an absolute path is absolute.
+"""
+    )
+    assert entry.context == ('if value.startswith("/") and not prefix.startswith("/"):',)
+    here = """--- clearance/x.py
++++ clearance/x.py
+@@ -1,3 +1,3 @@
+     if value.startswith("/") and not prefix.startswith("/"):
+-        return False
++        return True
+     rest = value[len(prefix) :]
+"""
+    elsewhere = here.replace('value.startswith("/") and not prefix.startswith("/")', "bad")
+    assert entry.matches("clearance/x.py", "under", here)
+    assert not entry.matches("clearance/x.py", "under", elsewhere)
+    assert not entry.matches("clearance/x.py", "other", here)
+    assert not entry.matches("clearance/y.py", "under", here)
+
+
 def test_every_equivalent_listed_in_the_docs_names_a_module_and_a_change() -> None:
     script = _script()
     listed = script.parse_equivalents((ROOT / "docs" / "mutation.md").read_text())
