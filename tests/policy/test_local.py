@@ -687,3 +687,9 @@ def test_bind_checks_every_argument_of_a_rule_with_a_provenance_constraint() -> 
         LocalEvaluator(deny=["files.read_file(path.from=tool, pth=*.env)"]).bind(registry)
     with pytest.raises(RuleError, match="argument 'pth' is not in the input schema"):
         LocalEvaluator(deny=["files.read_file(pth.from=tool)"]).bind(registry)
+
+
+def test_a_rule_matched_without_provenance_records_takes_every_argument_as_made_up() -> None:
+    rule = parse_rule("deny", "bank.send(recipient.from=made_up)")
+    assert rule.matches_args({"recipient": "x"})
+    assert not parse_rule("deny", "bank.send(recipient.from=user)").matches_args({"recipient": "x"})
