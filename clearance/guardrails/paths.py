@@ -221,10 +221,21 @@ class PathScope(ArgumentGuardrail):
             self._walk(path, parts[:-1], create=create) as dir_fd,
         ):
             fd = self._open_final(path, parts[-1], flags, dir_fd)
+        # open() owns the descriptor once it calls the opener (and closes it itself if it
+        # fails after that: closing it again could close another thread's new file); an
+        # argument open() refuses first leaves it to close here.
+        taken = False
+
+        def opener(_name: str, _flags: int) -> int:
+            nonlocal taken
+            taken = True
+            return fd
+
         try:
-            return open(fd, mode, buffering, encoding, errors, newline)
+            return open(path, mode, buffering, encoding, errors, newline, opener=opener)
         except BaseException:
-            os.close(fd)
+            if not taken:
+                os.close(fd)
             raise
 
     @contextlib.contextmanager

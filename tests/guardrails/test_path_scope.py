@@ -1,4 +1,7 @@
+import errno
+import io
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -344,3 +347,238 @@ def test_guardrail_options_are_validated(tree: Path) -> None:
 async def test_run_returns_the_outcome(tree: Path) -> None:
     outcome = await PathScope(tree).run({"path": "../x"}, CTX)
     assert outcome.action == "block"
+
+
+# --- the rules in their own words, and the open helpers' contract ---------------------------
+
+
+def test_by_default_a_path_scope_applies_to_every_tool_and_is_enforced(tree: Path) -> None:
+    scope = PathScope(tree)
+    assert scope.applies_to("files.read_file") and scope.applies_to("shell.run")
+    assert scope.advisory is False
+    assert scope.timeout == 5.0
+    assert PathScope(tree, timeout=0.5).timeout == 0.5
+    assert check(scope, {"path": "../x"})[0] == "block"
+
+
+def test_the_file_system_root_as_a_root_contains_every_path(tmp_path: Path) -> None:
+    scope = PathScope("/")
+    assert scope.allows("tmp") and scope.allows(str(tmp_path).lstrip("/"))
+    assert scope.relative(str(tmp_path).lstrip("/")) == str(tmp_path.resolve()).lstrip("/")
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("", "the path is empty"),
+        ("a\x00b", "it contains a NUL byte"),
+        (
+            "/etc/passwd",
+            "absolute paths are not allowed; give a path relative to the workspace root",
+        ),
+        ("~", "a leading '~' is not allowed (it may be expanded to a home directory)"),
+        ("~/x", "a leading '~' is not allowed (it may be expanded to a home directory)"),
+        ("a/../b", "'..' components are not allowed"),
+        ("a\ud800b", "it cannot be encoded as a file name"),
+        ("a" * 4097, "it is longer than 4096 bytes"),
+        ("é" * 2049, "it is longer than 4096 bytes"),  # 4,098 bytes in UTF-8
+        ("escape/secret.txt", "it resolves outside the workspace root (through a symlink)"),
+    ],
+)
+def test_each_refusal_gives_its_reason(tree: Path, path: str, reason: str) -> None:
+    scope = PathScope(tree)
+    with pytest.raises(PathScopeError) as info:
+        scope.resolve(path)
+    assert (info.value.path, info.value.reason) == (path, reason)
+    assert check(scope, {"path": path}) == ("block", f"argument /path refused: {reason}")
+    with pytest.raises(PathScopeError) as info:
+        scope.open(path)
+    assert (info.value.path, info.value.reason) == (path, reason)
+
+
+def test_a_path_of_4096_bytes_is_not_too_long(tree: Path) -> None:
+    scope = PathScope(tree)
+    for path in ("a" * 4096, "é" * 2048):
+        try:
+            scope.resolve(path)
+        except PathScopeError as exc:  # refused for another reason, if any
+            assert "longer than" not in exc.reason
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("../notes.txt", "'..' components are not allowed"),
+        (
+            "/etc/passwd",
+            "absolute paths are not allowed; give a path relative to the workspace root",
+        ),
+        ("~/x", "a leading '~' is not allowed (it may be expanded to a home directory)"),
+    ],
+)
+def test_a_canonical_path_is_checked_before_it_is_opened_as_given(
+    tree: Path, path: str, reason: str
+) -> None:
+    scope = PathScope(tree)
+    for opener in (
+        lambda: scope.open(path, follow_symlinks=False),
+        lambda: scope.open_dir(path, follow_symlinks=False).__enter__(),
+        lambda: scope.open_parent(path + "/x", follow_symlinks=False).__enter__(),
+    ):
+        with pytest.raises(PathScopeError) as info:
+            opener()
+        assert info.value.reason == reason
+
+
+def test_opened_as_given_a_path_is_walked_one_component_at_a_time(tree: Path) -> None:
+    scope = PathScope(tree)
+    (tree / "my dir").mkdir()
+    (tree / "my dir" / "a b.txt").write_text("spaced\n")
+    with scope.open("my dir/a b.txt", follow_symlinks=False) as f:
+        assert f.read() == "spaced\n"
+    with scope.open("src//main.py", follow_symlinks=False) as f:  # empty components skipped
+        assert f.read() == "print('hi')\n"
+    # A link inside the root is not followed either, even to a file inside it.
+    for path in ("inner_link/main.py", "escape/secret.txt"):
+        with pytest.raises(PathScopeError) as info:
+            scope.open(path, follow_symlinks=False)
+        assert info.value.path == path
+        assert "is a symlink" in info.value.reason or "outside" in info.value.reason
+
+
+def test_errors_name_the_path_asked_for(tree: Path) -> None:
+    scope = PathScope(tree)
+    with pytest.raises(PathScopeError) as info:
+        with scope.open_parent("escape/secret.txt"):
+            pass
+    assert info.value.path == "escape/secret.txt"
+    with pytest.raises(IsADirectoryError) as directory:
+        scope.open("src")
+    assert (directory.value.errno, directory.value.strerror, directory.value.filename) == (
+        errno.EISDIR,
+        "is a directory",
+        "src",
+    )
+    for root, follow in ((".", True), ("./", True), (".", False), ("./.", False)):
+        with pytest.raises(IsADirectoryError) as directory:
+            scope.open(root, follow_symlinks=follow)
+        assert (directory.value.errno, directory.value.strerror, directory.value.filename) == (
+            errno.EISDIR,
+            "the workspace root is a directory",
+            root,
+        )
+
+
+@pytest.mark.parametrize(
+    ("fields", "arguments", "message"),
+    [
+        (["/path"], {"path": 5}, "argument /path must be a path string, got int"),
+        ([""], {"path": "a"}, "argument (the arguments) must be a path string, got dict"),
+    ],
+)
+def test_a_value_that_is_not_a_string_is_refused_naming_its_type(
+    tree: Path, fields: list[str], arguments: dict[str, Any], message: str
+) -> None:
+    assert check(PathScope(tree, fields=fields), arguments) == ("block", message)
+
+
+def test_open_modes_do_what_open_does(tree: Path) -> None:
+    scope = PathScope(tree)
+    path = "notes.txt"
+    with scope.open(path, "a") as f:
+        f.write("more\n")
+    assert (tree / path).read_text() == "notes\nmore\n"
+    with scope.open("new-by-append.txt", "a") as f:  # append creates
+        f.write("x")
+    with scope.open(path, "r+") as f:  # r+ reads and writes, without truncating
+        assert f.read() == "notes\nmore\n"
+        f.seek(0)
+        f.write("N")
+    assert (tree / path).read_text() == "Notes\nmore\n"
+    with scope.open(path, "w+") as f:  # w+ truncates, then reads back
+        f.write("fresh")
+        f.seek(0)
+        assert f.read() == "fresh"
+    with scope.open(path, "a+") as f:
+        f.seek(0)
+        assert f.read() == "fresh"
+    with scope.open(path, "rb") as f:
+        assert f.read() == b"fresh"
+    with scope.open(path, "rt") as f:
+        assert f.read() == "fresh"
+    with pytest.raises(FileExistsError):
+        scope.open(path, "x")
+    with scope.open("made.txt", "x") as f:
+        f.write("x")
+    with pytest.raises(io.UnsupportedOperation):
+        with scope.open(path, "w") as f:
+            f.read()
+    with pytest.raises(io.UnsupportedOperation):
+        with scope.open(path, "r") as f:
+            f.write("x")
+
+
+@pytest.mark.parametrize("mode", ["", "q", "rw", "rr", "r++", "rbt", "wbt", "wX", "w++", "wtb"])
+def test_an_invalid_mode_is_refused_before_the_file_is_touched(tree: Path, mode: str) -> None:
+    scope = PathScope(tree)
+    with pytest.raises(ValueError) as info:
+        scope.open("notes.txt", mode)
+    assert str(info.value) == f"invalid mode: {mode!r}"
+    assert (tree / "notes.txt").read_text() == "notes\n"  # not truncated
+
+
+def test_a_created_file_gets_the_usual_permissions(tree: Path) -> None:
+    scope = PathScope(tree)
+    old = os.umask(0o022)
+    try:
+        with scope.open("created.txt", "w") as f:
+            f.write("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tree / "created.txt").stat().st_mode) == 0o644
+
+
+def test_make_parents_creates_directories_only_to_write(tree: Path) -> None:
+    scope = PathScope(tree)
+    with pytest.raises(FileNotFoundError):
+        scope.open("missing/deeper/a.txt", "r", make_parents=True)
+    assert not (tree / "missing").exists()
+    with scope.open("missing/deeper/a.txt", "w", make_parents=True) as f:
+        f.write("x")
+    assert (tree / "missing" / "deeper" / "a.txt").read_text() == "x"
+
+
+def test_open_passes_encoding_errors_and_newline_to_the_file(tree: Path) -> None:
+    scope = PathScope(tree)
+    with scope.open("utf16.txt", "w", encoding="utf-16", newline="") as f:
+        f.write("é\r\n")
+    assert (tree / "utf16.txt").read_bytes().decode("utf-16") == "é\r\n"
+    with scope.open("utf16.txt", "r", encoding="utf-16", newline="") as f:
+        assert f.read() == "é\r\n"
+    (tree / "bad.txt").write_bytes(b"a\xffb")
+    with scope.open("bad.txt", "r", encoding="utf-8", errors="replace") as f:
+        assert f.read() == "a\ufffdb"
+    # A refusal by open() surfaces as itself, whether it comes before or after open()
+    # took the descriptor (which is closed once, never twice).
+    descriptors = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(LookupError):
+        scope.open("bad.txt", "r", encoding="no-such-codec")
+    with pytest.raises(ValueError, match="binary mode doesn't take an encoding argument"):
+        scope.open("bad.txt", "rb", encoding="utf-8")
+    assert len(os.listdir("/proc/self/fd")) == descriptors  # none left open
+    with scope.open("bad.txt", "rb") as f:
+        assert f.name == "bad.txt" and f.read() == b"a\xffb"
+
+
+def test_an_existing_link_is_not_created_over(tree: Path) -> None:
+    scope = PathScope(tree)
+    with pytest.raises(FileExistsError):
+        scope.open("inner_link", "x", follow_symlinks=False)
+
+
+@pytest.mark.parametrize("mode", ["r", "w"])
+def test_a_fifo_is_not_a_regular_file(tree: Path, mode: str) -> None:
+    os.mkfifo(tree / "pipe")
+    with pytest.raises(PathScopeError) as info:
+        PathScope(tree).open("pipe", mode)
+    assert (info.value.path, info.value.reason) == ("pipe", "it is not a regular file")
