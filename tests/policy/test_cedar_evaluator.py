@@ -19,6 +19,8 @@ from clearance.errors import ConfigError, PolicyError
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import AuthzRequest, Principal, SessionInfo, Verdict
 from clearance.policy.cedar import CedarEvaluator, generate_schema
+from clearance.policy.cedar._values import CedarError, CedarResponse
+from clearance.policy.cedar._verdicts import VerdictMap
 
 ALICE = Principal("User", "alice")
 
@@ -963,3 +965,122 @@ def test_validation_by_scope_groups_finds_what_whole_set_validation_finds() -> N
         assert any(p == policy_id and m.startswith(message) for p, m in ours), (policy_id, message)
     assert {p for p, _ in ours} == {p for p, _ in expected}
     assert "ok-any" not in {p for p, _ in ours}
+
+
+# --- verdicts spelled out in full (reasons, errors, message, evaluator, names) --------------
+
+WRITE = {"path": "a", "content": ""}
+OVERFLOW = "context.input.count * 4611686018427387904 > 0"
+
+
+def test_an_allow_and_an_ask_in_full() -> None:
+    ev = bound(
+        """
+        @id("read") permit(principal, action in Action::"read_only", resource);
+        @id("w1") @ask permit(principal, action == Action::"files.write_file", resource);
+        @id("w2") @ask("") permit(principal, action in Action::"ns:files", resource)
+          when { context.input.path == "a" };
+        """
+    )
+    assert ev.evaluate(request("files.read_file", {"path": "b"})) == Verdict(
+        "allow", ("read",), (), None, "cedar", {"read": "policy0"}
+    )
+    assert ev.evaluate(request("files.write_file", WRITE)) == Verdict(
+        "ask",
+        ("w1", "w2"),
+        (),
+        "approval required by w1, w2",
+        "cedar",
+        {"w1": "policy1", "w2": "policy2"},
+    )
+
+
+def test_a_deny_by_forbids_in_full() -> None:
+    ev = bound(
+        """
+        permit(principal, action, resource);
+        @id("f1") forbid(principal, action == Action::"files.write_file", resource);
+        @id("f2") forbid(principal, action in Action::"mutating", resource);
+        """
+    )
+    assert ev.evaluate(request("files.write_file", WRITE)) == Verdict(
+        "deny",
+        ("f1", "f2"),
+        (),
+        "forbidden by f1, f2",
+        "cedar",
+        {"f1": "policy1", "f2": "policy2"},
+    )
+
+
+def test_forbids_that_cannot_be_evaluated_deny_in_full() -> None:
+    ev = bound(
+        f"""
+        @id("ok") permit(principal, action == Action::"shop.refund", resource);
+        @id("o1") forbid(principal, action == Action::"shop.refund", resource)
+          when {{ {OVERFLOW} }};
+        forbid(principal, action == Action::"shop.refund", resource) when {{ {OVERFLOW} }};
+        """
+    )
+    verdict = ev.evaluate(request("shop.refund", {"amount": 1, "count": 3}))
+    assert (verdict.effect, verdict.reasons, verdict.evaluator) == (
+        "deny",
+        ("o1", "policy2"),
+        "cedar",
+    )
+    assert verdict.message == (
+        "forbid o1, policy2 could not be evaluated; a forbid that fails denies the call"
+    )
+    assert [e.split(": ", 1)[0] for e in verdict.errors] == ["o1", "policy2"]
+    assert dict(verdict.annotations) == {}
+
+
+def test_a_permit_that_cannot_be_evaluated_leaves_the_call_unpermitted() -> None:
+    ev = bound(
+        f"""
+        @id("o1") permit(principal, action == Action::"shop.refund", resource)
+          when {{ {OVERFLOW} }};
+        """
+    )
+    verdict = ev.evaluate(request("shop.refund", {"amount": 1, "count": 3}))
+    assert (verdict.effect, verdict.reasons, verdict.evaluator) == ("deny", (), "cedar")
+    assert verdict.message == 'no policy permits User::"alice" to call shop.refund'
+    assert len(verdict.errors) == 1 and verdict.errors[0].startswith("o1: ")
+    bob = ev.evaluate(request("shop.refund", {"amount": 1, "count": 3}, Principal("User", "bob")))
+    assert bob.message == 'no policy permits User::"bob" to call shop.refund'
+
+
+def test_each_unpermitted_call_names_its_principal_and_tool() -> None:
+    ev = bound('@id("r") permit(principal == User::"carol", action, resource);')
+    first = ev.evaluate(request("files.read_file"))
+    assert first.message == 'no policy permits User::"alice" to call files.read_file'
+    other_tool = ev.evaluate(request("files.write_file", WRITE))
+    assert other_tool.message == 'no policy permits User::"alice" to call files.write_file'
+    other_principal = ev.evaluate(request("files.read_file", principal=Principal("User", "bob")))
+    assert other_principal.message == 'no policy permits User::"bob" to call files.read_file'
+    assert ev.evaluate(request("files.read_file")) == first
+
+
+def test_a_call_that_cannot_be_put_to_cedar_is_denied_by_the_evaluator() -> None:
+    ev = bound("permit(principal, action, resource);")
+    verdict = ev.evaluate(request("files.read_file", principal=Principal("Robot", "r2")))
+    assert (verdict.effect, verdict.reasons, verdict.evaluator) == ("deny", (), "cedar")
+    assert verdict.message is not None and "'Robot' is not declared" in verdict.message
+
+
+def test_errors_not_tied_to_a_policy_are_named_in_the_deny_message() -> None:
+    verdicts = VerdictMap(())
+    response = CedarResponse(
+        "deny",
+        (),
+        (CedarError("policy9", "overflow"), CedarError(None, "bad entity"), CedarError(None, "x")),
+    )
+    verdict = verdicts.verdict(response, ALICE, "files.read_file")
+    assert verdict == Verdict(
+        "deny",
+        (),
+        ("policy9: overflow", "bad entity", "x"),
+        "Cedar could not evaluate the request: bad entity; x",
+        "cedar",
+        {},
+    )
