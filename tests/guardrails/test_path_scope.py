@@ -1,4 +1,5 @@
 import errno
+import fcntl
 import io
 import os
 import stat
@@ -130,6 +131,9 @@ def test_symlink_chains_and_loops(tree: Path) -> None:
     assert not scope.allows("loop1/../../outside")
     with pytest.raises(OSError):
         scope.open("loop1/x")
+    with pytest.raises(PathScopeError) as info:
+        scope.resolve("loop1/x")
+    assert info.value.path == "loop1/x" and info.value.reason
 
 
 def test_root_that_is_a_symlink_is_resolved_once(tree: Path, tmp_path: Path) -> None:
@@ -293,8 +297,9 @@ def test_open_refuses_a_parent_swapped_for_a_symlink_inside_the_window(
 
     scope = PathScope(tree)
     swap_after_resolving(scope, monkeypatch, swap)
-    with pytest.raises(PathScopeError, match="'src' is a symlink"):
+    with pytest.raises(PathScopeError, match="'src' is a symlink") as info:
         scope.open("src/main.py")
+    assert info.value.path == "src/main.py"
 
 
 def test_open_dir_refuses_a_symlink_inside_the_window(
@@ -414,20 +419,23 @@ def test_a_path_of_4096_bytes_is_not_too_long(tree: Path) -> None:
             "absolute paths are not allowed; give a path relative to the workspace root",
         ),
         ("~/x", "a leading '~' is not allowed (it may be expanded to a home directory)"),
+        ("a\x00b", "it contains a NUL byte"),
+        ("a\ud800b", "it cannot be encoded as a file name"),
+        ("a" * 4097, "it is longer than 4096 bytes"),
     ],
 )
 def test_a_canonical_path_is_checked_before_it_is_opened_as_given(
     tree: Path, path: str, reason: str
 ) -> None:
     scope = PathScope(tree)
-    for opener in (
-        lambda: scope.open(path, follow_symlinks=False),
-        lambda: scope.open_dir(path, follow_symlinks=False).__enter__(),
-        lambda: scope.open_parent(path + "/x", follow_symlinks=False).__enter__(),
+    for opener, asked in (
+        (lambda: scope.open(path, follow_symlinks=False), path),
+        (lambda: scope.open_dir(path, follow_symlinks=False).__enter__(), path),
+        (lambda: scope.open_parent(path + "/x", follow_symlinks=False).__enter__(), path + "/x"),
     ):
         with pytest.raises(PathScopeError) as info:
             opener()
-        assert info.value.reason == reason
+        assert (info.value.path, info.value.reason) == (asked, reason)
 
 
 def test_opened_as_given_a_path_is_walked_one_component_at_a_time(tree: Path) -> None:
@@ -451,7 +459,10 @@ def test_errors_name_the_path_asked_for(tree: Path) -> None:
     with pytest.raises(PathScopeError) as info:
         with scope.open_parent("escape/secret.txt"):
             pass
-    assert info.value.path == "escape/secret.txt"
+    assert (info.value.path, info.value.reason) == (
+        "escape/secret.txt",
+        "it resolves outside the workspace root (through a symlink)",
+    )
     with pytest.raises(IsADirectoryError) as directory:
         scope.open("src")
     assert (directory.value.errno, directory.value.strerror, directory.value.filename) == (
@@ -582,3 +593,23 @@ def test_a_fifo_is_not_a_regular_file(tree: Path, mode: str) -> None:
     with pytest.raises(PathScopeError) as info:
         PathScope(tree).open("pipe", mode)
     assert (info.value.path, info.value.reason) == ("pipe", "it is not a regular file")
+
+
+@pytest.mark.parametrize(
+    ("mode", "access"),
+    [
+        ("w", os.O_WRONLY),
+        ("a", os.O_WRONLY),
+        ("x", os.O_WRONLY),
+        ("w+", os.O_RDWR),
+        ("r", os.O_RDONLY),
+        ("r+", os.O_RDWR),
+    ],
+)
+def test_a_file_is_opened_with_no_more_access_than_its_mode_asks(
+    tree: Path, mode: str, access: int
+) -> None:
+    scope = PathScope(tree)
+    name = "fresh.txt" if mode == "x" else "notes.txt"
+    with scope.open(name, mode) as f:
+        assert fcntl.fcntl(f.fileno(), fcntl.F_GETFL) & os.O_ACCMODE == access
