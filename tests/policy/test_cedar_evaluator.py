@@ -12,7 +12,7 @@ from typing import Any
 
 import cedarpy
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from clearance.errors import ConfigError, PolicyError
@@ -1084,3 +1084,151 @@ def test_errors_not_tied_to_a_policy_are_named_in_the_deny_message() -> None:
         "cedar",
         {},
     )
+
+
+# A policy reads the context in many ways (a value, a 'has' test, both in either order, the
+# whole context, nothing); whatever it reads, the pruned request must give Cedar's answer
+# on the full request: the same determining policies and the same erroring ones.
+CONDITIONS = [
+    "context.input.count < 3",
+    "context.input has note",
+    'context.input has note && context.input.note == "x"',
+    'context.input has order && context.input.order.id == "o1" && context.input has order',
+    "context.input has order && context.input.order has rush && context.input.order.rush",
+    'context.input has tags && context.input.tags.contains("ok")',
+    'context.input.amount.lessThan(decimal("10.0"))',
+    'context.session.id == "blocked"',
+    "context.tool.read_only",
+    "context.tool.annotations has destructiveHint",
+    "context has input && context.input.count > 0",
+    "context.provenance has amount && context.provenance.amount.made_up",
+    "context == context",  # the whole context
+    'principal == User::"alice"',
+    "context.input.count * 4611686018427387904 > 0",  # errs unless count is 0
+    "true",
+]
+# A policy that reads the refund's input must name only the refund (the schema checks it).
+REFUND_SCOPES = ['action == Action::"shop.refund"', 'action in Action::"ns:shop"']
+ANY_SCOPES = [*REFUND_SCOPES, "action", 'action in Action::"mutating"']
+
+
+@st.composite
+def policy_sets(draw: st.DrawFn) -> str:
+    policies = []
+    for i in range(draw(st.integers(1, 4))):
+        effect = draw(st.sampled_from(["permit", "forbid", '@ask("check") permit']))
+        conditions = draw(st.lists(st.sampled_from(CONDITIONS), min_size=1, max_size=2))
+        reads_input = any("context.input" in c for c in conditions)
+        scope = draw(st.sampled_from(REFUND_SCOPES if reads_input else ANY_SCOPES))
+        when = " && ".join(f"({c})" for c in conditions)
+        policies.append(f'@id("p{i}") {effect}(principal, {scope}, resource) when {{ {when} }};')
+    return "\n".join(policies)
+
+
+def _cedar_on_the_full_request(
+    policies: str, arguments: dict[str, Any], session: str
+) -> tuple[bool, set[str], set[str]]:
+    """Whether Cedar allows, its determining policies and its erroring ones (by @id)."""
+    inp: dict[str, Any] = {
+        "amount": {"__extn": {"fn": "decimal", "arg": f"{arguments['amount']}.0"}},
+        "count": arguments["count"],
+    }
+    inp.update({k: arguments[k] for k in ("tags", "note", "order") if k in arguments})
+    tool = {
+        "uid": {"type": "Tool", "id": "shop.refund"},
+        "attrs": {"namespace": "shop", "read_only": False, "source": "callback"},
+        "parents": [{"type": "Namespace", "id": "shop"}],
+    }
+    result = cedarpy.is_authorized(
+        {
+            "principal": {"type": "User", "id": "alice"},
+            "action": {"type": "Action", "id": "shop.refund"},
+            "resource": {"type": "Tool", "id": "shop.refund"},
+            "context": {
+                "input": inp,
+                "session": {"id": session},
+                "tool": {"read_only": False, "annotations": {}},
+                "provenance": dict.fromkeys(arguments, MADE_UP),
+            },
+        },
+        policies,
+        [tool],
+        schema=json.dumps(generate_schema(REGISTRY)),
+    )
+    label = {f"policy{i}": f"p{i}" for i in range(policies.count("@id("))}
+    erring = {
+        label[m.group(1)]
+        for e in result.diagnostics.errors
+        if (m := re.match(r"error while evaluating policy `(policy\d+)`", str(e)))
+    }
+    assert len(erring) == len(result.diagnostics.errors), result.diagnostics.errors
+    return result.allowed, {label[r] for r in result.diagnostics.reasons}, erring
+
+
+_RUSH = {"amount": 5, "count": 0, "order": {"id": "o1", "rush": True}, "tags": ["ok"], "note": "x"}
+
+
+@given(policies=policy_sets(), arguments=refund_args, session=st.sampled_from(["s1", "blocked"]))
+@example(  # a value read before the 'has' test of its parent
+    policies=f'@id("p0") permit(principal, {REFUND_SCOPES[0]}, resource) when {{ {CONDITIONS[3]} }};',
+    arguments=_RUSH,
+    session="s1",
+)
+@example(  # the whole context, and a part of it each policy reads
+    policies="\n".join(
+        f'@id("p{i}") permit(principal, action, resource) when {{ context == context && {c} }};'
+        for i, c in enumerate([CONDITIONS[n] for n in (7, 8, 9, 11)])
+    ),
+    arguments=_RUSH,
+    session="blocked",
+)
+@example(
+    policies="\n".join(
+        f'@id("p{i}") forbid(principal, action, resource) when {{ {c} }};'
+        for i, c in enumerate([CONDITIONS[n] for n in (7, 8, 9, 11)])
+    ),
+    arguments=_RUSH,
+    session="blocked",
+)
+@example(
+    policies=f'@id("p0") permit(principal, {REFUND_SCOPES[1]}, resource) when {{ {CONDITIONS[4]} && {CONDITIONS[5]} }};',
+    arguments=_RUSH,
+    session="s1",
+)
+def test_the_pruned_request_decides_as_cedar_on_the_full_one(
+    policies: str, arguments: dict[str, Any], session: str
+) -> None:
+    ev = bound(policies)
+    verdict = ev.evaluate(request("shop.refund", arguments, session=SessionInfo(session)))
+    allowed, reasons, erring = _cedar_on_the_full_request(policies, arguments, session)
+    assert {e.split(": ", 1)[0] for e in verdict.errors} == erring
+    erring_forbids = {p for p in erring if f'@id("{p}") forbid' in policies}
+    if allowed and erring_forbids:
+        assert (verdict.effect, set(verdict.reasons)) == ("deny", erring_forbids)
+    else:
+        assert (verdict.effect != "deny") == allowed
+        assert set(verdict.reasons) == reasons
+
+
+@pytest.mark.parametrize(
+    ("policy", "ungoverned"),
+    [
+        ("permit(principal, action, resource);", ()),
+        ('permit(principal, action, resource == Tool::"files.read_file");', ("files.write_file", "shop.refund")),
+        ('permit(principal, action, resource in Namespace::"shop");', ("files.read_file", "files.write_file")),
+        ('permit(principal, action, resource in Tool::"shop.refund");', ("files.read_file", "files.write_file")),
+        ("permit(principal, action, resource is Tool);", ()),
+        ('permit(principal, action, resource is Tool in Namespace::"files");', ("shop.refund",)),
+        ('forbid(principal, action, resource == Tool::"shop.refund");', ("files.read_file", "files.write_file", "shop.refund")),
+        ('permit(principal, action == Action::"shop.refund", resource);', ("files.read_file", "files.write_file")),
+        ('permit(principal, action in [Action::"files.read_file", Action::"shop.refund"], resource);', ("files.write_file",)),
+        ('permit(principal, action in Action::"read_only", resource);', ("files.write_file", "shop.refund")),
+        ('permit(principal, action in Action::"ns:files", resource in Namespace::"shop");', ("files.read_file", "files.write_file", "shop.refund")),
+        ('permit(principal, action, resource == ?resource);', ("files.read_file", "files.write_file", "shop.refund")),
+    ],
+)  # fmt: skip
+def test_ungoverned_tools_are_those_no_permit_can_match(
+    policy: str, ungoverned: tuple[str, ...]
+) -> None:
+    # A template authorizes nothing by itself (its links would be listed as policies).
+    assert bound(policy).ungoverned == ungoverned
