@@ -5,17 +5,22 @@ from collections.abc import Iterator, Mapping
 import anyio
 import pytest
 from store_backends import Stores, stores_fixture
-from support import ALICE, BOB, Recorder, coding_registry, harness
+from support import ALICE, BOB, WRITE_SCHEMA, Recorder, coding_registry, harness
 
 from clearance import (
     AskError,
     GrantScope,
+    MemoryGrantStore,
     MemoryJournal,
     PermissionAsk,
     PermissionDecision,
+    Tool,
+    ToolRegistry,
 )
+from clearance.guardrails import ArgumentGuardrail, GuardrailOutcome
+from clearance.harness._approval import what_asks
 from clearance.harness.approvals import Answer, coerce_decision, grant_from_answer, suggest_scopes
-from clearance.policy import LocalEvaluator
+from clearance.policy import LocalEvaluator, Verdict
 
 pytestmark = pytest.mark.anyio
 
@@ -387,3 +392,112 @@ def test_an_ask_as_json_is_the_documented_record_without_the_exact_hash() -> Non
         "facts": {"source": {"value": "src/app.py"}},
     }
     assert [s["arguments_hash"] for s in record["suggestions"]] == [None, None, None]
+
+
+# --- the approval stage's record -----------------------------------------------------------
+
+
+async def test_a_denied_ask_ends_the_call_with_its_record() -> None:
+    journal = MemoryJournal()
+    async with harness(coding_registry(Recorder()), evaluator=ASK_WRITES, journal=journal) as h:
+        s = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: "deny")
+        out = await s.call_tool("files__write_file", {"path": "a", "content": "x"}, call_id="c1")
+    assert (out.status, out.decision, out.reasons) == ("denied", "ask", ("ask:files.write_file",))
+    assert out.text.startswith("the approval was denied (correlation id ")
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "call_decided")
+    assert (decided["stage"], decided["decision"], decided["outcome"]) == ("ask", "ask", "denied")
+    assert decided["reasons"] == ["ask:files.write_file"]
+    assert decided["message"] == "the approval was denied"
+    assert {k: decided["ask"][k] for k in ("reason", "policies", "answer", "how", "message")} == {
+        "reason": "approval required",
+        "policies": ["ask:files.write_file"],
+        "answer": "deny",
+        "how": "callback",
+        "message": "the approval was denied",
+    }
+    assert decided["timing_us"]["ask"] >= 0
+
+
+class _BrokenGrants(MemoryGrantStore):
+    def find(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("the grant store is away")
+
+
+async def test_a_failing_grant_store_denies_the_ask_and_says_so() -> None:
+    journal = MemoryJournal()
+    seen: list[tuple[str, BaseException, dict[str, object]]] = []
+    async with harness(
+        coding_registry(Recorder()),
+        evaluator=ASK_WRITES,
+        journal=journal,
+        grant_store=_BrokenGrants(),
+        diagnostics=lambda cid, exc, info: seen.append((cid, exc, info)),
+    ) as h:
+        s = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: "allow_once")
+        out = await s.call_tool("files__write_file", {"path": "a", "content": "x"}, call_id="c1")
+    assert (out.status, out.decision) == ("denied", "ask")
+    assert out.text.startswith("the approval could not be recorded (correlation id ")
+    [(correlation_id, exc, info)] = seen
+    assert str(exc) == "the grant store is away" and correlation_id in out.text
+    assert (info["stage"], info["call_id"], info["tool"]) == ("ask", "c1", "files__write_file")
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "call_decided")
+    assert decided["ask"]["message"] == "the approval could not be recorded"
+    assert decided["grant"] is None and "ask" in decided["timing_us"]
+
+
+async def test_the_reason_shown_to_a_person_holds_no_withheld_value() -> None:
+    def ask_about(arguments: dict[str, object], ctx: object) -> GuardrailOutcome:
+        return GuardrailOutcome.ask(f"writes {arguments['content']} to {arguments['path']}")
+
+    registry = ToolRegistry()
+    registry.register(
+        "files",
+        [
+            Tool(
+                "write_file",
+                Recorder().handler("files.write_file"),
+                input_schema=WRITE_SCHEMA,
+                sensitive=["/content"],
+            )
+        ],
+    )
+    asks: list[PermissionAsk] = []
+
+    def answer(ask: PermissionAsk) -> Answer:
+        asks.append(ask)
+        return "allow_once"
+
+    async with harness(
+        registry,
+        evaluator=LocalEvaluator(allow=["files.*"]),
+        argument_guardrails=[ArgumentGuardrail(ask_about, name="review")],
+    ) as h:
+        s = await h.create_session(principal=ALICE, on_permission_ask=answer)
+        out = await s.call_tool(
+            "files__write_file", {"path": "a.txt", "content": "hunter2"}, call_id="c1"
+        )
+    assert out.ok
+    [ask] = asks
+    assert "hunter2" not in ask.reason and ask.reason.endswith("to a.txt")
+    assert ask.policies == ("review",)
+
+
+def test_what_asks_names_the_policies_and_the_reasons() -> None:
+    ask = Verdict("ask", ("p1", "p2"), message="big refund", evaluator="x")
+    assert what_asks(Verdict("allow", ("p",)), ()) is None
+    assert what_asks(Verdict("deny", ("p",)), ()) is None
+    assert what_asks(ask, ()) == (("p1", "p2"), "big refund")
+    assert what_asks(Verdict("ask", ("p1",)), ()) == (("p1",), "approval required")
+    guard_asks = (("review", "looks odd"), ("size", "large"))
+    assert what_asks(ask, guard_asks) == (
+        ("p1", "p2", "review", "size"),
+        "big refund; looks odd; large",
+    )
+    assert what_asks(Verdict("allow", ("p",)), guard_asks) == (
+        ("review", "size"),
+        "looks odd; large",
+    )
+    assert what_asks(Verdict("allow", ("p",)), (("review", ""),)) == (
+        ("review",),
+        "approval required",
+    )
