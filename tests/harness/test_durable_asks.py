@@ -13,7 +13,8 @@ import pytest
 from store_backends import Stores, stores_fixture
 
 from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
-from clearance.errors import AskError
+from clearance.errors import AskError, StoreError
+from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
@@ -194,3 +195,60 @@ async def test_an_old_pending_ask_no_longer_applies() -> None:
         await anyio.sleep(0.1)
         late = await session.authorize("mail.send", ARGS, call_id="c1")
         assert late.pending and late.ask_id != first.ask_id  # asked again, not the old answer
+
+
+class _FlakyAsks(SqliteAskStore):
+    """A shared store that is away for its first reads (a database restarting)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.away = 3
+        self.reads = 0
+
+    def get(self, ask_id: str) -> Any:
+        self.reads += 1
+        if self.away > 0:
+            self.away -= 1
+            raise StoreError("the store is restarting")
+        return super().get(ask_id)
+
+
+async def test_a_waiting_call_reads_its_answer_from_a_shared_store_that_was_away(
+    tmp_path: Path,
+) -> None:
+    store = _FlakyAsks(tmp_path / "asks.db")
+    journal = MemoryJournal()
+    async with harness(ask_store=store, journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        outcomes: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                outcomes.append(await session.call_tool("mail.send", ARGS, call_id="c1"))
+
+            async def listen() -> None:
+                async for _ask in session.permission_asks():  # a UI that never answers
+                    pass
+
+            tg.start_soon(listen)
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                while not h.pending_asks() or store.away or store.reads < 5:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            (waiting,) = h.pending_asks()
+            SqliteAskStore(tmp_path / "asks.db").answer(
+                waiting.ask_id, _once(), by="dave", via="inbox"
+            )
+            with anyio.fail_after(10):
+                while not outcomes:  # noqa: ASYNC110 (the call ends when the store is read)
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    assert outcomes[0].status == "ok"
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "permission_decided")
+    assert (decided["answer"], decided["how"], decided["by"], decided["via"]) == (
+        "allow_once",
+        "store",
+        "dave",
+        "inbox",
+    )
+    assert store.get(waiting.ask_id).status == "consumed"
