@@ -252,3 +252,31 @@ async def test_a_waiting_call_reads_its_answer_from_a_shared_store_that_was_away
         "inbox",
     )
     assert store.get(waiting.ask_id).status == "consumed"
+
+
+async def test_an_answer_from_the_stream_while_a_shared_store_is_watched_is_the_stream_s(
+    tmp_path: Path,
+) -> None:
+    journal = MemoryJournal()
+    async with harness(ask_store=SqliteAskStore(tmp_path / "asks.db"), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        outcomes: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                outcomes.append(await session.call_tool("mail.send", ARGS, call_id="c1"))
+
+            async def answer() -> None:
+                async for ask in session.permission_asks():
+                    await anyio.sleep(0.5)  # the store is read meanwhile
+                    await ask.respond("allow_once")
+
+            tg.start_soon(answer)
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                while not outcomes:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    assert outcomes[0].status == "ok"
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "permission_decided")
+    assert (decided["answer"], decided["how"]) == ("allow_once", "stream")
