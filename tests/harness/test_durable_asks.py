@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from store_backends import Stores, stores_fixture
 
 from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance.errors import AskError, StoreError
+from clearance.harness.ask_store import MemoryAskStore
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.policy import LocalEvaluator
 
@@ -280,3 +282,68 @@ async def test_an_answer_from_the_stream_while_a_shared_store_is_watched_is_the_
     assert outcomes[0].status == "ok"
     decided = next(e.data for e in journal.events(call_id="c1") if e.type == "permission_decided")
     assert (decided["answer"], decided["how"]) == ("allow_once", "stream")
+
+
+async def test_an_expired_ask_is_withdrawn_as_expired() -> None:
+    asks = MemoryAskStore()
+    async with harness(ask_store=asks, pending_ask_ttl=0.05) as h:
+        session = await h.create_session(principal=ALICE)
+        first = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert first.ask_id is not None
+        await anyio.sleep(0.1)
+        again = await session.authorize("mail.send", ARGS, call_id="c1")
+        old = asks.get(first.ask_id)
+        assert old is not None and (old.status, old.closed_why) == ("closed", "expired")
+        assert again.pending and again.ask_id != first.ask_id
+
+
+async def test_an_ask_is_not_expired_before_its_time_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time", lambda: 1000.0)  # a clock that does not move
+    async with harness(pending_ask_ttl=0) as h:
+        session = await h.create_session(principal=ALICE)
+        first = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert first.ask_id is not None
+        await h.answer_ask(first.ask_id, "allow_once")
+        # No time has passed: the answer applies (an ask expires once its ttl is exceeded).
+        assert (await session.authorize("mail.send", ARGS, call_id="c1")).allowed
+
+
+class _Forgetful(SqliteAskStore):
+    """A shared store that does not find the ask for its first reads (another process
+    removed and put it back, a replica behind)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.misses = 3
+
+    def get(self, ask_id: str) -> Any:
+        if self.misses > 0:
+            self.misses -= 1
+            return None
+        return super().get(ask_id)
+
+
+async def test_a_waiting_call_survives_its_ask_missing_from_a_shared_store(tmp_path: Path) -> None:
+    store = _Forgetful(tmp_path / "asks.db")
+    async with harness(ask_store=store) as h:
+        session = await h.create_session(principal=ALICE)
+        outcomes: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                outcomes.append(await session.call_tool("mail.send", ARGS, call_id="c1"))
+
+            async def answer() -> None:
+                async for ask in session.permission_asks():
+                    with anyio.fail_after(10):
+                        while store.misses:  # noqa: ASYNC110
+                            await anyio.sleep(0.05)
+                    await ask.respond("allow_once")
+
+            tg.start_soon(answer)
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                while not outcomes:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    assert outcomes[0].status == "ok"
