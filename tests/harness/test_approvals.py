@@ -566,3 +566,38 @@ async def test_declared_path_facts_shape_the_suggested_scopes(tmp_path: Path) ->
         "target under out/",
         "any arguments",
     ]
+
+
+async def test_no_prefix_scope_is_suggested_while_another_fact_decides_the_call(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "docs").mkdir()
+    registry = ToolRegistry()
+    registry.register(
+        "mail",
+        [
+            Tool(
+                "attach",
+                Recorder().handler("mail.attach"),
+                input_schema={
+                    "type": "object",
+                    "properties": {"file": {"type": "string"}, "to": {"type": "string"}},
+                    "required": ["file", "to"],
+                    "additionalProperties": False,
+                },
+                facts={"/file": "path_entry", "/to": "email"},
+                root=tmp_path,
+            )
+        ],
+    )
+    asks: list[PermissionAsk] = []
+
+    def answer(ask: PermissionAsk) -> Answer:
+        asks.append(ask)
+        return "deny"
+
+    async with harness(registry, evaluator=LocalEvaluator(ask=["mail.attach"])) as h:
+        s = await h.create_session(principal=ALICE, on_permission_ask=answer)
+        await s.call_tool("mail__attach", {"file": "docs/r.pdf", "to": "bob@example.com"})
+    [ask] = asks
+    assert [s.kind for s in ask.suggestions] == ["exact", "tool"]  # a prefix frees the recipient

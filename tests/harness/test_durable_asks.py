@@ -3,6 +3,7 @@ tried again (after a restart too) gets the answer, once."""
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 import time
@@ -15,7 +16,8 @@ from store_backends import Stores, stores_fixture
 
 from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance.errors import AskError, StoreError
-from clearance.harness.ask_store import MemoryAskStore
+from clearance.harness.approvals import Answer, PermissionDecision
+from clearance.harness.ask_store import MemoryAskStore, StoredAsk
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.policy import LocalEvaluator
 
@@ -347,3 +349,155 @@ async def test_a_waiting_call_survives_its_ask_missing_from_a_shared_store(tmp_p
                     await anyio.sleep(0.05)
             tg.cancel_scope.cancel()
     assert outcomes[0].status == "ok"
+
+
+async def test_a_paused_call_is_recorded_pending_and_resumed_under_its_ask() -> None:
+    journal = MemoryJournal()
+    async with harness(journal=journal) as h:
+        session = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: "deny")
+        paused = await session.authorize("mail.send", ARGS, call_id="c1", wait=False)
+        assert paused.pending and paused.ask_id is not None
+        assert re.fullmatch(r"ask_[0-9a-f]{12}", paused.ask_id)
+        pending = f"approval pending (ask {paused.ask_id}); try the call again once it is answered"
+        assert paused.message is not None and paused.message.startswith(pending)
+        decided = next(e.data for e in journal.events(call_id="c1") if e.type == "call_decided")
+        assert {k: decided["ask"][k] for k in ("answer", "how", "message")} == {
+            "answer": "pending",
+            "how": "pending",
+            "message": pending,
+        }
+        await h.answer_ask(paused.ask_id, "allow_once", by="bob")
+        resumed = await session.authorize("mail.send", ARGS, call_id="c1")
+        assert resumed.allowed and resumed.ask_id == paused.ask_id
+        assert resumed.answered_by == "bob"
+
+
+async def test_a_host_that_waits_gets_the_stream_s_answer() -> None:
+    async with harness() as h:
+        session = await h.create_session(principal=ALICE)
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def answer() -> None:
+                async for ask in session.permission_asks():
+                    await ask.respond("allow_once")
+
+            async def call() -> None:
+                results.append(await session.authorize("mail.send", ARGS, call_id="c1", wait=True))
+
+            tg.start_soon(answer)
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                while not results:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    assert results[0].allowed
+
+
+async def test_an_answer_given_here_is_kept_in_the_store_as_consumed() -> None:
+    asks = MemoryAskStore()
+    journal = MemoryJournal()
+    async with harness(ask_store=asks, journal=journal, ask_timeout=0.2) as h:
+        session = await h.create_session(
+            principal=ALICE,
+            on_permission_ask=lambda ask: PermissionDecision("allow_once", decided_by="carol"),
+        )
+        assert (await session.call_tool("mail.send", ARGS, call_id="c1")).ok
+        [asked] = [e.data for e in journal.events(call_id="c1") if e.type == "permission_asked"]
+        stored = asks.get(asked["ask_id"])
+        assert stored is not None
+        assert (stored.status, stored.answered_by, stored.via) == ("consumed", "carol", "callback")
+        # Nobody answers in time: the ask is withdrawn as timed out, and denied.
+        quiet = await h.create_session(principal=ALICE)
+        async with anyio.create_task_group() as tg:
+
+            async def listen() -> None:
+                async for _ask in quiet.permission_asks():  # a UI that never answers
+                    pass
+
+            tg.start_soon(listen)
+            out = await quiet.call_tool("mail.send", ARGS, call_id="c2")
+            tg.cancel_scope.cancel()
+        assert out.status == "denied"
+        [asked] = [e.data for e in journal.events(call_id="c2") if e.type == "permission_asked"]
+        stored = asks.get(asked["ask_id"])
+        assert stored is not None and (stored.status, stored.closed_why) == ("closed", "timeout")
+        decided = next(e.data for e in journal.events(call_id="c2") if e.type == "call_decided")
+        assert (decided["ask"]["answer"], decided["ask"]["how"]) == ("deny", "timeout")
+        assert decided["ask"]["message"] == "nobody answered the approval request in time; denied"
+
+
+class _AnsweredElsewhere(MemoryAskStore):
+    """A store in which another host answered the same ask a moment earlier."""
+
+    def answer(
+        self,
+        ask_id: str,
+        decision: PermissionDecision,
+        *,
+        by: str | None = None,
+        via: str | None = None,
+    ) -> StoredAsk:
+        raise AskError(f"ask {ask_id} is answered, not pending")
+
+
+async def test_an_answer_the_store_already_holds_does_not_fail_the_call() -> None:
+    async with harness(ask_store=_AnsweredElsewhere()) as h:
+        session = await h.create_session(
+            principal=ALICE, on_permission_ask=lambda ask: "allow_once"
+        )
+        assert (await session.call_tool("mail.send", ARGS, call_id="c1")).ok
+
+
+async def test_an_answer_given_after_the_session_closed_grants_nothing() -> None:
+    journal = MemoryJournal()
+    async with harness(journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+
+        async def answer(ask: Any) -> Answer:
+            await session.aclose()
+            return "allow_session"
+
+        session.on_permission_ask = answer
+        # A host's call (authorize) is not cancelled by the close: its answer comes back.
+        out = await session.authorize("mail.send", ARGS, call_id="c1", wait=True)
+        assert out.status == "denied"
+        assert h.grants.list() == []
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "permission_decided")
+    assert (decided["answer"], decided["how"], decided["grant"]) == ("deny", "closed", None)
+
+
+async def test_the_answer_s_message_is_recorded_without_withheld_values() -> None:
+    registry_ = registry()
+    registry_.register(
+        "vault",
+        [
+            Tool(
+                "put",
+                send,
+                input_schema={
+                    "type": "object",
+                    "properties": {"to": {"type": "string"}, "secret": {"type": "string"}},
+                    "required": ["to", "secret"],
+                    "additionalProperties": False,
+                },
+                sensitive=["/secret"],
+            )
+        ],
+    )
+    journal = MemoryJournal()
+    evaluator = LocalEvaluator(ask=["vault.put"])
+    async with Harness(registry_, evaluator=evaluator, journal=journal) as h:
+        session = await h.create_session(
+            principal=ALICE,
+            on_permission_ask=lambda ask: PermissionDecision(
+                "deny", message="not hunter2, and not to x", decided_by="bob", via="terminal"
+            ),
+        )
+        out = await session.call_tool("vault.put", {"to": "x", "secret": "hunter2"}, call_id="c1")
+    assert out.status == "denied" and "hunter2" not in out.text
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "call_decided")
+    assert decided["ask"]["message"] == "not [REDACTED], and not to x"
+    assert (decided["ask"]["answered_by"], decided["ask"]["via"]) == ("bob", "terminal")
+    [asked] = [e.data for e in journal.events(call_id="c1") if e.type == "permission_asked"]
+    assert asked["arguments"] == {"to": "x", "secret": "[REDACTED]"}
