@@ -601,3 +601,60 @@ async def test_no_prefix_scope_is_suggested_while_another_fact_decides_the_call(
         await s.call_tool("mail__attach", {"file": "docs/r.pdf", "to": "bob@example.com"})
     [ask] = asks
     assert [s.kind for s in ask.suggestions] == ["exact", "tool"]  # a prefix frees the recipient
+
+
+async def test_an_answer_s_unoffered_scope_must_constrain_the_declared_facts(
+    tmp_path: Path,
+) -> None:
+    registry = ToolRegistry()
+    schema = {
+        "type": "object",
+        "properties": {
+            "target": {"type": "string"},
+            "path": {"type": "string"},
+            "to": {"type": "string"},
+        },
+        "required": ["target", "path", "to"],
+        "additionalProperties": False,
+    }
+    registry.register(
+        "out",
+        [
+            Tool(
+                "save",
+                Recorder().handler("out.save"),
+                input_schema=schema,
+                facts={"/target": "path_entry", "/to": "email"},
+                root=tmp_path,
+            )
+        ],
+    )
+    # 'target' is at the root (no prefix scope is offered); 'path' is only a label.
+    arguments = {"target": "a.txt", "path": "x/label", "to": "bob@example.com"}
+    journal = MemoryJournal()
+    scopes = [
+        GrantScope.prefix_of("/path", "x/"),  # leaves the declared path free
+        GrantScope.prefixes_of({"/path": "x/", "/target": "a"}),  # leaves the recipient free
+    ]
+    answers = iter(PermissionDecision("allow_always", scope=s, decided_by="bob") for s in scopes)
+    async with harness(registry, evaluator=LocalEvaluator(ask=["out.save"]), journal=journal) as h:
+        s = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: next(answers))
+        for i in range(len(scopes)):
+            out = await s.call_tool("out__save", arguments, call_id=f"c{i}")
+            assert out.status == "denied"
+            assert h.grants.list() == []
+        decided = [e.data for e in journal.events() if e.type == "call_decided"]
+    assert [d["ask"]["message"] for d in decided] == ["the answer could not be applied; denied"] * 2
+
+
+async def test_a_grant_made_by_an_answer_is_recorded_without_its_hash() -> None:
+    journal = MemoryJournal()
+    async with harness(coding_registry(Recorder()), evaluator=ASK_WRITES, journal=journal) as h:
+        s = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: "allow_always")
+        out = await s.call_tool("files__write_file", {"path": "a", "content": "x"}, call_id="c1")
+        [grant] = h.grants.list()
+    assert out.ok
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "call_decided")
+    assert decided["ask"]["grant_created"] == grant.to_json(public=True)
+    assert decided["ask"]["grant_created"]["scope"]["arguments_hash"] is None
+    assert decided["grant"] == grant.grant_id
