@@ -637,7 +637,13 @@ async def test_an_answer_s_unoffered_scope_must_constrain_the_declared_facts(
         GrantScope.prefixes_of({"/path": "x/", "/target": "a"}),  # leaves the recipient free
     ]
     answers = iter(PermissionDecision("allow_always", scope=s, decided_by="bob") for s in scopes)
-    async with harness(registry, evaluator=LocalEvaluator(ask=["out.save"]), journal=journal) as h:
+    failures: list[tuple[BaseException, dict[str, object]]] = []
+    async with harness(
+        registry,
+        evaluator=LocalEvaluator(ask=["out.save"]),
+        journal=journal,
+        diagnostics=lambda cid, exc, info: failures.append((exc, info)),
+    ) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: next(answers))
         for i in range(len(scopes)):
             out = await s.call_tool("out__save", arguments, call_id=f"c{i}")
@@ -645,6 +651,9 @@ async def test_an_answer_s_unoffered_scope_must_constrain_the_declared_facts(
             assert h.grants.list() == []
         decided = [e.data for e in journal.events() if e.type == "call_decided"]
     assert [d["ask"]["message"] for d in decided] == ["the answer could not be applied; denied"] * 2
+    assert [d["ask"]["answer"] for d in decided] == ["deny", "deny"]
+    assert [(type(exc), info["stage"]) for exc, info in failures] == [(AskError, "grant")] * 2
+    assert "leaves /target, /to free" in str(failures[0][0])
 
 
 async def test_a_grant_made_by_an_answer_is_recorded_without_its_hash() -> None:
@@ -658,3 +667,44 @@ async def test_a_grant_made_by_an_answer_is_recorded_without_its_hash() -> None:
     assert decided["ask"]["grant_created"] == grant.to_json(public=True)
     assert decided["ask"]["grant_created"]["scope"]["arguments_hash"] is None
     assert decided["grant"] == grant.grant_id
+
+
+async def test_each_way_an_ask_goes_unanswered_is_recorded_in_its_words() -> None:
+    journal = MemoryJournal()
+
+    def broken(ask: PermissionAsk) -> Answer:
+        raise RuntimeError("the approval UI crashed")
+
+    async with harness(
+        coding_registry(Recorder()), evaluator=ASK_WRITES, journal=journal, ask_timeout=0.2
+    ) as h:
+        nobody = await h.create_session(principal=ALICE)
+        await nobody.call_tool("files__write_file", {"path": "a", "content": "x"}, call_id="n")
+        failing = await h.create_session(principal=ALICE, on_permission_ask=broken)
+        await failing.call_tool("files__write_file", {"path": "a", "content": "x"}, call_id="e")
+        closing = await h.create_session(principal=ALICE)
+        async with anyio.create_task_group() as tg:
+
+            async def close_when_asked() -> None:
+                async for _ask in closing.permission_asks():
+                    await closing.aclose()
+
+            tg.start_soon(close_when_asked)
+            await closing.call_tool("files__write_file", {"path": "a", "content": "x"}, call_id="c")
+    expected = {
+        "n": ("unanswerable", "this call needs approval and no one is set up to answer; denied"),
+        "e": ("error", "the approval callback failed; denied"),
+        "c": ("closed", "the session closed before the approval was answered; denied"),
+    }
+    for call_id, (how, message) in expected.items():
+        events = journal.events(call_id=call_id)
+        decided = next(e.data for e in events if e.type == "call_decided")
+        assert (decided["ask"]["answer"], decided["ask"]["how"], decided["ask"]["message"]) == (
+            "deny",
+            how,
+            message,
+        )
+        asked = next(e.data for e in events if e.type == "permission_asked")
+        answered = next(e.data for e in events if e.type == "permission_decided")
+        assert answered["ask_id"] == asked["ask_id"] == decided["ask"]["ask_id"]
+        assert (answered["answer"], answered["how"]) == ("deny", how)
