@@ -667,6 +667,8 @@ async def test_a_grant_made_by_an_answer_is_recorded_without_its_hash() -> None:
     assert decided["ask"]["grant_created"] == grant.to_json(public=True)
     assert decided["ask"]["grant_created"]["scope"]["arguments_hash"] is None
     assert decided["grant"] == grant.grant_id
+    answered = next(e.data for e in journal.events(call_id="c1") if e.type == "permission_decided")
+    assert (answered["answer"], answered["grant"]) == ("allow_always", grant.grant_id)
 
 
 async def test_each_way_an_ask_goes_unanswered_is_recorded_in_its_words() -> None:
