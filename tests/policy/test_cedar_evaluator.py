@@ -16,6 +16,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from clearance.errors import ConfigError, PolicyError
+from clearance.facts.declared import apply_facts
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import AuthzRequest, Principal, SessionInfo, Verdict
 from clearance.policy.cedar import CedarEvaluator, generate_schema
@@ -1106,6 +1107,8 @@ CONDITIONS = [
     'principal == User::"alice"',
     "context.input.count * 4611686018427387904 > 0",  # errs unless count is 0
     "true",
+    "[0, 1, 2].contains(context.input.count)",  # read inside a list
+    '{"n": context.input.count}.n < 3',  # inside a record, and an attribute of a record
 ]
 # A policy that reads the refund's input must name only the refund (the schema checks it).
 REFUND_SCOPES = ['action == Action::"shop.refund"', 'action in Action::"ns:shop"']
@@ -1190,6 +1193,25 @@ _RUSH = {"amount": 5, "count": 0, "order": {"id": "o1", "rush": True}, "tags": [
     arguments=_RUSH,
     session="blocked",
 )
+@example(  # the whole context, and the input read in it
+    policies='@id("p0") permit(principal, action == Action::"shop.refund", resource)'
+    " when { context == context && [0, 1, 2].contains(context.input.count) };",
+    arguments=_RUSH,
+    session="s1",
+)
+@example(
+    policies='@id("p0") permit(principal, action == Action::"shop.refund", resource)'
+    ' when { {"n": context.input.count}.n < 3 };',
+    arguments=_RUSH,
+    session="s1",
+)
+@example(  # a template authorizes nothing, and the policies after it still count
+    policies='@id("p0") permit(principal, action, resource == ?resource);\n'
+    '@id("p1") permit(principal, action == Action::"shop.refund", resource)'
+    " when { context.input.count < 3 };",
+    arguments=_RUSH,
+    session="s1",
+)
 @example(
     policies=f'@id("p0") permit(principal, {REFUND_SCOPES[1]}, resource) when {{ {CONDITIONS[4]} && {CONDITIONS[5]} }};',
     arguments=_RUSH,
@@ -1232,3 +1254,37 @@ def test_ungoverned_tools_are_those_no_permit_can_match(
 ) -> None:
     # A template authorizes nothing by itself (its links would be listed as policies).
     assert bound(policy).ungoverned == ungoverned
+
+
+def test_a_permit_reading_a_fact_gets_the_fact() -> None:
+    registry = ToolRegistry()
+    registry.register(
+        "web",
+        [
+            Tool(
+                "fetch",
+                _handler,
+                input_schema=_object({"url": {"type": "string"}}, ["url"]),
+                facts={"/url": "url"},
+            )
+        ],
+    )
+    ev = CedarEvaluator(
+        '@id("docs") permit(principal, action == Action::"web.fetch", resource)'
+        ' when { context.facts.url.host == "docs.example" };'
+        '\n@id("any") @ask("check") permit(principal, action, resource)'
+        " when { context == context && context.facts has url };"
+    )
+    ev.bind(registry)
+    tool = registry.get("web.fetch")
+
+    def decide(url: str) -> Verdict:
+        arguments, facts = apply_facts(tool.declared_facts, {"url": url})  # as the pipeline does
+        return ev.evaluate(
+            AuthzRequest(ALICE, tool.info, arguments, SessionInfo("s1"), facts=facts)
+        )
+
+    allowed = decide("https://docs.example/")
+    assert (allowed.effect, allowed.reasons, allowed.errors) == ("allow", ("docs", "any"), ())
+    asked = decide("https://other.example/")
+    assert (asked.effect, asked.reasons, asked.errors) == ("ask", ("any",), ())
