@@ -591,3 +591,12 @@ def test_every_public_name_imports_from_the_command_module() -> None:
         assert getattr(command, name) is not None, name
     assert command.parse_argv(["git", "diff"]).subcommand == "diff"
     assert command.SUBCOMMAND_PROGRAMS["git"].flags == GIT_GLOBAL_OPTIONS
+
+
+def test_max_length_is_a_positive_number_of_characters() -> None:
+    assert CommandFact(max_length=1).canonicalize("x").value == "x"
+    assert CommandFact(max_length=1).max_length == 1
+    assert CommandFact().max_length == MAX_COMMAND_LENGTH
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=r"^max_length must be positive$"):
+            CommandFact(max_length=bad)
