@@ -19,6 +19,7 @@ import click
 from clearance._text import printable
 from clearance.cli._options import config_option, load_cli_config
 from clearance.cli._render import print_json, print_table
+from clearance.cli._store import store_url
 from clearance.cli.main import cli, fail
 from clearance.errors import AskError
 from clearance.harness.approvals import coerce_decision
@@ -44,9 +45,7 @@ def _db_option(fn: click.decorators.FC) -> click.decorators.FC:
 def _open_store(db: str | None, config_path: str | None) -> Any:
     """The ask store: ``--db`` (a file or a ``postgresql://`` URL), else the
     configuration's ``store``, else its SQLite file."""
-    url = db if db is not None and _is_url(db) else None
-    if db is None:
-        url = load_cli_config(config_path).store
+    url = store_url(db, config_path)
     if url is not None:
         # Imported here: psycopg is the optional ``postgres`` extra.
         from clearance.harness.ask_store_postgres import PostgresAskStore
@@ -226,7 +225,3 @@ def _login() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
-
-
-def _is_url(db: str) -> bool:
-    return db.startswith(("postgresql://", "postgres://"))

@@ -20,6 +20,7 @@ import click
 
 from clearance.cli._options import config_option, load_cli_config
 from clearance.cli._render import print_json, print_table
+from clearance.cli._store import store_url
 from clearance.cli.main import cli, fail
 from clearance.harness.approvals import Grant, SqliteGrantStore
 from clearance.types import Principal
@@ -40,9 +41,7 @@ def _db_option(fn: click.decorators.FC) -> click.decorators.FC:
 def _open_store(db: str | None, config_path: str | None) -> Any:
     """The grant store: ``--db`` (a file or a ``postgresql://`` URL), else the
     configuration's ``store``, else its SQLite file."""
-    url = db if db is not None and _is_url(db) else None
-    if db is None:
-        url = load_cli_config(config_path).store
+    url = store_url(db, config_path)
     if url is not None:
         # Imported here: psycopg is the optional ``postgres`` extra.
         from clearance.harness.grants_postgres import PostgresGrantStore
@@ -138,7 +137,3 @@ def revoke_command(grant_id: str, db: str | None, config_path: str | None, as_js
         print_json({"revoked": grant_id})
     else:
         click.echo(f"revoked {grant_id}")
-
-
-def _is_url(db: str) -> bool:
-    return db.startswith(("postgresql://", "postgres://"))

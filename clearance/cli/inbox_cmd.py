@@ -25,6 +25,7 @@ import click
 
 from clearance._text import printable
 from clearance.cli._options import config_option, load_cli_config
+from clearance.cli._store import store_url
 from clearance.cli.main import EXIT_USAGE, cli, fail
 from clearance.errors import ClearanceError, MissingExtraError
 from clearance.harness.ask_store_sqlite import SqliteAskStore
@@ -50,9 +51,7 @@ class _NeedsInbox(click.Command):
 def _open_store(db: str | None, config_path: str | None) -> Any:
     """The ask store, as ``clearance asks`` finds it."""
     try:
-        url = db if db is not None and db.startswith(("postgresql://", "postgres://")) else None
-        if db is None:
-            url = load_cli_config(config_path).store
+        url = store_url(db, config_path)
         if url is not None:
             # Imported here: psycopg is the optional ``postgres`` extra.
             from clearance.harness.ask_store_postgres import PostgresAskStore
