@@ -600,3 +600,47 @@ def test_max_length_is_a_positive_number_of_characters() -> None:
     for bad in (0, -1):
         with pytest.raises(ValueError, match=r"^max_length must be positive$"):
             CommandFact(max_length=bad)
+
+
+def test_parse_argv_keeps_the_argv_it_read() -> None:
+    parsed = parse_argv(["git", "--no-pager", "diff", "--", "-x"])
+    assert parsed.argv == ("git", "--no-pager", "diff", "--", "-x")
+    assert parsed.operands == ("-x",)
+    with pytest.raises(FactError) as info:
+        parse_argv([])
+    assert info.value.reason == "the command is empty"
+
+
+@pytest.mark.parametrize(
+    ("command", "global_options"),
+    [
+        ("pip --cache-dir c", ["--cache-dir"]),
+        ("kubectl -n default", ["-n"]),
+        ("kubectl -n=default", ["-n"]),
+        ("docker --config=c -D", ["--config", "-D"]),
+    ],
+)
+def test_a_valued_global_option_may_end_the_command(
+    command: str, global_options: list[str]
+) -> None:
+    """The last word may be a global option's value: there is no subcommand then."""
+    got = fact(command)
+    assert got["subcommand"] == ""
+    assert got["global_options"] == global_options
+    assert got["operands"] == [] and got["options"] == []
+
+
+def test_global_option_refusals_say_why() -> None:
+    allowed = ", ".join(sorted(GIT_GLOBAL_OPTIONS))
+    assert refused("git -c x=y status") == (
+        "git: the global option '-c' is not allowed (it can change which program runs or "
+        f"which files are read); allowed: {allowed}"
+    )
+    assert refused("kubectl --foo=bar get pods") == (
+        "kubectl: unknown global option '--foo' before the subcommand (it is not known "
+        "whether it takes the next word as its value); put it after the subcommand or leave "
+        "it out"
+    )
+    assert refused("kubectl --namespace") == (
+        "kubectl: the global option '--namespace' needs a value"
+    )
