@@ -158,6 +158,8 @@ class Provenance:
         "_phrase_chars",
         "_phrases",
         "_places",
+        "_tools",
+        "_tools_trust",
         "_trusted",
         "enabled",
         "max_phrase_text",
@@ -199,6 +201,9 @@ class Provenance:
         self._trusted: dict[TrustList, tuple[int, int]] = {}
         self._pending: list[tuple[int, list[str], Any, bool]] = []
         self._pending_chars = 0
+        self._tools: dict[str, tuple[int, frozenset[str]]] = {}
+        """Tool -> (its place's bit, its trusted fields under ``_tools_trust``)."""
+        self._tools_trust: TrustList | None = None
 
     @classmethod
     def from_conversation(
@@ -277,12 +282,24 @@ class Provenance:
         if not self.enabled:
             return
         self.results += 1
-        bit = self._bit(f"tool:{tool}")
-        strings, numbers, complete = json_strings_and_numbers(value, self.max_scan)
-        if not complete:
-            self.overflowed = True
+        # A tool's place and trusted fields are the same for each of its results: found
+        # once per tool (again when the ledger's trust list is replaced).
+        if self._tools_trust is not self.trust:
+            self._tools.clear()
+            self._tools_trust = self.trust
+        known = self._tools.get(tool)
+        if known is None:
+            known = self._tools[tool] = (self._bit(f"tool:{tool}"), self.trust.fields_of(tool))
+        bit, fields = known
+        strings = _plain_strings(value, self.max_scan)
+        if strings is not None:  # a list of a few strings (a text result): read as is
+            numbers: Any = ()
+        else:
+            strings, numbers, complete = json_strings_and_numbers(value, self.max_scan)
+            if not complete:
+                self.overflowed = True
         self._defer(bit, strings, numbers, message=False)
-        for field in self.trust.fields_of(tool):
+        for field in fields:
             # A field the trust list trusts is a place of its own ("tool:x#recipient").
             found, found_numbers = field_values(value, field, self.max_scan)
             if found or found_numbers:
@@ -461,7 +478,24 @@ class Provenance:
 
 
 def _has_digit(text: str) -> bool:
-    return any(c.isdigit() for c in text)
+    # A letter is never a digit: a word ("ok", "no") is answered without a loop.
+    return not text.isalpha() and any(c.isdigit() for c in text)
+
+
+def _plain_strings(value: Any, limit: int) -> list[str] | None:
+    """What :func:`~clearance.provenance.values.json_strings_and_numbers` reads of
+    ``value`` when it is a list of strings that fits in ``limit`` characters (its strings,
+    in the order that function gives them, all read); None for anything else."""
+    if type(value) is not list or len(value) > 8:
+        return None
+    total = 0
+    for item in value:
+        if type(item) is not str:
+            return None
+        total += len(item)
+    if total > limit:
+        return None
+    return value[::-1]
 
 
 def _one_unit(value: Any) -> tuple[tuple[str, Any], ...] | None:
