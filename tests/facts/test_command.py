@@ -644,3 +644,77 @@ def test_global_option_refusals_say_why() -> None:
     assert refused("kubectl --namespace") == (
         "kubectl: the global option '--namespace' needs a value"
     )
+
+
+def test_split_command_refusals_in_their_words() -> None:
+    from clearance.facts.command import split_command
+
+    with pytest.raises(FactError) as info:
+        split_command(["git", "status"])  # type: ignore[arg-type]
+    assert info.value.reason == "a command must be a string, not list"
+    with pytest.raises(FactError) as info:
+        split_command("echo 'open")
+    assert info.value.reason == "the command cannot be split into words: No closing quotation"
+    with pytest.raises(FactError) as info:
+        split_command(" \t ")
+    assert info.value.reason == "the command is empty"
+    with pytest.raises(FactError) as info:
+        split_command("ls -la", max_length=5)
+    assert info.value.reason == "the command is longer than 5 characters"
+    # exactly max_length characters is allowed
+    assert split_command("ls -l", max_length=5) == ["ls", "-l"]
+    assert split_command("x" * MAX_COMMAND_LENGTH) == ["x" * MAX_COMMAND_LENGTH]
+
+
+def test_check_words_names_what_it_refuses() -> None:
+    from clearance.facts.command import check_words
+
+    check_words(["ls", "-l", "caf\u00e9"])  # nothing to refuse
+    with pytest.raises(FactError) as info:
+        check_words(["ls", 5])  # type: ignore[list-item]
+    assert info.value.reason == "word 1 is not a string"
+    # the first and the last surrogate, a control and an invisible character after them
+    for char in ("\ud800", "\udfff"):
+        with pytest.raises(FactError) as info:
+            check_words(["ls", "ok", f"a{char}\x01\u200b"])
+        assert info.value.reason == (
+            f"word 2 contains a lone surrogate (not valid UTF-8) (U+{ord(char):04X})"
+        )
+    with pytest.raises(FactError) as info:
+        check_words(["ls", "a\u200bb\x01"])  # the control character is named first
+    assert info.value.reason == "word 1 contains a control character (U+0001)"
+    with pytest.raises(FactError) as info:
+        check_words(["l\u200es"])
+    assert info.value.reason == "word 0 contains an invisible formatting character (U+200E)"
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        (
+            "pytest -q @args.txt",
+            "word 2: pytest would read more arguments from the file 'args.txt', which no policy sees",
+        ),
+        (
+            "/usr/bin/py.test @a",
+            "word 1: /usr/bin/py.test would read more arguments from the file 'a', which no "
+            "policy sees",
+        ),
+        (
+            "pytest x @",
+            "word 2: pytest would read more arguments from the file '', which no policy sees",
+        ),
+    ],
+)
+def test_argument_files_are_refused_naming_the_word(command: str, reason: str) -> None:
+    assert refused(command) == reason
+
+
+def test_other_programs_may_have_words_starting_with_at() -> None:
+    from clearance.facts.command import refuse_argument_files
+
+    refuse_argument_files([])  # nothing to read
+    refuse_argument_files(["git", "log", "@{u}"])
+    refuse_argument_files(["pytest@x", "@y"])
+    refuse_argument_files(["pytest", "a@b", "-k", "x@y"])
+    assert fact("git log @{u}")["operands"] == ["@{u}"]
