@@ -5,8 +5,9 @@
     clearance suggest JOURNAL_OR_CORPUS [--format cedar|local] [--config FILE] [--tools FILE]
                             [--enum-limit N] [--skip-bad] [--json]
 
-The calls come from a journal (every call decided allow, or asked and approved) or a corpus
-(lines expected to be allowed); tools as for ``clearance replay``. The suggestions are
+The calls come from a journal (every call decided allow, or asked and approved: a SQLite or
+JSON-lines file, or the journal of a PostgreSQL store given as its ``postgresql://`` URL) or
+a corpus (lines expected to be allowed); tools as for ``clearance replay``. The suggestions are
 replayed on the calls they came from: exit 1 when one of those calls would not get what it
 got (allowed, or asked for the calls that were asked).
 """
@@ -22,11 +23,13 @@ from typing import Any, Literal
 import click
 
 from clearance._text import printable
+from clearance.cli._journal_read import StoreJournal
+from clearance.cli._store import is_store_url
 from clearance.cli._tools import command_tools_file
 from clearance.cli.main import EXIT_FAILED, cli, fail, fail_too_deep, print_json
 from clearance.cli.replay_cmd import config_options, require_existing
 from clearance.errors import ClearanceError
-from clearance.harness.journal import read_journal
+from clearance.harness.journal import JournalEvent, read_journal
 from clearance.tuning import (
     CorpusError,
     HarnessSpec,
@@ -40,16 +43,21 @@ from clearance.tuning import (
 
 __all__ = ["read_calls_source", "suggest_command"]
 
+_TYPES = ("call_decided", "tool_finished")
+
 
 def read_calls_source(path: str) -> tuple[list[str], str]:
-    """The corpus lines of ``path``: a journal (SQLite database or JSON-lines journal) is
-    exported as ``clearance journal export`` would; a corpus is read as is. Returns the
-    lines and ``"journal"`` or ``"corpus"``.
+    """The corpus lines of ``path``: a journal (SQLite database, JSON-lines journal, or a
+    PostgreSQL store's journal named by its ``postgresql://`` URL) is exported as
+    ``clearance journal export`` would; a corpus is read as is. Returns the lines and
+    ``"journal"`` or ``"corpus"``.
 
     Raises:
-        ClearanceError: a journal cannot be read.
+        ClearanceError: a journal cannot be read (a store: unreachable, or no journal).
         OSError: the file cannot be read.
     """
+    if is_store_url(path):
+        return _store_lines(path), "journal"
     with open(path, "rb") as handle:
         head = handle.read(16)
     if head.startswith(b"SQLite format 3"):
@@ -67,7 +75,28 @@ def read_calls_source(path: str) -> tuple[list[str], str]:
 
 
 def _journal_lines(path: str) -> list[str]:
-    rows = calls_from_events(read_journal(path, types=("call_decided", "tool_finished")))
+    return _corpus_lines(read_journal(path, types=_TYPES))
+
+
+def _store_lines(url: str) -> list[str]:
+    journal = StoreJournal(url)
+    try:
+        return _corpus_lines(journal.read(_TYPES, session_id=None, call_id=None))
+    finally:
+        journal.close()
+
+
+def _where(source: str) -> str:
+    """How messages name ``source``: a store by its label (no password), a file by its path."""
+    if not is_store_url(source):
+        return source
+    from clearance.harness.postgres import PostgresDatabase  # the ``postgres`` extra
+
+    return PostgresDatabase(source).label
+
+
+def _corpus_lines(events: list[JournalEvent]) -> list[str]:
+    rows = calls_from_events(events)
     return [json.dumps(corpus_record(row), ensure_ascii=False) for row in rows]
 
 
@@ -112,17 +141,21 @@ def suggest_command(
     then replayed on those calls to show that each gets what it got (allowed, or asked):
     exit 1 if not. Review them before use: they describe what happened, not what should.
     """
-    for value, what in ((config_path, "file"), (tools_path, "file"), (source, "file")):
+    for value, what in ((config_path, "file"), (tools_path, "file")):
         require_existing(value, what)
+    if not is_store_url(source):
+        require_existing(source, "file")
     try:
+        where = _where(source)
         lines, kind = read_calls_source(source)
-        calls, left_out = allowed_calls(lines, path=source, skip_bad=skip_bad)
+        calls, left_out = allowed_calls(lines, path=where, skip_bad=skip_bad)
     except CorpusError as exc:
         fail(f"{exc} (use --skip-bad to skip such lines)")
     except (ClearanceError, OSError, UnicodeDecodeError) as exc:
-        fail(f"{source}: {exc}")
+        # A store's errors name it by its label (never its password).
+        fail(str(exc) if is_store_url(source) else f"{source}: {exc}")
     if not calls:
-        fail(f"{source}: no allowed calls with arguments to learn from")
+        fail(f"{printable(where)}: no allowed calls with arguments to learn from")
     # With [[mcp_servers]] and no --tools: a snapshot of the servers' tools.
     tools_path = command_tools_file(config_path, tools_path)
     spec = HarnessSpec(config=config_path, tools=tools_path)
@@ -173,7 +206,7 @@ def suggest_command(
         print_json(
             {
                 **suggestions.to_json(),
-                "source": source,
+                "source": where,
                 "source_kind": kind,
                 "left_out": left_out,
                 "format": fmt,
@@ -192,7 +225,7 @@ def suggest_command(
         mark = "//" if fmt == "cedar" else "#"
         click.echo(
             f"{mark} {len(suggestions.suggestions)} suggestion(s) from {len(calls)} allowed call(s) "
-            f"in {printable(source)} ({kind}; {left_out} line(s) not allowed or withheld)"
+            f"in {printable(where)} ({kind}; {left_out} line(s) not allowed or withheld)"
         )
         if keep_ask:
             click.echo(

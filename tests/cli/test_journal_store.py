@@ -271,6 +271,41 @@ async def test_export_from_postgresql_is_the_sqlite_corpus(tmp_path: Path) -> No
     assert 'Action::"notes.read"' in suggestions
 
 
+async def test_suggest_reads_the_store_as_it_reads_the_sqlite_journal(tmp_path: Path) -> None:
+    """``clearance suggest postgresql://...`` learns from the store's journal what it learns
+    from a SQLite journal of the same calls; an unreachable store is an error that names it
+    (never its password) and prints nothing."""
+    (tmp_path / "tools.json").write_text(
+        json.dumps(
+            [
+                {"name": f"notes.{n}", "input_schema": PATH, "read_only": n == "read"}
+                for n in ("read", "delete", "purge")
+            ]
+        )
+    )
+    with fresh_schema() as (url, schema):
+        printed = {}
+        for kind, target in (("sqlite", str(tmp_path / "j.db")), ("postgres", url)):
+            await two_hosts(Stores(kind, target, schema))
+            done = clearance("suggest", target, "--tools", "tools.json", "--json", cwd=tmp_path)
+            assert done.returncode == 0, done.stderr
+            printed[kind] = json.loads(done.stdout)
+    sqlite, postgres = printed["sqlite"], printed["postgres"]
+    assert postgres["source"] == f"the PostgreSQL store at {PG_URL} (schema {schema})"
+    assert postgres["source_kind"] == sqlite["source_kind"] == "journal"
+    del sqlite["source"], postgres["source"]
+    assert postgres == sqlite
+    # Learned from the allowed read and the asked-and-approved delete, never the purge.
+    assert 'Action::"notes.read"' in postgres["policies"]
+    assert "notes.purge" not in postgres["policies"]
+
+    secret = dead_url().replace("//postgres@", "//postgres:hunter2@", 1)
+    done = clearance("suggest", secret, "--tools", "tools.json", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "is unreachable" in done.stderr and "hunter2" not in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 # --- following, on both ----------------------------------------------------------------------
 
 
