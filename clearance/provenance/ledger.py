@@ -54,6 +54,7 @@ from clearance.provenance.values import (
     literal,
     literal_keys,
     number_key,
+    pointed_candidates,
     read_string,
     text_keys,
 )
@@ -158,6 +159,7 @@ class Provenance:
         "_phrase_chars",
         "_phrases",
         "_places",
+        "_tainted",
         "_tools",
         "_tools_trust",
         "_trusted",
@@ -201,6 +203,8 @@ class Provenance:
         self._trusted: dict[TrustList, tuple[int, int]] = {}
         self._pending: list[tuple[int, list[str], Any, bool]] = []
         self._pending_chars = 0
+        self._tainted = False
+        """An untrusted result came: no record is one the user pointed to from now on."""
         self._tools: dict[str, tuple[int, frozenset[str]]] = {}
         """Tool -> (its place's bit, its trusted fields under ``_tools_trust``)."""
         self._tools_trust: TrustList | None = None
@@ -304,6 +308,52 @@ class Provenance:
             found, found_numbers = field_values(value, field, self.max_scan)
             if found or found_numbers:
                 self._defer(self._bit(f"tool:{tool}#{field}"), found, found_numbers, message=False)
+        if not self._tainted and not self.trust.trusts_tool(tool):
+            self._point(tool, value, strings, numbers)
+
+    def _point(self, tool: str, value: Any, strings: list[str], numbers: Any) -> None:
+        """Record the records of an untrusted result that the user pointed to (the trust
+        list's ``pointed_records``) under ``pointed:<tool>``. Anything else in it that
+        holds a value (another record, text that is not those records) taints the ledger:
+        from then on the model may read what it reads because an untrusted result told it
+        to, and no record counts as pointed to. Past the scan limit, it taints too."""
+        pointers = self.trust.pointers_of(tool)
+        if not pointers:
+            self._tainted = self.overflowed or _holds_values(strings, numbers)
+            return
+        records, rest = pointed_candidates(value)
+        pointed: list[Any] = []
+        if records:
+            self._flush()  # what the user named so far, trusted results included
+            trusted = self._trusted_mask(self.trust)
+            for record in records:
+                (pointed if self._names_a_pointer(record, pointers, trusted) else rest).append(
+                    record
+                )
+        if pointed:
+            found, found_numbers, complete = json_strings_and_numbers(pointed, self.max_scan)
+            bit = self._bit(f"pointed:{tool}")
+            self._defer(bit, found, found_numbers, message=False)
+            for text in found:  # a name in a sentence of it is found, as in a message
+                self._add_phrase(bit, literal(clean_text(text)))
+            self._tainted = not complete
+        if rest:
+            found, found_numbers, complete = json_strings_and_numbers(rest, self.max_scan)
+            if not complete or _holds_values(found, found_numbers):
+                self._tainted = True
+
+    def _names_a_pointer(
+        self, record: Mapping[str, Any], pointers: frozenset[str], trusted: int
+    ) -> bool:
+        """Whether the value of ``record`` under one of ``pointers`` is the user's (named
+        in a message or a trusted source)."""
+        for field in pointers:
+            named = record.get(field)
+            if isinstance(named, str):
+                phrase, whole, _ = read_string(named)
+                if self._string_mask(phrase, whole) & trusted:
+                    return True
+        return False
 
     def _defer(self, bit: int, strings: list[str], numbers: Any, *, message: bool) -> None:
         """Keep what was read until a record is asked for: the text is scanned then, once
@@ -480,6 +530,11 @@ class Provenance:
 def _has_digit(text: str) -> bool:
     # A letter is never a digit: a word ("ok", "no") is answered without a loop.
     return not text.isalpha() and any(c.isdigit() for c in text)
+
+
+def _holds_values(strings: list[str], numbers: Any) -> bool:
+    """Whether what was read of a result holds a value (what ``_defer`` keeps)."""
+    return bool(numbers) or any(len(t) >= MIN_LITERAL or _has_digit(t) for t in strings)
 
 
 def _plain_strings(value: Any, limit: int) -> list[str] | None:

@@ -10,8 +10,14 @@ A trust list is data a policy pack ships, ``provenance.toml`` beside its ``.ceda
     # the result object, or of each object of a result list); the rest does not.
     [trusted_fields]
     "banking.get_scheduled_transactions" = ["recipient"]
+    # Records the user points to: a record of the tool's result list whose field named
+    # here holds a value the user named (a channel, an inbox), read before any untrusted
+    # result, is the place "pointed:<tool>". Its values stay untrusted; a policy may
+    # accept them for one action by testing `sources`.
+    [pointed_records]
+    "slack.read_channel_messages" = ["recipient"]
 
-Both keys are optional; a file with neither is the default list (no trusted tools; system
+Every key is optional; a file with none is the default list (no trusted tools; system
 messages trusted). Name only tools whose results no one but the user can write: a tool that
 returns mail, web pages, shared documents or other people's messages is never trusted.
 """
@@ -48,21 +54,17 @@ class TrustList:
     """``(tool glob, field names)``: only these fields of the tool's structured results
     count as the user's own (a key of the result object, or of each object of a result
     list); the rest of the result does not (a mapping is accepted too)."""
+    pointed_records: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(tool glob, field names)``: a record of the tool's result list whose value under
+    one of these fields the user named (in a message or a trusted source, before the result
+    came), read while no untrusted result had come yet, is recorded as the place
+    ``pointed:<qualified name>`` besides its tool's. Its values stay untrusted (never
+    ``user``): a policy accepts them for one action by testing ``sources`` (a mapping is
+    accepted too)."""
 
     def __post_init__(self) -> None:
-        fields: Any = self.trusted_fields
-        pairs = tuple(fields.items()) if isinstance(fields, Mapping) else tuple(fields)
-        if not all(
-            isinstance(glob, str)
-            and glob
-            and not isinstance(names, str)
-            and all(isinstance(n, str) and n for n in names)
-            for glob, names in pairs
-        ):
-            raise TypeError("trusted_fields maps tool globs to lists of field names")
-        object.__setattr__(
-            self, "trusted_fields", tuple((glob, tuple(names)) for glob, names in pairs)
-        )
+        for name in ("trusted_fields", "pointed_records"):
+            object.__setattr__(self, name, _glob_fields(name, getattr(self, name)))
         if isinstance(self.trusted_tools, str) or not all(
             isinstance(t, str) and t for t in self.trusted_tools
         ):
@@ -83,13 +85,12 @@ class TrustList:
 
     def fields_of(self, qualified_name: str) -> frozenset[str]:
         """The fields of ``qualified_name``'s results that count as the user's own."""
-        found: set[str] = set()
-        for pattern, names in self.trusted_fields:
-            if pattern == qualified_name or (
-                not _GLOB_CHARS.isdisjoint(pattern) and fnmatchcase(qualified_name, pattern)
-            ):
-                found.update(names)
-        return frozenset(found)
+        return _fields_for(self.trusted_fields, qualified_name)
+
+    def pointers_of(self, qualified_name: str) -> frozenset[str]:
+        """The fields whose value, named by the user, makes a record of
+        ``qualified_name``'s results one she pointed to (``pointed_records``)."""
+        return _fields_for(self.pointed_records, qualified_name)
 
     def trusts(self, place: str) -> bool:
         """Whether values found in ``place`` (``"user"``, ``"system"``,
@@ -113,22 +114,26 @@ class TrustList:
         Raises:
             ConfigError: an unknown key, or a value of the wrong type.
         """
-        unknown = sorted(set(data) - {"trusted_tools", "trust_system", "trusted_fields"})
+        known = {"trusted_tools", "trust_system", "trusted_fields", "pointed_records"}
+        unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(
                 f"unknown key(s) in the trust list: {', '.join(unknown)} "
-                "(known: trusted_tools, trusted_fields, trust_system)",
+                "(known: trusted_tools, trusted_fields, pointed_records, trust_system)",
                 path=path,
             )
-        fields = data.get("trusted_fields", {})
-        if not isinstance(fields, Mapping) or not all(
-            isinstance(names, list) and all(isinstance(n, str) and n for n in names)
-            for names in fields.values()
-        ):
-            raise ConfigError(
-                'trusted_fields must be a table like {"bank.get_standing_orders" = ["recipient"]}',
-                path=path,
-            )
+        tables = {}
+        for key in ("trusted_fields", "pointed_records"):
+            table = data.get(key, {})
+            if not isinstance(table, Mapping) or not all(
+                isinstance(names, list) and all(isinstance(n, str) and n for n in names)
+                for names in table.values()
+            ):
+                raise ConfigError(
+                    f'{key} must be a table like {{"bank.get_standing_orders" = ["recipient"]}}',
+                    path=path,
+                )
+            tables[key] = tuple((k, tuple(v)) for k, v in table.items())
         tools: Any = data.get("trusted_tools", ())
         if isinstance(tools, str) or not isinstance(tools, Iterable):
             raise ConfigError("trusted_tools must be a list of tool names or globs", path=path)
@@ -138,7 +143,7 @@ class TrustList:
         system = data.get("trust_system", True)
         if not isinstance(system, bool):
             raise ConfigError("trust_system must be true or false", path=path)
-        return cls(tools, system, tuple((k, tuple(v)) for k, v in fields.items()))
+        return cls(tools, system, tables["trusted_fields"], tables["pointed_records"])
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> TrustList:
@@ -168,3 +173,33 @@ class TrustList:
         if not path.is_file():
             return cls()
         return cls.from_file(path)
+
+
+def _glob_fields(name: str, value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``(tool glob, field names)`` pairs from pairs or a mapping.
+
+    Raises:
+        TypeError: not tool globs mapped to lists of field names.
+    """
+    pairs = tuple(value.items()) if isinstance(value, Mapping) else tuple(value)
+    if not all(
+        isinstance(glob, str)
+        and glob
+        and not isinstance(names, str)
+        and all(isinstance(n, str) and n for n in names)
+        for glob, names in pairs
+    ):
+        raise TypeError(f"{name} maps tool globs to lists of field names")
+    return tuple((glob, tuple(names)) for glob, names in pairs)
+
+
+def _fields_for(
+    table: tuple[tuple[str, tuple[str, ...]], ...], qualified_name: str
+) -> frozenset[str]:
+    found: set[str] = set()
+    for pattern, names in table:
+        if pattern == qualified_name or (
+            not _GLOB_CHARS.isdisjoint(pattern) and fnmatchcase(qualified_name, pattern)
+        ):
+            found.update(names)
+    return frozenset(found)

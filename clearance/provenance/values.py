@@ -27,6 +27,7 @@ everywhere and identify nothing.
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -586,3 +587,33 @@ def field_values(value: Any, field: str, limit: int) -> tuple[list[str], list[st
             numbers.extend(found_numbers)
             budget -= sum(map(len, found))
     return strings, numbers
+
+
+def pointed_candidates(value: Any) -> tuple[list[dict[str, Any]], list[Any]]:
+    """A result's records (the result object, or the objects of a result list, one level
+    down in the harness's ``[text, structured content]``) and the rest of it. A text that
+    is the JSON of a structured part (the harness's rendering of a handler's JSON value) is
+    that part again, not more."""
+    items = value if isinstance(value, list) else [value]
+    parts: list[Any] = []
+    for item in items:
+        parts.extend(item if isinstance(item, list) else [item])
+    structured = [item for item in items if not isinstance(item, str)]
+    records: list[dict[str, Any]] = []
+    rest: list[Any] = []
+    for part in parts:
+        if isinstance(part, dict):
+            records.append(part)
+        elif isinstance(part, str) and structured and _renders(part, structured):
+            continue
+        else:
+            rest.append(part)
+    return records, rest
+
+
+def _renders(text: str, structured: list[Any]) -> bool:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return False
+    return any(parsed == part for part in structured)
