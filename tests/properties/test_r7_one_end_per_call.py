@@ -4,8 +4,10 @@ started has neither. In every sink, under cancellation, timeouts, failures and a
 
 Random mixes of calls run concurrently, each kind in its own session (so that none waits
 for another) except the queued kinds, which wait behind a blocked call of their session.
-Blocked calls end by cancelling the caller or by closing their session. Crashes are in
-``tests/harness/test_journal_crash.py`` (a real process killed with SIGKILL).
+Blocked calls end by cancelling the caller or by closing their session. The PostgreSQL
+journal (a schema of its own on the test server per example) is held to the same rule as
+the files. Crashes are in ``tests/harness/test_journal_crash.py`` (a real process killed
+with SIGKILL).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import functools
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ import anyio.lowlevel
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from postgres_support import fresh_schema
 
 from clearance import (
     CallContext,
@@ -117,7 +122,24 @@ def evaluator() -> LocalEvaluator:
     )
 
 
-def open_sink(kind: str, directory: Path, durability: Durability) -> Journal:
+@contextmanager
+def sink_place(kind: str) -> Iterator[str]:
+    """Where a sink of ``kind`` lives for one example: a fresh directory, or for
+    ``postgres`` a fresh schema's URL (dropped on exit)."""
+    if kind == "postgres":
+        with fresh_schema() as (url, _):
+            yield url
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            yield tmp
+
+
+def open_sink(kind: str, place: str, durability: Durability) -> Journal:
+    if kind == "postgres":
+        from clearance.harness.journal import PostgresJournal
+
+        return PostgresJournal(place, host="r7-host", durability=durability)
+    directory = Path(place)
     if kind == "jsonl":
         return JsonlJournal(directory / "journal.jsonl", durability=durability)
     if kind == "sqlite":
@@ -212,9 +234,20 @@ def expected_calls(kinds: list[str]) -> dict[str, str | None]:
     return expected
 
 
-def check_r7(events: list[JournalEvent], expected: dict[str, str | None]) -> None:
-    seqs = [e.seq for e in events]
-    assert seqs == sorted(set(seqs)), "seq must be unique and increasing"
+def check_r7(
+    events: list[JournalEvent], expected: dict[str, str | None], *, per_session: bool = False
+) -> None:
+    """``per_session``: ``seq`` counts each session's records (1, 2, 3... without gaps), as
+    in the journal several hosts share; else it counts the journal's."""
+    if per_session:
+        by_session: dict[str, list[int]] = {}
+        for event in events:
+            by_session.setdefault(event.session_id, []).append(event.seq)
+        for session_id, seqs in by_session.items():
+            assert seqs == list(range(1, len(seqs) + 1)), (session_id, seqs)
+    else:
+        seqs = [e.seq for e in events]
+        assert seqs == sorted(set(seqs)), "seq must be unique and increasing"
     by_call: dict[str, list[JournalEvent]] = {}
     for event in events:
         if event.call_id is not None:
@@ -237,7 +270,7 @@ def check_r7(events: list[JournalEvent], expected: dict[str, str | None]) -> Non
         assert finished.data["status"] == status, (call_id, finished.data)
 
 
-@pytest.mark.parametrize("sink", ["memory", "jsonl", "sqlite"])
+@pytest.mark.parametrize("sink", ["memory", "jsonl", "sqlite", "postgres"])
 @settings(max_examples=max(10, settings().max_examples // 2))
 @given(
     kinds=st.lists(st.sampled_from(sorted(KINDS)), min_size=1, max_size=10),
@@ -245,9 +278,8 @@ def check_r7(events: list[JournalEvent], expected: dict[str, str | None]) -> Non
 )
 async def test_r7_one_end_per_call(sink: str, kinds: list[str], durability: Durability) -> None:
     world = World()
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = Path(tmp)
-        journal = open_sink(sink, directory, durability)
+    with sink_place(sink) as place:
+        journal = open_sink(sink, place, durability)
         async with Harness(world.registry(), evaluator=evaluator(), journal=journal) as harness:
             await run_calls(harness, world, kinds)
         if isinstance(journal, MemoryJournal):
@@ -255,13 +287,13 @@ async def test_r7_one_end_per_call(sink: str, kinds: list[str], durability: Dura
         else:
             # What is on disk, through a fresh open: a clean close leaves nothing to
             # recover, so reopening must not add an ``interrupted`` record either.
-            reopened = open_sink(sink, directory, durability)
+            reopened = open_sink(sink, place, durability)
             try:
                 events = list(reopened.events())
             finally:
                 await reopened.aclose()
             assert not [e for e in events if e.data.get("status") == "interrupted"]
-        check_r7(events, expected_calls(kinds))
+        check_r7(events, expected_calls(kinds), per_session=sink == "postgres")
 
 
 @pytest.mark.parametrize("sink", ["memory", "sqlite"])
@@ -273,7 +305,7 @@ async def test_r7_cancelled_before_it_could_start(sink: str, tmp_path: Path) -> 
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
-    journal = open_sink(sink, tmp_path, "normal")
+    journal = open_sink(sink, str(tmp_path), "normal")
     async with Harness(World().registry(), evaluator=evaluator(), journal=journal) as harness:
         session = await harness.create_session(principal=ALICE, on_permission_ask=never_answers)
         async with anyio.create_task_group() as tg:
@@ -288,7 +320,14 @@ async def test_r7_cancelled_before_it_could_start(sink: str, tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     ("sink", "durability"),
-    [("memory", "normal"), ("sqlite", "normal"), ("sqlite", "full"), ("jsonl", "full")],
+    [
+        ("memory", "normal"),
+        ("sqlite", "normal"),
+        ("sqlite", "full"),
+        ("jsonl", "full"),
+        ("postgres", "normal"),
+        ("postgres", "full"),
+    ],
 )
 @settings(max_examples=max(10, settings().max_examples // 2))
 @given(
@@ -315,8 +354,8 @@ async def test_r7_close_while_calls_are_being_decided(
 
     registry = ToolRegistry()
     registry.register("t", [Tool("work", work, input_schema=SCHEMA, read_only=read_only)])
-    with tempfile.TemporaryDirectory() as tmp:
-        journal = open_sink(sink, Path(tmp), durability)
+    with sink_place(sink) as place:
+        journal = open_sink(sink, place, durability)
         async with Harness(registry, evaluator=LocalEvaluator(allow=["t.*"]), journal=journal) as h:
             session = await h.create_session(principal=ALICE)
             records = h.events()
@@ -344,7 +383,7 @@ async def test_r7_close_while_calls_are_being_decided(
         if isinstance(journal, MemoryJournal):
             events = journal.events()
         else:
-            reopened = open_sink(sink, Path(tmp), durability)
+            reopened = open_sink(sink, place, durability)
             try:
                 events = list(reopened.events())
             finally:
