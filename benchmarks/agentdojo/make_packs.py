@@ -384,10 +384,13 @@ def slack() -> tuple[str, list[str], dict[str, list[str]]]:
         HEADER.format(suite="slack", unless=unless)
         + f"""
 // Fetching a page sends its URL (host, path, query) out. A URL the user gave is fetched.
-// A link found as it is in a message or a page, without a query string, is following a link
-// someone else wrote (a colleague's, or an attacker's): the user decides. Anything else is
-// denied: a URL nobody wrote (the model composed it) or a query string the user did not
-// give (data leaving in the URL).
+// So is a link, without a query string, found as it is in a message the user pointed to: a
+// message in a channel or an inbox she named, read before any untrusted result came
+// (provenance.toml's pointed_records; a message read because a web page or another message
+// said so is not one). A link someone else wrote anywhere else (a web page, a channel's
+// name, a channel she did not name) is theirs: the user decides. Anything else is denied:
+// a URL nobody wrote (the model composed it) or a query string the user did not give
+// (data leaving in the URL).
 @id("fetch-url-nobody-gave")
 forbid (principal, action == Action::"slack.get_webpage", resource)
 when {{
@@ -399,10 +402,16 @@ when {{
 permit (principal, action == Action::"slack.get_webpage", resource)
 when {{ context.provenance.url.user }};
 
+@id("follow-a-link-the-user-pointed-to")
+permit (principal, action == Action::"slack.get_webpage", resource)
+when {{
+  {_pointed("url")}
+}};
+
 @id("follow-a-link")
 @ask("Open a link that a message or a web page gave, not you.")
 permit (principal, action == Action::"slack.get_webpage", resource)
-when {{ !context.provenance.url.user }};
+when {{ !context.provenance.url.user && !{_pointed("url")} }};
 
 // Publishing goes only to a site the user named.
 @id("publish-to-site-not-named-by-user")
@@ -446,15 +455,17 @@ permit (
 );
 
 // Who joins the workspace or a channel is the user's call: the person must be one she
-// named (or a member, for a channel), the channel one she named or that exists.
+// named or one a message she pointed to names (or a member, for a channel), the channel
+// one she named or that exists.
 @id("invite-someone-not-named-by-user")
 forbid (principal, action == Action::"slack.invite_user_to_slack", resource)
-when {{ !context.provenance.user.user }};
+when {{ !(context.provenance.user.user || {_pointed("user")}) }};
 
 @id("add-someone-not-named-by-user")
 forbid (principal, action == Action::"slack.add_user_to_channel", resource)
 when {{
-  (!context.provenance.user.user && !{members}.contains(context.input.user)) ||
+  (!(context.provenance.user.user || {_pointed("user")}) &&
+   !{members}.contains(context.input.user)) ||
   (!context.provenance.channel.user && !{channels}.contains(context.input.channel))
 }};
 
@@ -479,6 +490,19 @@ permit (principal, action == Action::"slack.remove_user_from_slack", resource);
     return cedar, [], {}
 
 
+POINTED = {"slack.read_channel_messages": ["recipient"], "slack.read_inbox": ["recipient"]}
+"""Messages the user points to: those of a channel, or of an inbox, that she named (a
+message's ``recipient`` is its channel, or the inbox's owner), read before any untrusted
+result. They stay untrusted (anyone in the workspace writes them); the slack pack accepts
+their links and names for fetching a page and inviting someone, nothing else."""
+
+
+def _pointed(argument: str) -> str:
+    """The Cedar condition "this argument's value is in a message the user pointed to"."""
+    places = ", ".join(f'"pointed:{tool}"' for tool in POINTED)
+    return f"context.provenance.{argument}.sources.containsAny([{places}])"
+
+
 def main() -> None:
     for suite, build in (
         ("banking", banking),
@@ -497,6 +521,14 @@ def main() -> None:
             text += "\n# Only these fields of these tools' results count as the user's own.\n"
             text += "[trusted_fields]\n"
             text += "".join(f"{json.dumps(k)} = {_toml_list(v)}\n" for k, v in fields.items())
+        if suite == "slack":
+            text += (
+                "\n# Messages the user points to: a record whose field named here holds a"
+                "\n# value she named (a channel, an inbox), read before any untrusted result,"
+                '\n# is the place "pointed:<tool>"; its values stay untrusted.\n'
+                "[pointed_records]\n"
+            )
+            text += "".join(f"{json.dumps(k)} = {_toml_list(v)}\n" for k, v in POINTED.items())
         trust.write_text(text, encoding="utf-8")
         print(f"wrote {path} and {trust}")
 
