@@ -168,14 +168,15 @@ def _check_type(pointer: str, prop: Any, many: bool, kind: FactKind) -> None:
 
 
 def _without_null(prop: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A nullable union (``{"anyOf": [X, {"type": "null"}]}``, what pydantic writes for
-    ``list[str] | None``) as its one other branch: null has no fact (see
-    :func:`apply_facts`)."""
+    """A union with one branch besides null as that branch: a nullable union
+    (``{"anyOf": [X, {"type": "null"}]}``, what pydantic writes for ``list[str] | None``;
+    null has no fact, see :func:`apply_facts`) or a union of one branch
+    (``{"anyOf": [X]}``, which is X)."""
     for key in ("anyOf", "oneOf"):
         branches = prop.get(key)
         if isinstance(branches, list):
             rest = [b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")]
-            if len(rest) == 1 and len(rest) < len(branches) and isinstance(rest[0], Mapping):
+            if len(rest) == 1 and isinstance(rest[0], Mapping):
                 return rest[0]
     return prop
 
