@@ -1,13 +1,18 @@
 """R5: allow_once authorizes exactly the asked call and is never stored; allow_session
 lives until the session ends; allow_always is persisted; a grant covers only its
-principal, its tool and its argument scope."""
+principal, its tool and its argument scope. In a SQLite grant store and in a PostgreSQL
+one (a schema of its own per example) alike."""
 
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from postgres_support import fresh_schema
 from support import ALICE, BOB, Recorder, coding_registry
 
 from clearance import Harness, MemoryJournal, SqliteGrantStore
@@ -20,6 +25,20 @@ ASK_ALL = LocalEvaluator(ask=["files.*"])
 paths = st.sampled_from(["a", "b", "src/a", "src/b", "src/../a"])
 
 
+@contextmanager
+def grant_stores(kind: str) -> Iterator[Callable[[], Any]]:
+    """Opens the one grant store of an example (each call a new open of the same store)."""
+    if kind == "postgres":
+        from clearance.harness.grants_postgres import PostgresGrantStore
+
+        with fresh_schema() as (url, _):
+            yield lambda: PostgresGrantStore(url)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            yield lambda: SqliteGrantStore(Path(tmp) / "g.db")
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 @given(
     first=paths,
     later=st.lists(
@@ -31,11 +50,11 @@ paths = st.sampled_from(["a", "b", "src/a", "src/b", "src/../a"])
     answer=st.sampled_from(["allow_once", "allow_session", "allow_always"]),
 )
 async def test_r5_grants_cover_only_their_scope(
-    first: str, later: list[tuple[str, str, str]], answer: Answer
+    kind: str, first: str, later: list[tuple[str, str, str]], answer: Answer
 ) -> None:
     rec = Recorder()
-    with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteGrantStore(Path(tmp) / "g.db")
+    with grant_stores(kind) as open_store:
+        store = open_store()
         async with Harness(
             coding_registry(rec), evaluator=ASK_ALL, grant_store=store, journal=MemoryJournal()
         ) as h:
@@ -61,10 +80,12 @@ async def test_r5_grants_cover_only_their_scope(
             await alice.aclose()
             assert len(store.list()) == (1 if answer == "allow_always" else 0)
         store.close()
-        reopened = SqliteGrantStore(Path(tmp) / "g.db")
+        reopened = open_store()
         persisted = reopened.list()
         assert len(persisted) == (1 if answer == "allow_always" else 0)
         for grant in persisted:
             assert reopened.revoke(grant.grant_id)
         reopened.close()
-        assert SqliteGrantStore(Path(tmp) / "g.db").list() == []
+        last = open_store()
+        assert last.list() == []
+        last.close()

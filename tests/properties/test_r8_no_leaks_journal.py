@@ -1,6 +1,7 @@
 """R8 over the stored form: values withheld by ``Tool(sensitive=[...])`` or redacted by
 an argument guardrail never reach the bytes a sink stores (the SQLite database and its
-WAL, the JSON-lines file, the encoded records of a ``MemoryJournal``) nor a log line,
+WAL, the JSON-lines file, every value of every table of a PostgreSQL store's schema, the
+encoded records of a ``MemoryJournal``) nor a log line,
 whichever way the call ends, and even when the tool echoes them back: in its text, as a
 JSON text inside its text, in its structured content, in its progress reports, or in the
 exception it raises (logged when there is no ``diagnostics`` callback).
@@ -15,12 +16,16 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from postgres_support import fresh_schema, sql
 
 from clearance import (
     CallContext,
@@ -176,13 +181,44 @@ class Lines(logging.Handler):
         self.lines.append(self.format(record))
 
 
-def stored_bytes(sink: str, directory: Path, journal: Journal) -> bytes:
+def stored_bytes(sink: str, place: str, journal: Journal) -> bytes:
     if isinstance(journal, MemoryJournal):
         return "\n".join(encode_data(e.to_json()) for e in journal.events()).encode()
+    if sink == "postgres":  # every value of every table of the store's schema, as text
+        schema = dict(parse_qsl(urlsplit(place).query))["schema"]
+        columns = sql(
+            schema,
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = '{s}'",
+        )
+        assert ("events", "data") in columns
+        values = [
+            value
+            for table, column in columns
+            for (value,) in sql(schema, f'SELECT "{column}"::text FROM {{s}}."{table}"')
+        ]
+        return "\n".join(str(v) for v in values if v is not None).encode()
+    directory = Path(place)
     return b"".join(p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file())
 
 
-def open_sink(sink: str, directory: Path) -> Journal:
+@contextmanager
+def sink_place(sink: str) -> Iterator[str]:
+    """A fresh directory, or for ``postgres`` a fresh schema's URL (dropped on exit)."""
+    if sink == "postgres":
+        with fresh_schema() as (url, _):
+            yield url
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            yield tmp
+
+
+def open_sink(sink: str, place: str) -> Journal:
+    if sink == "postgres":
+        from clearance.harness.journal import PostgresJournal
+
+        return PostgresJournal(place, host="r8-host")
+    directory = Path(place)
     if sink == "jsonl":
         return JsonlJournal(directory / "journal.jsonl")
     if sink == "sqlite":
@@ -190,7 +226,7 @@ def open_sink(sink: str, directory: Path) -> Journal:
     return MemoryJournal()
 
 
-@pytest.mark.parametrize("sink", ["memory", "jsonl", "sqlite"])
+@pytest.mark.parametrize("sink", ["memory", "jsonl", "sqlite", "postgres"])
 @settings(max_examples=max(10, settings().max_examples // 2))
 @given(
     calls=st.lists(st.tuples(st.sampled_from(SHAPES), secrets), min_size=1, max_size=6),
@@ -203,9 +239,8 @@ async def test_r8_no_leaks_in_the_stored_journal(
     logger = logging.getLogger("clearance")
     logger.addHandler(lines)
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            directory = Path(tmp)
-            journal = open_sink(sink, directory)
+        with sink_place(sink) as place:
+            journal = open_sink(sink, place)
             async with Harness(
                 registry(),
                 evaluator=LocalEvaluator(
@@ -239,7 +274,7 @@ async def test_r8_no_leaks_in_the_stored_journal(
                             assert outcome.text == f"you said {secret}"
                     else:
                         assert secret[:24] not in outcome.text
-            stored = stored_bytes(sink, directory, journal)
+            stored = stored_bytes(sink, place, journal)
     finally:
         logger.removeHandler(lines)
     assert b"[REDACTED]" in stored  # the records are there, with the values withheld
