@@ -316,3 +316,113 @@ def test_repr(ws: Path) -> None:
     root = str(ws.resolve())
     assert repr(PathFact(ws)) == f"PathFact({root!r})"
     assert repr(PathFact(ws, follow_final=False)) == f"PathFact({root!r}, follow_final=False)"
+
+
+# --- more rules the mutation run showed unchecked (issue 20) -------------------------------
+
+
+def test_a_sibling_whose_name_extends_the_roots_is_outside(ws: Path, tmp_path: Path) -> None:
+    # "/x/ws-private" starts with the text "/x/ws" but is not under the directory "/x/ws".
+    (tmp_path / "ws-private").mkdir()
+    (tmp_path / "ws-private" / "key").write_text("secret\n")
+    (ws / "peek").symlink_to(tmp_path / "ws-private")
+    root = str(ws.resolve())
+    for path in ("../ws-private/key", "../ws-private", f"{root}-private/key", "peek/key", "peek"):
+        with pytest.raises(FactError, match="outside the workspace root"):
+            PathFact(ws).canonicalize(path)
+        with pytest.raises(FactError, match="outside the workspace root"):
+            resolve_relative(root, path)
+        if path != "peek":  # kept by its last name, "peek" is the link inside the root
+            with pytest.raises(FactError, match="outside the workspace root"):
+                PathFact(ws, follow_final=False).canonicalize(path)
+    assert PathFact(ws, follow_final=False).canonicalize("peek").value == "peek"
+
+
+def test_an_absolute_path_is_read_from_the_file_system_root(ws: Path) -> None:
+    # Its first name is kept as written, whatever its letters, after any number of '/'.
+    assert PathFact("/").canonicalize("/Xanadu/notes").value == "Xanadu/notes"
+    assert PathFact("/").canonicalize("///Xanadu").value == "Xanadu"
+    assert PathFact("/", follow_final=False).canonicalize("/Xanadu").value == "Xanadu"
+
+
+def test_an_absolute_entry_kept_by_its_last_name_is_still_checked_against_the_root(
+    ws: Path,
+) -> None:
+    entry = PathFact(ws, follow_final=False)
+    for path in ("/etc", "/.env", "//etc"):
+        with pytest.raises(FactError) as caught:
+            entry.canonicalize(path)
+        assert str(caught.value) == "it resolves outside the workspace root"
+    assert PathFact("/", follow_final=False).canonicalize("/etc").value == "etc"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["link ", "link\u3000", "linkX", "XXXX", "link.", "...", "-", "l\u00e9"],
+)
+def test_an_entry_kept_by_its_last_name_keeps_it_exactly_as_written(ws: Path, name: str) -> None:
+    # Trailing spaces, dots and letters are part of a name: stripping any of them would
+    # name another entry (here the link's target, .env) than the one the tool acts on.
+    (ws / "sub").mkdir()
+    (ws / "sub" / name).symlink_to("../.env")
+    (ws / name).symlink_to(".env")
+    entry = PathFact(ws, follow_final=False)
+    assert entry.canonicalize(f"sub/{name}").value == f"sub/{name}"
+    assert entry.canonicalize(name).value == name
+    assert entry.canonicalize(f"{ws.resolve()}/sub/{name}").value == f"sub/{name}"
+    assert entry.canonicalize(f"sub/{name}").fact["type"] == "symlink"
+    assert PathFact(ws).canonicalize(f"sub/{name}").value == ".env"
+
+
+def test_forty_symlinks_in_the_parents_of_a_kept_entry_are_followed(ws: Path) -> None:
+    # The kernel's limit counts the links on the way to the entry: 40 resolve, 41 do not.
+    for i in range(41):
+        (ws / f"l{i}").symlink_to(f"l{i + 1}" if i < 40 else "src")
+    entry = PathFact(ws, follow_final=False)
+    assert entry.canonicalize("l1/app.py").value == "src/app.py"  # 40 links
+    with pytest.raises(FactError, match="symlink loop"):
+        entry.canonicalize("l0/app.py")  # 41 links
+
+
+def test_a_one_letter_name_has_an_extension(ws: Path) -> None:
+    assert fact(ws, "a.py")["extension"] == ".py"
+    assert fact(ws, "src/b.TXT")["extension"] == ".txt"
+    assert fact(ws, "ab.c")["extension"] == ".c"
+
+
+def test_path_max_counts_bytes_not_characters(ws: Path) -> None:
+    # 'é' is two bytes in UTF-8: 16 names of 127 of them, and a last name, make 4096 bytes.
+    path = "/".join(["\u00e9" * 127] * 16) + "/" + "d" * 16
+    assert len(path.encode()) == 4096
+    assert PathFact(ws).canonicalize(path).value == path
+    with pytest.raises(FactError) as caught:
+        PathFact(ws).canonicalize(path + "d")
+    assert str(caught.value) == "it is longer than 4096 bytes"
+
+
+def test_a_path_that_is_not_a_string_is_refused_by_the_resolver(ws: Path) -> None:
+    root = str(ws.resolve())
+    for bad, named in ((5, "int"), (None, "NoneType"), (b"src", "bytes")):
+        for resolve in (resolve_relative, resolve_real):
+            with pytest.raises(FactError) as caught:
+                resolve(root, bad)  # type: ignore[arg-type]
+            assert str(caught.value) == f"a path must be a string, not {named}"
+
+
+def test_a_symlink_swapped_for_a_file_while_it_is_read_is_refused(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race made certain: between the look (lstat: a link) and the read (readlink) the
+    # link is replaced by a file; the kernel answers EINVAL and the path is refused.
+    (ws / "swapped").symlink_to(".env")
+    real_readlink = os.readlink
+
+    def swap_then_read(path: str, *args: object, **kwargs: object) -> str:
+        os.unlink(path)
+        Path(path).write_text("now a file\n")
+        return real_readlink(path)
+
+    monkeypatch.setattr(os, "readlink", swap_then_read)
+    with pytest.raises(FactError) as caught:
+        PathFact(ws).canonicalize("swapped")
+    assert str(caught.value) == "a symlink on it cannot be read (Invalid argument)"
