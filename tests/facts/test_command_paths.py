@@ -1,0 +1,187 @@
+"""Where a command's words lead (``outside_root``, ``resolve_words``): the limits and
+the rules of the bundled programs that reach past their words, each at its edge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clearance.facts.base import FactError
+from clearance.facts.command import CommandFact, outside_root, resolve_words
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A root (``ws``) beside a secret, with a directory ``sub`` and a link ``out`` to
+    the directory that holds both."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (tmp_path / "secret.txt").write_text("secret\n")
+    (ws / "out").symlink_to(tmp_path)
+    return ws
+
+
+def outside(command: str, root: Path) -> bool:
+    return bool(CommandFact(root).canonicalize(command).fact["outside_root"])
+
+
+def test_an_entry_with_the_longest_name_is_followed(root: Path) -> None:
+    """A name of 255 bytes (NAME_MAX) can be an entry of the root: a link by that name
+    that leads out is seen, alone, with a path under it, and after a separator."""
+    name = "n" * 255
+    (root / name).symlink_to(root.parent)
+    assert outside(f"cat {name}", root)
+    assert outside(f"cat {name}/secret.txt", root)
+    assert outside(f"git show HEAD:{name}/secret.txt", root)
+    assert outside(f"grep -f{name} x", root)  # a value attached to a short option
+    # one byte longer names no entry
+    assert not outside(f"cat {name}n/secret.txt", root)
+
+
+def test_at_most_1024_paths_are_resolved(root: Path) -> None:
+    words = [f"sub/{i}" for i in range(1024)]
+    assert outside_root(["cat", *words], str(root)) is False
+    with pytest.raises(FactError) as info:
+        outside_root(["cat", *words, "sub/x"], str(root))
+    assert info.value.reason == (
+        "the command names more paths than can be checked (at most 1024 paths of 16384 "
+        "components in all)"
+    )
+    # one word repeated is resolved once
+    assert outside_root(["cat", *words, *words], str(root)) is False
+
+
+def test_at_most_16384_components_are_resolved(root: Path) -> None:
+    # 16 words of 1,024 components each: exactly the limit
+    words = ["sub/" + "x/" * 1022 + str(i) for i in range(16)]
+    assert all(word.count("/") + 1 == 1024 for word in words)
+    assert outside_root(["cat", *words], str(root)) is False
+    with pytest.raises(FactError, match="more paths than can be checked"):
+        outside_root(["cat", *words, "sub/y"], str(root))
+
+
+def test_a_path_longer_than_4096_bytes_is_outside(root: Path) -> None:
+    """The OS refuses a path past PATH_MAX: what a program would then open is not known."""
+    at_limit = "sub/" + "x/" * 2045 + "yy"
+    assert len(at_limit.encode()) == 4096
+    assert outside_root(["cat", at_limit], str(root)) is False
+    assert outside_root(["cat", at_limit + "y"], str(root)) is True
+    # counted in bytes, not characters
+    wide = "sub/" + "x/" * 2045 + "\u00e9"
+    assert len(wide) == 4095 and len(wide.encode()) == 4096
+    assert outside_root(["cat", wide], str(root)) is False
+    assert outside_root(["cat", wide + "y"], str(root)) is True
+
+
+@pytest.mark.parametrize("command", ["grep -f~ x", "grep -f/ x", "grep -vf~/x x", "tar -Cx/.. y"])
+def test_a_value_attached_to_a_short_option_is_read_as_a_path(command: str) -> None:
+    assert CommandFact().canonicalize(command).fact["outside_root"] is True
+
+
+@pytest.mark.parametrize(
+    "command", ["grep -e x", "ls -l", "ls -", "echo -x.", "echo -x...y", "git log -1"]
+)
+def test_short_options_without_a_path_are_inside(command: str) -> None:
+    assert CommandFact().canonicalize(command).fact["outside_root"] is False
+
+
+@pytest.mark.parametrize(
+    "command", ["wc -- --files0-from=list", "ls -- -L", "ls -l -- -L .", "grep -- -R ."]
+)
+def test_options_after_dashdash_are_file_names(root: Path, command: str) -> None:
+    """After "--", "-L" and "--files0-from=..." are names of files (the root holds a link
+    out: following links below "." would reach it)."""
+    assert outside(command, root) is False
+    assert outside(command.replace("-- ", ""), root) is True
+
+
+def test_what_grep_and_ls_walk(root: Path) -> None:
+    """grep -R and ls -L follow links below the directories they are given (the working
+    directory when grep has only its pattern, or ls nothing)."""
+    (root / "sub" / "deep").mkdir()
+    (root / "sub" / "deep" / "away").symlink_to(root.parent)
+    (root / "out").unlink()
+    (root / "other").mkdir()
+    assert outside("grep -R x sub", root)
+    assert outside("grep -R x", root)  # only a pattern: the working directory
+    assert outside("grep -R x -", root) is False  # standard input: nothing is walked
+    assert not outside("grep -R x other", root)
+    assert outside("grep -R x other sub", root)
+    assert outside("ls -L", root)
+    assert not outside("ls -L other", root)
+    assert outside("ls -L other sub/deep", root)
+    assert not outside("ls -L - other", root)
+    # a directory linked inside the root is walked too, once
+    (root / "other" / "to-sub").symlink_to("../sub")
+    (root / "other" / "again").symlink_to("../sub")
+    assert outside("ls -L other", root)
+
+
+def test_a_walk_looks_at_no_more_than_20000_entries(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "many").mkdir(parents=True)
+    for i in range(19_999):
+        (ws / "many" / str(i)).touch()
+    kind = CommandFact(ws)
+    # the root's one entry and the 19,999 below it: exactly the limit
+    assert kind.canonicalize("ls -L").fact["outside_root"] is False
+    (ws / "many" / "one-more").touch()
+    assert kind.canonicalize("ls -L").fact["outside_root"] is True
+    assert kind.canonicalize("ls -l").fact["outside_root"] is False  # nothing walked
+
+
+@pytest.mark.parametrize(
+    "skipped", [".git", "node_modules", ".venv", "venv", ".tox", "__pycache__"]
+)
+def test_pytest_collects_nothing_below_the_directories_it_skips(
+    tmp_path: Path, skipped: str
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / skipped).mkdir(parents=True)
+    (ws / skipped / "away").symlink_to(tmp_path)
+    kind = CommandFact(ws)
+    assert kind.canonicalize("pytest -q").fact["outside_root"] is False
+    (ws / "tests").mkdir()
+    (ws / "tests" / "away").symlink_to(tmp_path)
+    assert kind.canonicalize("pytest -q").fact["outside_root"] is True
+
+
+def test_pytest_operands_and_options(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "a").mkdir(parents=True)
+    (ws / "b").mkdir()
+    (tmp_path / "b-away").mkdir()
+    (ws / "b" / "away").symlink_to("../../b-away")
+    kind = CommandFact(ws)
+    # the whole workspace is walked for conftest.py files, whatever the operands
+    for command in ("pytest a", "pytest -- a", "pytest a::test_x", "pytest -k a"):
+        assert kind.canonicalize(command).fact["outside_root"] is True, command
+
+
+def test_resolve_words_names_the_entries_the_words_name(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("x")
+    (tmp_path / "alias").symlink_to("src/app.py")
+    (tmp_path / "away").symlink_to("/")
+    root = str(tmp_path)
+    paths, resolved = resolve_words(
+        ["alias", "alias", "-v", "--x=", "--out=alias", "--", "-alias", "away", "/etc", "gone"],
+        root,
+    )
+    # the program is not a path; options without "=" and words leading out stay
+    assert resolved == [
+        "alias", "src/app.py", "-v", "--x=", "--out=src/app.py", "--", "-alias", "away",
+        "/etc", "gone",
+    ]  # fmt: skip
+    assert paths == ["src/app.py", "src/app.py"]
+    assert resolve_words(["cat", "alias"], None) == ([], ["cat", "alias"])
+    assert resolve_words([], root) == ([], [])
+    assert resolve_words(["cat", "a\x00b", "./"], root) == (["."], ["cat", "a\x00b", "."])
+
+
+def test_the_root_itself_can_be_a_word(tmp_path: Path) -> None:
+    got = CommandFact(tmp_path).canonicalize("ls . ./ --dir=.").fact
+    assert got["paths"] == ["."]
+    assert got["resolved"] == "ls . . --dir=."
+    assert got["outside_root"] is False
