@@ -461,6 +461,11 @@ permit (
 forbid (principal, action == Action::"slack.invite_user_to_slack", resource)
 when {{ !(context.provenance.user.user || {_pointed("user")}) }};
 
+// Inviting a member's name again binds it to a new address: whoever holds that address.
+@id("invite-a-member")
+forbid (principal, action == Action::"slack.invite_user_to_slack", resource)
+when {{ {members}.contains(context.input.user) }};
+
 @id("add-someone-not-named-by-user")
 forbid (principal, action == Action::"slack.add_user_to_channel", resource)
 when {{
