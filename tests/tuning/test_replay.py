@@ -292,7 +292,7 @@ PACKS = Path(__file__).resolve().parents[2] / "clearance" / "packs" / "agentdojo
         ("workspace", (38, 40), (560, 560)),
         ("travel", (20, 20), (118, 120)),
         ("banking", (15, 16), (144, 144)),
-        ("slack", (14, 21), (105, 105)),
+        ("slack", (20, 21), (105, 105)),
     ],
 )
 def test_agentdojo_packs_score_as_published(
