@@ -104,40 +104,41 @@ def check_shape(value: Any, max_bytes: int, max_depth: int) -> str | None:
     return None
 
 
-_KEYS = frozenset({str})
-_FLAT = frozenset({str, int, bool, type(None)})
 _SMALL = 1 << 63
 
 
 def _flat_within(value: dict[Any, Any], max_bytes: int) -> bool:
     """Whether ``value`` is an object of plain scalars (string keys; strings, integers of
-    at most 63 bits, booleans, ``None``) whose serialized size is within ``max_bytes`` by
-    a generous bound: then the walk would find nothing (every node is JSON, the depth is
-    2, and its ``high`` is below this bound). The common case, checked mostly by C loops
-    (``map``, ``set.issuperset``) at a fraction of the walk's cost; anything else (a
-    container, a float, a big integer, a value near the limit) takes the walk.
+    at most 63 bits, booleans, ``None``) whose serialized size the walk would bound within
+    ``max_bytes``: then the walk would find nothing (every node is JSON, the depth is 2,
+    and ``high`` is within the limit). The common case, in one loop over the members at a
+    fraction of the walk's cost; anything else (a container, a float, a big integer, a
+    value past the bound) takes the walk.
 
-    The bound: each key's characters six times (the walk's widest escape), and each value
-    ``sys.getsizeof`` six times, which covers everything else the walk counts for a
-    member: a string's size is its length plus a header of more than 40 bytes (so six
-    times it covers the six bytes per character, the quotes, the key's quotes and the
-    member's share), and the smallest integer, boolean or ``None`` is 16 bytes (six times
-    covers the 21 characters of a 64-bit integer and the member's 6).
-    """
+    The bound is the walk's own ``high`` for such an object: 2 for the braces, and for each
+    member 4 (its share of ``", "`` and ``": "``), its key (six bytes per character and
+    the quotes) and its value (a string six bytes per character and the quotes, an integer
+    of at most 64 bits 21, a boolean 5, ``None`` 4; counted here as 5)."""
     if 16 * len(value) > max_bytes:
-        # The bound below is at least 16 bytes a member (the smallest sys.getsizeof) six
-        # times over: past this it cannot hold, so the walk (which stops at the limit)
-        # decides, and a huge object costs the walk's bounded time, not a loop over all.
+        # Past this the walk (which stops at the limit) decides: a huge object costs the
+        # walk's bounded time, not a loop over all of it.
         return False
-    values = value.values()
-    kinds = set(map(type, values))
-    if not kinds <= _FLAT or not _KEYS.issuperset(map(type, value)):
-        return False
-    if int in kinds:
-        for v in values:
-            if type(v) is int and not -_SMALL <= v < _SMALL:
+    high = 2
+    for key, item in value.items():
+        if type(key) is not str:
+            return False
+        kind = type(item)
+        if kind is str:
+            high += 6 * (len(key) + len(item)) + 8
+        elif kind is int:
+            if not -_SMALL <= item < _SMALL:
                 return False
-    return 2 + 6 * (sum(map(len, value)) + sum(map(sys.getsizeof, values))) <= max_bytes
+            high += 6 * len(key) + 27
+        elif kind is bool or item is None:
+            high += 6 * len(key) + 11
+        else:
+            return False
+    return high <= max_bytes
 
 
 def _too_many_digits(number: int, bits: int) -> bool:
