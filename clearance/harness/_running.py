@@ -13,7 +13,7 @@ import anyio
 from clearance import _pointer
 from clearance.guardrails.base import GuardrailContext
 from clearance.harness._call_state import CallState, elapsed_us
-from clearance.harness._guards import FAILED, check_guardrail
+from clearance.harness._guards import FAILED, check_guardrail_now
 from clearance.harness._provenance import remember_result
 from clearance.harness._recorder import Recorder
 from clearance.harness._records import result_from_json
@@ -241,15 +241,18 @@ class Running(Recorder):
         value = result.to_json()
         entries: list[dict[str, Any]] = []
         call.record["result_guardrails"] = entries
+
+        def diagnose(exc: BaseException, stage: str) -> None:
+            self._diagnose(call, exc, stage=stage)
+
         for guard in guards:
-            outcome, _ = await check_guardrail(
-                guard,
-                value,
-                gctx,
-                entries,
-                secret_values=call.secrets,
-                diagnose=lambda exc, stage: self._diagnose(call, exc, stage=stage),
+            # A sync check (most are) is run and recorded without a coroutine.
+            checked = check_guardrail_now(
+                guard, value, gctx, entries, secret_values=call.secrets, diagnose=diagnose
             )
+            if not isinstance(checked, tuple):
+                checked = await checked
+            outcome = checked[0]
             if outcome is FAILED:
                 return (
                     "blocked",

@@ -29,7 +29,7 @@ from clearance.facts.declared import apply_facts
 from clearance.guardrails.base import GuardrailContext, GuardrailOutcome
 from clearance.harness import shape
 from clearance.harness._call_state import CallState, copy_json, elapsed_us, tool_names
-from clearance.harness._guards import FAILED, check_guardrail
+from clearance.harness._guards import FAILED, check_guardrail_now
 from clearance.harness._recorder import Early, Recorder
 from clearance.harness._records import verdict_record
 from clearance.harness._redaction import (
@@ -231,15 +231,18 @@ class Stages(Recorder):
             "arguments",
             call.ledger or session.provenance,
         )
+
+        def diagnose(exc: BaseException, stage: str) -> None:
+            self._diagnose(call, exc, stage=stage)
+
         for guard in guards:
-            outcome, entry = await check_guardrail(
-                guard,
-                arguments,
-                gctx,
-                outcomes,
-                secret_values=call.secrets,
-                diagnose=lambda exc, stage: self._diagnose(call, exc, stage=stage),
+            # A sync check (most are) is run and recorded without a coroutine.
+            checked = check_guardrail_now(
+                guard, arguments, gctx, outcomes, secret_values=call.secrets, diagnose=diagnose
             )
+            if not isinstance(checked, tuple):
+                checked = await checked
+            outcome, entry = checked
             if outcome is FAILED:
                 return await self._end_early(
                     call,
