@@ -185,3 +185,58 @@ def test_the_root_itself_can_be_a_word(tmp_path: Path) -> None:
     assert got["paths"] == ["."]
     assert got["resolved"] == "ls . . --dir=."
     assert got["outside_root"] is False
+
+
+def test_pytest_collects_what_follows_dashdash_and_no_option(tmp_path: Path) -> None:
+    """A path given to pytest is collected even below a directory the walk skips; a word
+    starting with '-' is a path only after '--' (before, argparse reads an option)."""
+    ws = tmp_path / "ws"
+    (ws / "--d" / ".venv").mkdir(parents=True)
+    (ws / "--d" / ".venv" / "away").symlink_to(tmp_path)
+    (ws / "tests").mkdir()
+    kind = CommandFact(ws)
+    for command in ("pytest -q", "pytest --d/.venv", "pytest -q --d/.venv", "pytest tests"):
+        assert kind.canonicalize(command).fact["outside_root"] is False, command
+    for command in ("pytest -- --d/.venv", "pytest -q -- --d/.venv", "pytest -- tests --d/.venv"):
+        assert kind.canonicalize(command).fact["outside_root"] is True, command
+
+
+def test_a_pytest_node_id_names_what_precedes_its_first_double_colon(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".tox" / "pkg").mkdir(parents=True)
+    (ws / ".tox" / "pkg" / "away").symlink_to(tmp_path)
+    kind = CommandFact(ws)
+    assert kind.canonicalize("pytest -q").fact["outside_root"] is False  # .tox is skipped
+    for command in ("pytest .tox/pkg", "pytest .tox/pkg::T", "pytest .tox/pkg::T::t"):
+        assert kind.canonicalize(command).fact["outside_root"] is True, command
+
+
+def test_a_directory_is_walked_once(tmp_path: Path) -> None:
+    """A link back to a directory already walked (a loop that stays inside) is not
+    outside; a directory reached by its name and through a link counts its entries once."""
+    ws = tmp_path / "ws"
+    (ws / "a").mkdir(parents=True)
+    (ws / "a" / "up").symlink_to("..")
+    (ws / "a" / "self").symlink_to(".")
+    kind = CommandFact(ws)
+    assert kind.canonicalize("ls -L").fact["outside_root"] is False
+    assert kind.canonicalize("grep -R x a").fact["outside_root"] is False
+    (ws / "big").mkdir()
+    for i in range(10_000):
+        (ws / "big" / str(i)).touch()
+    (ws / "ln").symlink_to("big")
+    # 2 + 3 + 10,000 entries: under the 20,000 looked at
+    assert kind.canonicalize("ls -L").fact["outside_root"] is False
+
+
+def test_a_word_outside_by_its_spelling_is_not_resolved(tmp_path: Path) -> None:
+    """Words that are outside lexically stay as written, for outside_root to decide, even
+    when they would resolve inside (a rule reads them as the program gets them)."""
+    (tmp_path / "sub").mkdir()
+    root = str(tmp_path)
+    assert resolve_words(["cat", "sub/..", "--x=sub/../sub", root], root) == (
+        [],
+        ["cat", "sub/..", "--x=sub/../sub", root],
+    )
+    got = CommandFact(tmp_path).canonicalize("cat sub/..").fact
+    assert got["paths"] == [] and got["resolved"] == "cat sub/.." and got["outside_root"]
