@@ -240,3 +240,13 @@ def test_a_word_outside_by_its_spelling_is_not_resolved(tmp_path: Path) -> None:
     )
     got = CommandFact(tmp_path).canonicalize("cat sub/..").fact
     assert got["paths"] == [] and got["resolved"] == "cat sub/.." and got["outside_root"]
+
+
+def test_an_option_value_is_all_that_follows_the_first_equals_sign(tmp_path: Path) -> None:
+    (tmp_path / "k=v").write_text("x")
+    (tmp_path / "v").write_text("x")
+    (tmp_path / "alias").symlink_to("k=v")
+    assert resolve_words(["tool", "--set=k=v", "--set=alias"], str(tmp_path)) == (
+        ["k=v", "k=v"],
+        ["tool", "--set=k=v", "--set=k=v"],
+    )
