@@ -250,3 +250,36 @@ def test_an_option_value_is_all_that_follows_the_first_equals_sign(tmp_path: Pat
         ["k=v", "k=v"],
         ["tool", "--set=k=v", "--set=k=v"],
     )
+
+
+def test_a_word_is_cut_only_at_its_separators(tmp_path: Path) -> None:
+    """Each part of a word before, after or between '=', ':', ',' and '@' may be a path;
+    no other part of it is (``about`` does not name ``out``)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for name in ("out", "t", "k:v"):
+        (ws / name).symlink_to(tmp_path)
+    kind = CommandFact(ws)
+    for command in ("echo out,x", "echo x@out", "echo x:k:v", "echo k:v", "echo a=t:b"):
+        assert kind.canonicalize(command).fact["outside_root"] is True, command
+    for command in ("echo about:x", "echo x:at", "echo k:vw", "echo tt=x"):
+        assert kind.canonicalize(command).fact["outside_root"] is False, command
+
+
+def test_only_the_bundled_options_that_follow_links_are_followed(root: Path) -> None:
+    """Long options other than --dereference(-recursive) and --files0-from (or their
+    prefixes) do not make ls, grep or wc reach past their words."""
+    (root / "out").unlink()
+    (root / "sub" / "away").symlink_to(root.parent)
+    for command in (
+        "ls --all sub",
+        "ls --color=never sub",
+        "grep --count x sub",
+        "grep -r --include=*.py x sub",
+        "wc --lines sub/f",
+        "wc --=list",  # no option name at all
+        "wc -- --files0-from=list",
+    ):
+        assert outside(command, root) is False, command
+    for command in ("ls --deref sub", "grep --dereference-r x sub", "wc --files0=l"):
+        assert outside(command, root) is True, command
