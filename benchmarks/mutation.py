@@ -117,6 +117,7 @@ _STAGE_TESTS = (
     "tests/harness/test_session_close.py",
     "tests/harness/test_journal_crash.py",
     "tests/harness/test_approvals_docs.py",
+    "tests/harness/test_decide_stages.py",
     "tests/attacks/test_blind_asks.py",
     "tests/properties/test_r1_fail_closed.py",
     "tests/properties/test_r2_r4_authorization.py",

@@ -271,6 +271,10 @@ class Stages(Recorder):
                     outcome.value, h.max_argument_bytes, h.max_argument_depth
                 )
                 if problem is None:
+                    # What the rewrite puts at a withheld pointer is withheld from here
+                    # on: a refusal below (a fact that cannot be canonicalized) may
+                    # quote it (R8).
+                    call.secrets.update(values_at(outcome.value, call.withheld))
                     problem = self._schema_problem(call, tool, outcome.value)
                 if problem is not None:
                     entry["error"] = "replacement invalid"
