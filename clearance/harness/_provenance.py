@@ -8,7 +8,7 @@ base64 would only fill the ledger's scan budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from clearance.harness._results import CallToolResult
@@ -44,13 +44,16 @@ def remember_result(
     call_id: str,
     result: CallToolResult,
     diagnose: Callable[[Exception], None],
+    arguments: Mapping[str, Any] | None = None,
 ) -> None:
     """Record ``result`` in ``ledger``. A failure to read it must not end the call
     otherwise (its ``tool_finished`` follows, R7) and must not leave a tool's values
     unknown: the ledger counts as overflowed from then on (values found nowhere count as
-    from a tool), and the exception goes to the diagnostics."""
+    from a tool), and the exception goes to the diagnostics. ``arguments`` are the call's
+    final arguments (the ledger reads them only for a tool its trust list's
+    ``pointed_calls`` names)."""
     try:
-        ledger.add_result(tool, call_id, result_values(result))
+        ledger.add_result(tool, call_id, result_values(result), arguments)
     except Exception as exc:
         ledger.overflowed = True
         diagnose(exc)

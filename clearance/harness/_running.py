@@ -134,6 +134,7 @@ class Running(Recorder):
                     call.call_id,
                     result,
                     lambda exc: self._diagnose(call, exc, stage="provenance"),
+                    call.arguments,
                 )
         await self._finished(
             call,

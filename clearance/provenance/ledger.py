@@ -53,6 +53,7 @@ from clearance.provenance.values import (
     json_strings_and_numbers,
     literal,
     literal_keys,
+    names_in,
     number_key,
     pointed_candidates,
     read_string,
@@ -152,6 +153,7 @@ class Provenance:
 
     __slots__ = (
         "_bits",
+        "_calls_tainted",
         "_marks",
         "_masks",
         "_pending",
@@ -159,6 +161,7 @@ class Provenance:
         "_phrase_chars",
         "_phrases",
         "_places",
+        "_record_pointers",
         "_tainted",
         "_tools",
         "_tools_trust",
@@ -205,8 +208,15 @@ class Provenance:
         self._pending_chars = 0
         self._tainted = False
         """An untrusted result came: no record is one the user pointed to from now on."""
-        self._tools: dict[str, tuple[int, frozenset[str]]] = {}
-        """Tool -> (its place's bit, its trusted fields under ``_tools_trust``)."""
+        self._calls_tainted = False
+        """An untrusted result that no one pointed to came (a page she pointed to does not
+        count): no call is one the user pointed to from now on."""
+        self._record_pointers = 0
+        """The bits of the places of records the user pointed to (``pointed_records``):
+        a value found there may point to a call (``pointed_calls``)."""
+        self._tools: dict[str, tuple[int, frozenset[str], frozenset[str]]] = {}
+        """Tool -> (its place's bit, its trusted fields, the arguments that point to its
+        calls, under ``_tools_trust``)."""
         self._tools_trust: TrustList | None = None
 
     @classmethod
@@ -216,7 +226,7 @@ class Provenance:
         """A ledger of a recorded conversation, in the replay corpus's shape (see
         docs/replay.md): ``{"role": "user" | "system", "content": text}`` for a message,
         ``{"role": "tool", "tool": qualified name, "call_id": id, "content": result}`` for
-        a tool result.
+        a tool result (``"arguments"``: its call's, optionally).
 
         Raises:
             ValueError: an entry is not one of those.
@@ -237,7 +247,12 @@ class Provenance:
                     raise ValueError(
                         f"conversation entry {index}: a tool result names its tool and call_id"
                     )
-                ledger.add_result(tool, call_id, content)
+                arguments = entry.get("arguments")
+                if arguments is not None and not isinstance(arguments, Mapping):
+                    raise ValueError(
+                        f"conversation entry {index}: a tool result's arguments are an object"
+                    )
+                ledger.add_result(tool, call_id, content, arguments)
             else:
                 raise ValueError(
                     f"conversation entry {index}: role must be user, system or tool, not {role!r}"
@@ -278,10 +293,30 @@ class Provenance:
         cleaned = clean_text(text)
         self._defer(bit, [cleaned], (), message=True)
         self._add_phrase(bit, literal(cleaned))
+        self._add_names(f"{role}#name", cleaned)
 
-    def add_result(self, tool: str, call_id: str, value: Any) -> None:
+    def _add_names(self, place: str, text: str) -> None:
+        """Record the names ``text`` gives (:func:`~clearance.provenance.values.names_in`)
+        under ``place`` (``user#name``, ``pointed:<tool>#name``): a source a policy may
+        require of a person's name, never a trusted one by itself."""
+        names = names_in(text)
+        if names:
+            self._mark(
+                {"l:" + key for key in map(literal, names) if len(key) >= MIN_LITERAL},
+                self._bit(place),
+            )
+
+    def add_result(
+        self,
+        tool: str,
+        call_id: str,
+        value: Any,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
         """Record what a call of ``tool`` (its qualified name) returned to the model: a
-        string or a JSON value (its strings and numbers are read)."""
+        string or a JSON value (its strings and numbers are read). ``arguments`` are the
+        call's (its final arguments): read only when the trust list's ``pointed_calls``
+        names the tool, to tell whether the user pointed to the call."""
         del call_id  # places are tools: a value is "from tool X", whichever call it was
         if not self.enabled:
             return
@@ -293,8 +328,12 @@ class Provenance:
             self._tools_trust = self.trust
         known = self._tools.get(tool)
         if known is None:
-            known = self._tools[tool] = (self._bit(f"tool:{tool}"), self.trust.fields_of(tool))
-        bit, fields = known
+            known = self._tools[tool] = (
+                self._bit(f"tool:{tool}"),
+                self.trust.fields_of(tool),
+                self.trust.pointing_arguments_of(tool),
+            )
+        bit, fields, pointing = known
         strings = _plain_strings(value, self.max_scan)
         if strings is not None:  # a list of a few strings (a text result): read as is
             numbers: Any = ()
@@ -308,8 +347,49 @@ class Provenance:
             found, found_numbers = field_values(value, field, self.max_scan)
             if found or found_numbers:
                 self._defer(self._bit(f"tool:{tool}#{field}"), found, found_numbers, message=False)
-        if not self._tainted and not self.trust.trusts_tool(tool):
+        if self.trust.trusts_tool(tool):
+            return
+        if (
+            pointing
+            and arguments is not None
+            and not self._calls_tainted
+            and self._points_to(pointing, arguments)
+        ):
+            self._add_pointed(tool, strings, numbers)
+            # Its text may still tell the model which channel to read: no record is
+            # pointed to after it (a page she named is a page someone else wrote).
+            if not self._tainted:
+                self._tainted = self.overflowed or _holds_values(strings, numbers)
+            return
+        if not self._tainted:
             self._point(tool, value, strings, numbers)
+        if self._tainted and not self._calls_tainted:
+            # What no one pointed to: from now on no call is pointed to either.
+            self._calls_tainted = self.overflowed or _holds_values(strings, numbers)
+
+    def _points_to(self, names: frozenset[str], arguments: Mapping[str, Any]) -> bool:
+        """Whether the user pointed to a call with ``arguments``: it has at least one of
+        ``names``, and every unit of each it has is the user's own or found in a record
+        she pointed to, so far (the page she named, a link of a message she pointed to;
+        not a link of a page, even one she pointed to)."""
+        if self.overflowed:
+            return False
+        given = [arguments[name] for name in names if name in arguments]
+        if not given:
+            return False
+        self._flush()  # what the user named so far
+        mask = self._trusted_mask(self.trust) | self._record_pointers
+        return all(self._record(value, mask)["user"] for value in given)
+
+    def _add_pointed(self, tool: str, strings: list[str], numbers: Any) -> None:
+        """Record a result of a call the user pointed to, whole, under ``pointed:<tool>``
+        (names in its sentences found as in a message). It does not taint the ledger."""
+        bit = self._bit(f"pointed:{tool}")
+        self._defer(bit, strings, numbers, message=False)
+        for text in strings:
+            cleaned = clean_text(text)
+            self._add_phrase(bit, literal(cleaned))
+            self._add_names(f"pointed:{tool}#name", cleaned)
 
     def _point(self, tool: str, value: Any, strings: list[str], numbers: Any) -> None:
         """Record the records of an untrusted result that the user pointed to (the trust
@@ -333,9 +413,12 @@ class Provenance:
         if pointed:
             found, found_numbers, complete = json_strings_and_numbers(pointed, self.max_scan)
             bit = self._bit(f"pointed:{tool}")
+            self._record_pointers |= bit
             self._defer(bit, found, found_numbers, message=False)
             for text in found:  # a name in a sentence of it is found, as in a message
-                self._add_phrase(bit, literal(clean_text(text)))
+                cleaned = clean_text(text)
+                self._add_phrase(bit, literal(cleaned))
+                self._add_names(f"pointed:{tool}#name", cleaned)
             self._tainted = not complete
         if rest:
             found, found_numbers, complete = json_strings_and_numbers(rest, self.max_scan)

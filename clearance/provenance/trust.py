@@ -16,6 +16,12 @@ A trust list is data a policy pack ships, ``provenance.toml`` beside its ``.ceda
     # accept them for one action by testing `sources`.
     [pointed_records]
     "slack.read_channel_messages" = ["recipient"]
+    # Calls the user points to: a result of the tool whose call's arguments named here
+    # are the user's own, or found in a record she pointed to, read before any untrusted
+    # result, is the place "pointed:<tool>" (the page she named). Its values stay
+    # untrusted.
+    [pointed_calls]
+    "slack.get_webpage" = ["url"]
 
 Every key is optional; a file with none is the default list (no trusted tools; system
 messages trusted). Name only tools whose results no one but the user can write: a tool that
@@ -61,9 +67,16 @@ class TrustList:
     ``pointed:<qualified name>`` besides its tool's. Its values stay untrusted (never
     ``user``): a policy accepts them for one action by testing ``sources`` (a mapping is
     accepted too)."""
+    pointed_calls: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(tool glob, argument names)``: a result of the tool whose call had each of these
+    arguments (at least one of them), every unit of it the user's own or found in a record
+    she pointed to (``pointed_records``), read while no untrusted result had come yet, is
+    recorded as the place ``pointed:<qualified name>`` besides its tool's, and does not
+    taint the ledger. Its values stay untrusted (never ``user``). A result recorded
+    without its call's arguments is never pointed to (a mapping is accepted too)."""
 
     def __post_init__(self) -> None:
-        for name in ("trusted_fields", "pointed_records"):
+        for name in ("trusted_fields", "pointed_records", "pointed_calls"):
             object.__setattr__(self, name, _glob_fields(name, getattr(self, name)))
         if isinstance(self.trusted_tools, str) or not all(
             isinstance(t, str) and t for t in self.trusted_tools
@@ -92,6 +105,11 @@ class TrustList:
         ``qualified_name``'s results one she pointed to (``pointed_records``)."""
         return _fields_for(self.pointed_records, qualified_name)
 
+    def pointing_arguments_of(self, qualified_name: str) -> frozenset[str]:
+        """The arguments whose values, the user's own, make a call of ``qualified_name``
+        one she pointed to (``pointed_calls``)."""
+        return _fields_for(self.pointed_calls, qualified_name)
+
     def trusts(self, place: str) -> bool:
         """Whether values found in ``place`` (``"user"``, ``"system"``,
         ``"tool:<qualified name>"``, ``"tool:<qualified name>#<field>"``) count as the
@@ -114,16 +132,23 @@ class TrustList:
         Raises:
             ConfigError: an unknown key, or a value of the wrong type.
         """
-        known = {"trusted_tools", "trust_system", "trusted_fields", "pointed_records"}
+        known = {
+            "trusted_tools",
+            "trust_system",
+            "trusted_fields",
+            "pointed_records",
+            "pointed_calls",
+        }
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(
                 f"unknown key(s) in the trust list: {', '.join(unknown)} "
-                "(known: trusted_tools, trusted_fields, pointed_records, trust_system)",
+                "(known: trusted_tools, trusted_fields, pointed_records, pointed_calls, "
+                "trust_system)",
                 path=path,
             )
         tables = {}
-        for key in ("trusted_fields", "pointed_records"):
+        for key in ("trusted_fields", "pointed_records", "pointed_calls"):
             table = data.get(key, {})
             if not isinstance(table, Mapping) or not all(
                 isinstance(names, list) and all(isinstance(n, str) and n for n in names)
@@ -143,7 +168,13 @@ class TrustList:
         system = data.get("trust_system", True)
         if not isinstance(system, bool):
             raise ConfigError("trust_system must be true or false", path=path)
-        return cls(tools, system, tables["trusted_fields"], tables["pointed_records"])
+        return cls(
+            tools,
+            system,
+            tables["trusted_fields"],
+            tables["pointed_records"],
+            tables["pointed_calls"],
+        )
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> TrustList:

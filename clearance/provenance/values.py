@@ -44,6 +44,7 @@ __all__ = [
     "field_values",
     "inside_values",
     "literal",
+    "names_in",
     "number_key",
     "read_string",
     "text_keys",
@@ -587,6 +588,51 @@ def field_values(value: Any, field: str, limit: int) -> tuple[list[str], list[st
             numbers.extend(found_numbers)
             budget -= sum(map(len, found))
     return strings, numbers
+
+
+_NAME_WORD = re.compile(r"[^\W\d_]+(?:['\u2019-][^\W\d_]+)*").fullmatch
+_OPENING = "\"'([{<"
+_CLOSING_MARKS = ".,;:!?\"')]}>*"
+_SENTENCE_ENDS = frozenset(".!?:;")
+
+
+def names_in(text: str) -> list[str]:
+    """The names a text gives: each word of letters written with a capital where a
+    sentence does not put one (not its first word, nor the first after a word ending in
+    ``. ! ? : ;`` or after a line break), and each run of such words (``Dora Smith``).
+    "The" opening a sentence is no name; "Dora" in "invite Dora to Slack" is; a token
+    with a digit, an ``@`` or a dot inside (an id, an address, a host) is no word. Case is
+    how a writer marks a proper noun; it is not proof of one ("Slack" is a name here
+    too)."""
+    names: list[str] = []
+
+    def end_run(run: list[str]) -> None:
+        if len(run) > 1:
+            names.append(" ".join(run))
+
+    for line in text.splitlines():
+        opens = True  # a line's first word opens a sentence
+        run: list[str] = []
+        joins = False  # the last token was a bare name: a name next to it extends it
+        for token in line.split():
+            word = token.lstrip(_OPENING).rstrip(_CLOSING_MARKS)
+            bare = word == token
+            if word[-2:] in ("'s", "\u2019s"):  # a possessive: the name is before it
+                word, bare = word[:-2], False
+            named = not opens and bool(word) and word[0].isupper() and _NAME_WORD(word) is not None
+            if named:
+                if not (run and joins and token[:1] not in _OPENING):
+                    end_run(run)
+                    run = []
+                run.append(word)
+                names.append(word)
+            else:
+                end_run(run)
+                run = []
+            joins = named and bare
+            opens = token.rstrip("\"')]}>*")[-1:] in _SENTENCE_ENDS
+        end_run(run)
+    return names
 
 
 def pointed_candidates(value: Any) -> tuple[list[dict[str, Any]], list[Any]]:

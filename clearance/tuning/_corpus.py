@@ -53,7 +53,7 @@ _EXPECTED = {"allow": "allow", "ask": "ask", "deny": "deny", "error": "deny"}
 _LABELS = ("benign", "attack")
 _ROLES = ("user", "system", "tool")
 _ENTRY_KEYS = {"user": {"role", "content"}, "system": {"role", "content"}}
-_TOOL_KEYS = {"role", "tool", "call_id", "content"}
+_TOOL_KEYS = {"role", "tool", "call_id", "content", "arguments"}
 _PRINCIPAL_CACHE = 4096
 
 
@@ -86,6 +86,9 @@ class ConversationEntry:
     """For a result: the qualified name of the tool that returned it."""
     call_id: str | None = None
     """For a result: the id of the call that returned it (``None`` when not given)."""
+    arguments: Mapping[str, Any] | None = None
+    """For a result: the arguments of the call that returned it (``None`` when not
+    given; a trust list's ``pointed_calls`` reads them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +236,10 @@ def _conversation(raw: Any, bad: Callable[[str], CorpusError]) -> tuple[Conversa
         call_id = item.get("call_id")
         if call_id is not None and (not isinstance(call_id, str) or not call_id):
             raise bad(f"{where}: 'call_id' must be a non-empty string")
-        entries.append(ConversationEntry("tool", content, tool, call_id))
+        arguments = item.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise bad(f"{where}: 'arguments' must be a JSON object")
+        entries.append(ConversationEntry("tool", content, tool, call_id, arguments))
     return tuple(entries)
 
 

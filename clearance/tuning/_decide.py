@@ -94,6 +94,7 @@ async def decide_lines(
             arguments=call.arguments,
             context=call.context,
             provenance=provenance,
+            with_provenance=False,  # a replay counts outcomes: no records to explain
         )
         before = None
         if base_decide is not None:
@@ -103,6 +104,7 @@ async def decide_lines(
                 arguments=call.arguments,
                 context=call.context,
                 provenance=base_ledgers.for_conversation(call.conversation),
+                with_provenance=False,
             )
         flip = tally.add(call, decision, before)
         if flip is not None and on_flip is not None:
@@ -140,6 +142,8 @@ class _Ledgers:
 def _record(ledger: Provenance, entry: ConversationEntry, index: int) -> None:
     if entry.role == "tool":
         assert entry.tool is not None  # checked when the line was parsed
-        ledger.add_result(entry.tool, entry.call_id or f"conversation-{index}", entry.content)
+        ledger.add_result(
+            entry.tool, entry.call_id or f"conversation-{index}", entry.content, entry.arguments
+        )
     else:
         ledger.add_message(entry.role, entry.content)
