@@ -260,7 +260,15 @@ def test_a_word_is_cut_only_at_its_separators(tmp_path: Path) -> None:
     for name in ("out", "t", "k:v"):
         (ws / name).symlink_to(tmp_path)
     kind = CommandFact(ws)
-    for command in ("echo out,x", "echo x@out", "echo x:k:v", "echo k:v", "echo a=t:b"):
+    for command in (
+        "echo out,x",
+        "echo x@out",
+        "echo x:k:v",
+        "echo k:v",
+        "echo a=t:b",
+        "echo x/y:out",  # a '/' before the part does not end its first name
+        "echo out:x/y",  # nor one after it
+    ):
         assert kind.canonicalize(command).fact["outside_root"] is True, command
     for command in ("echo about:x", "echo x:at", "echo k:vw", "echo tt=x"):
         assert kind.canonicalize(command).fact["outside_root"] is False, command
