@@ -291,3 +291,14 @@ def test_only_the_bundled_options_that_follow_links_are_followed(root: Path) -> 
         assert outside(command, root) is False, command
     for command in ("ls --deref sub", "grep --dereference-r x sub", "wc --files0=l"):
         assert outside(command, root) is True, command
+
+
+@pytest.mark.parametrize(
+    "operand", ["''", "n/" * 2100 + "x"], ids=["empty", "longer-than-4096-bytes"]
+)
+def test_a_directory_to_walk_that_cannot_be_resolved_is_outside(root: Path, operand: str) -> None:
+    """Fail closed: what grep -R or ls -L would walk below it is not known."""
+    (root / "out").unlink()
+    assert outside(f"ls -L {operand}", root) is True
+    assert outside(f"grep -R x {operand}", root) is True
+    assert outside(f"ls -l {operand}", root) is False  # nothing is walked
