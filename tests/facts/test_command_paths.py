@@ -302,3 +302,12 @@ def test_a_directory_to_walk_that_cannot_be_resolved_is_outside(root: Path, oper
     assert outside(f"ls -L {operand}", root) is True
     assert outside(f"grep -R x {operand}", root) is True
     assert outside(f"ls -l {operand}", root) is False  # nothing is walked
+
+
+def test_a_value_attached_to_a_short_option_may_start_at_any_letter(root: Path) -> None:
+    """-fout is -f with the value 'out', -vfout is -v -f 'out'; a long option has no
+    attached value but after '='."""
+    for command in ("grep -fout x", "grep -vfout x", "grep -vnfout x"):
+        assert outside(command, root) is True, command
+    for command in ("git log --format=%h/%s", "git log --out", "grep -vfou x", "echo -x"):
+        assert outside(command, root) is False, command
