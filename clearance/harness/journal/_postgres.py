@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 import anyio
@@ -153,6 +154,21 @@ class PostgresJournal:
                 then denied), the session is another host's, or the data cannot be
                 encoded.
         """
+        waiting = self.append_now(event)
+        if waiting is not None:
+            await waiting
+        return event
+
+    def append_now(self, event: JournalEvent) -> Awaitable[None] | None:
+        """:meth:`append` without a coroutine where no wait is needed: ``None`` once the
+        event is queued as the durability says (its ``seq`` assigned), else an awaitable
+        that finishes recording it (a session's first record claims the session; a
+        ``tool_started`` in ``"normal"`` waits for its commit).
+
+        Raises:
+            JournalError: as :meth:`append` (the awaitable raises it for a failed commit
+                or claim).
+        """
         writer = self._writer
         if self._closed or writer.failure is not None:
             raise JournalError(str(writer.failure or f"{self.path}: the journal is closed"))
@@ -160,19 +176,38 @@ class PostgresJournal:
             data = encode_data(event.data)
         except (TypeError, ValueError) as exc:
             raise JournalError(f"cannot encode a {event.type} record: {exc}") from None
-        texts = (event.session_id, event.turn_id or "", event.call_id or "", event.type)
-        if not all(_storable(t) for t in texts):
+        session_id = event.session_id
+        turn_id, call_id, type_ = event.turn_id, event.call_id, event.type
+        if not (
+            _storable(session_id)
+            and (turn_id is None or _storable(turn_id))
+            and (call_id is None or _storable(call_id))
+            and _storable(type_)
+        ):
             # Refused here, for this record alone: in a batch it would fail every record
             # of the batch (and a model chooses its call ids).
             raise JournalError(
-                f"cannot record a {event.type} record: an id holds a NUL or a lone surrogate"
+                f"cannot record a {type_} record: an id holds a NUL or a lone surrogate"
             )
-        waits = self.durability == "full" or (
-            self.durability == "normal" and event.type == "tool_started"
-        )
+        durability = self.durability
+        waits = durability == "full" or (durability == "normal" and type_ == "tool_started")
         pending = writer.pending
         if writer.down is not None and (waits or len(pending) >= MAX_PENDING):
             raise JournalError(self._down_message())
+        seq = self._seqs.next(session_id)
+        if seq is None:  # the session's first record here: claim it first
+            return self._append_claimed(event, data, waits)
+        event.seq = seq
+        row: PgRow = (session_id, seq, event.ts, type_, turn_id, call_id, event.version, data)
+        if not waits and len(pending) < MAX_PENDING:
+            pending.append((row, None))
+            if writer.idle:
+                writer.wake.set()
+            return None
+        return self._committed(row)
+
+    async def _append_claimed(self, event: JournalEvent, data: str, waits: bool) -> None:
+        """The rest of :meth:`append_now` for a session not yet claimed here."""
         session_id = event.session_id
         seq = self._seqs.next(session_id)
         while seq is None:
@@ -189,20 +224,28 @@ class PostgresJournal:
             event.version,
             data,
         )
-        if not waits and len(pending) < MAX_PENDING:
-            pending.append((row, None))
+        writer = self._writer
+        if not waits and len(writer.pending) < MAX_PENDING:
+            writer.pending.append((row, None))
             if writer.idle:
                 writer.wake.set()
-            return event
+            return
+        await self._committed(row)
+
+    async def _committed(self, row: PgRow) -> None:
+        """Queue ``row`` for the writer at once and wait for its commit.
+
+        Raises:
+            JournalError: the commit failed or the database is unreachable.
+        """
         waiter = Waiter()
-        writer.put((row, waiter))
+        self._writer.put((row, waiter))
         # Once queued the record will be written; a cancellation takes effect after the
         # answer (see Journal).
         with anyio.CancelScope(shield=True):
             await waiter.done.wait()
         if waiter.error is not None:
             raise JournalError(str(waiter.error))
-        return event
 
     async def _claim(self, session_id: str) -> None:
         """Take ``session_id`` for this host (one round trip, at a session's first

@@ -213,13 +213,24 @@ class PgWriter:
                     if self._finish():
                         return
                     continue
+                lingered = False
                 if not self.pending and not self._again:
-                    self.idle = True
+                    # Just committed: the next records usually follow within the linger
+                    # (the end of the call that was waiting, the next call's decision and
+                    # start). Wait for them without being idle, so that records nobody
+                    # waits for do not each wake this thread (a thread switch, and the
+                    # GIL taken from the busy event loop); an awaited one wakes it.
+                    if not self.urgent:
+                        lingered = True
+                        self.wake.wait(_LINGER)
                     if not self.pending:
-                        self.wake.wait()
-                    self.idle = False
+                        lingered = False
+                        self.idle = True
+                        if not self.pending:
+                            self.wake.wait()
+                        self.idle = False
                 self.wake.clear()
-                if not self.urgent:
+                if not self.urgent and not lingered:
                     self.wake.wait(_LINGER)
                     self.wake.clear()
                 self.urgent = False
