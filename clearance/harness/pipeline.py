@@ -191,11 +191,12 @@ class Pipeline(Stages, Approval, HostRuns):
         *,
         context: Mapping[str, Any] | None = None,
         provenance: Provenance | None = None,
+        with_provenance: bool = True,
     ) -> Decision:
         """Run every stage before the ask (resolve, schema, facts, argument guardrails,
         evaluator) and say what would happen, without journaling, asking or running
         anything; ``provenance``: the ledger to describe the call against (default: the
-        session's)."""
+        session's); ``with_provenance``: see ``Harness.decide``."""
         call = self._new_call(session, name, arguments, "decide", None)
         call.dry = True  # nothing is recorded (see Recorder._end_early)
         call.ledger = provenance
@@ -231,7 +232,7 @@ class Pipeline(Stages, Approval, HostRuns):
             shadow=record.get("shadow"),
             facts=record.get("facts") if call.facts is not None else None,
             provenance=visible_provenance(call.provenance, call.withheld)
-            if call.provenance is not None
+            if call.provenance is not None and with_provenance
             else None,
         )
 

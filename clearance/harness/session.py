@@ -332,6 +332,7 @@ class Harness:
         agent: AgentDefinition | None = None,
         context: Mapping[str, Any] | None = None,
         provenance: Provenance | None = None,
+        with_provenance: bool = True,
     ) -> Decision:
         """What the pipeline would decide for one call, without running, asking or
         journaling anything: schema check, argument guardrails and the evaluator (an ask
@@ -341,7 +342,13 @@ class Harness:
         ``provenance`` holds the conversation the call was made in (the user's messages,
         the tool results before it): the call's arguments are described against it, under
         this harness's trust list. Without it nothing was seen but the agent's
-        instructions: every other value is made up."""
+        instructions: every other value is made up.
+
+        ``with_provenance=False`` leaves :attr:`Decision.provenance` ``None``: every
+        argument's record is then computed only if a policy, rule or guardrail read it
+        (as in ``call_tool``), not for the explanation. The decision itself is the same;
+        for callers that only count outcomes (``clearance replay``), to whom the records
+        are most of a decision's cost."""
         if self._closed:
             raise ClosedError("the harness is closed")
         self.freeze()
@@ -356,7 +363,12 @@ class Harness:
             if len(self._decide_sessions) < 10_000:
                 self._decide_sessions[key] = session
         return await self.pipeline.decide(
-            session, tool, arguments, context=context, provenance=provenance
+            session,
+            tool,
+            arguments,
+            context=context,
+            provenance=provenance,
+            with_provenance=with_provenance,
         )
 
     def _agent_evaluator(self, agent: AgentDefinition) -> AuthorityEvaluator:

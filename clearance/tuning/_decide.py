@@ -142,8 +142,6 @@ class _Ledgers:
 def _record(ledger: Provenance, entry: ConversationEntry, index: int) -> None:
     if entry.role == "tool":
         assert entry.tool is not None  # checked when the line was parsed
-        ledger.add_result(
-            entry.tool, entry.call_id or f"conversation-{index}", entry.content, entry.arguments
-        )
+        ledger.add_result(entry.tool, entry.call_id or f"conversation-{index}", entry.content)
     else:
         ledger.add_message(entry.role, entry.content)
