@@ -142,6 +142,8 @@ class _Ledgers:
 def _record(ledger: Provenance, entry: ConversationEntry, index: int) -> None:
     if entry.role == "tool":
         assert entry.tool is not None  # checked when the line was parsed
-        ledger.add_result(entry.tool, entry.call_id or f"conversation-{index}", entry.content)
+        ledger.add_result(
+            entry.tool, entry.call_id or f"conversation-{index}", entry.content, entry.arguments
+        )
     else:
         ledger.add_message(entry.role, entry.content)
