@@ -267,7 +267,9 @@ def _candidates(word: str) -> Iterator[tuple[int, int]]:
             yield bounds[i - 1] + 1, len(word)  # a suffix after one
             yield bounds[i - 1] + 1, bounds[i]  # a field between two
     if _is_short_option(word):
-        slash = word.find("/")
+        # the value starts at a letter of the cluster (index 2 or later): a '/' there makes
+        # the word lexically outside, one right after the '-' is an option letter
+        slash = word.find("/", 2)
         end = slash if slash != -1 else len(word)
         # only a name of at most NAME_MAX characters can be an entry of the root
         for start in range(max(2, end - _NAME_MAX), end):

@@ -266,6 +266,7 @@ def test_a_word_is_cut_only_at_its_separators(tmp_path: Path) -> None:
         "echo x:k:v",
         "echo k:v",
         "echo a=t:b",
+        "echo a:out:b",  # between two separators
         "echo x/y:out",  # a '/' before the part does not end its first name
         "echo out:x/y",  # nor one after it
     ):
@@ -307,7 +308,14 @@ def test_a_directory_to_walk_that_cannot_be_resolved_is_outside(root: Path, oper
 def test_a_value_attached_to_a_short_option_may_start_at_any_letter(root: Path) -> None:
     """-fout is -f with the value 'out', -vfout is -v -f 'out'; a long option has no
     attached value but after '='."""
-    for command in ("grep -fout x", "grep -vfout x", "grep -vnfout x"):
+    for command in ("grep -fout x", "grep -vfout x", "grep -vnfout x", "grep -/out x"):
         assert outside(command, root) is True, command
-    for command in ("git log --format=%h/%s", "git log --out", "grep -vfou x", "echo -x"):
+    for command in (
+        "git log --format=%h/%s",
+        "git log --out",
+        "grep -vfou x",
+        "echo -x",
+        "grep -out x",  # -o with 'ut' (or -o -u -t): never 'out'
+        "grep -/ x",
+    ):
         assert outside(command, root) is False, command
