@@ -218,7 +218,7 @@ class UrlFact:
     __slots__ = ("_default_scheme",)
 
     def __init__(self, *, default_scheme: str | None = None) -> None:
-        if default_scheme is not None and not _SCHEME.match(default_scheme + ":"):
+        if default_scheme is not None and not _SCHEME.fullmatch(default_scheme + ":"):
             raise ValueError(f"{default_scheme!r} is not a URL scheme")
         self._default_scheme = default_scheme.lower() if default_scheme else None
 
