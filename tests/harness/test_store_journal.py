@@ -434,3 +434,94 @@ async def test_an_id_postgresql_cannot_hold_fails_that_record_alone(
         assert rows == [(1, None), (2, "ok")]
     finally:
         journal.close()
+
+
+@pytest.mark.parametrize("again", [False, True])
+def test_rows_are_inserted_alike_by_values_and_by_copy(
+    pg_url: tuple[str, str], again: bool
+) -> None:
+    """A few rows go by one prepared multi-row INSERT, more by COPY (or, written again
+    after a lost commit, by INSERT ... unnest): every row arrives whole, with its NULLs,
+    and rows written again skip those already there (ON CONFLICT) in both forms."""
+    from clearance.harness.journal._postgres_host import VALUES_MAX, PgRow, insert_rows
+    from clearance.harness.postgres import PostgresDatabase
+
+    url, schema = pg_url
+    database = PostgresDatabase(url)
+    database.migrate()
+    conn = database.connect()
+    try:
+        sizes = [1, VALUES_MAX, VALUES_MAX + 1, 3 * VALUES_MAX]
+        for size in sizes:
+            session = f"s{size}"
+            data = '{"text": "\u00e9\\t"}'
+            rows: list[PgRow] = [
+                (
+                    session,
+                    seq,
+                    1.5 + seq,
+                    "call_decided",
+                    _some(seq, 2, "t"),
+                    _some(seq, 3, "c"),
+                    1,
+                    data,
+                )
+                for seq in range(1, size + 1)
+            ]
+            if again:  # half of them made it before the connection was lost
+                insert_rows(conn, schema, "h", rows[: size // 2])
+            insert_rows(conn, schema, "h", rows, again=again)
+            # The same count again: the prepared statement is used a second time.
+            more: list[PgRow] = [(session, seq + size, *row[2:]) for seq, row in enumerate(rows, 1)]
+            insert_rows(conn, schema, "h", more, again=again)
+            stored = sql(
+                schema,
+                "SELECT session_id, seq, ts, type, turn_id, call_id, version, data, host_id "
+                "FROM {s}.events WHERE session_id = %s ORDER BY seq",
+                (session,),
+            )
+            assert stored == [(*row, "h") for row in rows + more]
+    finally:
+        conn.close()
+        database.close()
+
+
+def _some(seq: int, every: int, text: str) -> str | None:
+    """``text`` for most rows, NULL for every ``every``-th."""
+    return None if seq % every == 0 else text
+
+
+async def test_append_now_queues_what_nobody_waits_for_and_waits_for_a_start(
+    pg_url: tuple[str, str],
+) -> None:
+    """``append_now`` (what the pipeline calls): a session's first record claims the
+    session (an awaitable), a record nobody waits for is queued at once (None, its seq
+    assigned), a start in "normal" waits for its commit (an awaitable) with the records
+    before it; a start that cannot be stored is refused at once."""
+    url, schema = pg_url
+    journal = _pg(url, "h1")
+    try:
+        first = JournalEvent("session_created", "s1", None, None, {})
+        waiting = journal.append_now(first)
+        assert waiting is not None
+        await waiting
+        assert first.seq == 1
+        decided = JournalEvent("call_decided", "s1", "t1", "c1", {"outcome": "allowed"})
+        assert journal.append_now(decided) is None
+        assert decided.seq == 2
+        started = JournalEvent("tool_started", "s1", "t1", "c1", {"tool": "x"})
+        waiting = journal.append_now(started)
+        assert waiting is not None and started.seq == 3
+        await waiting
+        rows = sql(schema, "SELECT seq, type FROM {s}.events ORDER BY seq")
+        assert rows == [(1, "session_created"), (2, "call_decided"), (3, "tool_started")]
+        with pytest.raises(JournalError, match="NUL"):
+            journal.append_now(JournalEvent("tool_started", "s1", "t\x00", "c2", {}))
+        loop: dict[str, Any] = {}
+        loop["self"] = loop
+        with pytest.raises(JournalError, match="cannot encode"):
+            journal.append_now(JournalEvent("call_decided", "s1", None, "c3", loop))
+    finally:
+        await journal.aclose()
+    # The refused records took no seq: the session has no gap.
+    assert sql(schema, "SELECT max(seq), count(*) FROM {s}.events") == [(3, 3)]
