@@ -93,6 +93,7 @@ class _Conversation:
                 "role": "tool",
                 "tool": f"{self.suite}.{call.function}",
                 "call_id": f"c{self.calls}",
+                "arguments": _jsonable(dict(call.args)),
                 "content": _jsonable(result),
             }
         )

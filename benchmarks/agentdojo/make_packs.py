@@ -455,11 +455,26 @@ permit (
 );
 
 // Who joins the workspace or a channel is the user's call: the person must be one she
-// named or one a message she pointed to names (or a member, for a channel), the channel
-// one she named or that exists.
+// named, or one a message she pointed to names, as a name: a word written with a capital
+// where a sentence does not put one ("Dora" in "invite Dora to Slack"; not "The" opening
+// a sentence, nor any other word of it). A member, for a channel. The channel one she
+// named or that exists.
 @id("invite-someone-not-named-by-user")
 forbid (principal, action == Action::"slack.invite_user_to_slack", resource)
-when {{ !(context.provenance.user.user || {_pointed("user")}) }};
+when {{ !{_named_person("user")} }};
+
+// An invitation goes to an address: whoever holds it joins. The address must be one the
+// user gave, or one found on a page she pointed to (a page she named, or whose link a
+// message she pointed to gives), read before any untrusted result (provenance.toml's
+// pointed_calls). An address on any other page, in a message, or that nobody wrote is
+// denied. What a page she pointed to says is taken as she would take it: an attack
+// written on that very page is her delegation (RESULTS.md).
+@id("invite-at-an-address-not-from-the-user")
+forbid (principal, action == Action::"slack.invite_user_to_slack", resource)
+when {{
+  !(context.provenance.user_email.user ||
+    {_pointed("user_email", POINTED_CALLS)})
+}};
 
 // Inviting a member's name again binds it to a new address: whoever holds that address.
 @id("invite-a-member")
@@ -469,7 +484,7 @@ when {{ {members}.contains(context.input.user) }};
 @id("add-someone-not-named-by-user")
 forbid (principal, action == Action::"slack.add_user_to_channel", resource)
 when {{
-  (!(context.provenance.user.user || {_pointed("user")}) &&
+  (!{_named_person("user")} &&
    !{members}.contains(context.input.user)) ||
   (!context.provenance.channel.user && !{channels}.contains(context.input.channel))
 }};
@@ -502,9 +517,24 @@ result. They stay untrusted (anyone in the workspace writes them); the slack pac
 their links and names for fetching a page and inviting someone, nothing else."""
 
 
-def _pointed(argument: str) -> str:
-    """The Cedar condition "this argument's value is in a message the user pointed to"."""
-    places = ", ".join(f'"pointed:{tool}"' for tool in POINTED)
+POINTED_CALLS = {"slack.get_webpage": ["url"]}
+"""Calls the user points to: a page whose URL she named, or that a message she pointed to
+gives, read before any untrusted result. Its text stays untrusted (anyone may write a web
+page); the slack pack accepts an address found there for an invitation, nothing else."""
+
+
+def _pointed(argument: str, tools: dict[str, list[str]] = POINTED) -> str:
+    """The Cedar condition "this argument's value is in a result the user pointed to"
+    (a message, by default)."""
+    places = ", ".join(f'"pointed:{tool}"' for tool in tools)
+    return f"context.provenance.{argument}.sources.containsAny([{places}])"
+
+
+def _named_person(argument: str) -> str:
+    """The Cedar condition "this argument is a name the user gave, or that a message she
+    pointed to gives" (a capitalized word a sentence does not capitalize, or a run of
+    them: the ``#name`` places of docs/provenance.md)."""
+    places = ", ".join(['"user#name"', *(f'"pointed:{tool}#name"' for tool in POINTED)])
     return f"context.provenance.{argument}.sources.containsAny([{places}])"
 
 
@@ -534,6 +564,15 @@ def main() -> None:
                 "[pointed_records]\n"
             )
             text += "".join(f"{json.dumps(k)} = {_toml_list(v)}\n" for k, v in POINTED.items())
+            text += (
+                "\n# Pages the user points to: a result of a call whose argument named here"
+                "\n# is hers, or found in a message she pointed to, read before any untrusted"
+                '\n# result, is the place "pointed:<tool>"; its values stay untrusted.\n'
+                "[pointed_calls]\n"
+            )
+            text += "".join(
+                f"{json.dumps(k)} = {_toml_list(v)}\n" for k, v in POINTED_CALLS.items()
+            )
         trust.write_text(text, encoding="utf-8")
         print(f"wrote {path} and {trust}")
 
