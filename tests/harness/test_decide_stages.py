@@ -750,3 +750,22 @@ async def test_the_record_holds_the_provenance_the_decision_read() -> None:
             "made_up_values": False,
         }
     }
+
+
+@pytest.mark.parametrize(
+    ("reasons", "said"),
+    [(("policy-1", "policy-2"), "denied by policy-1, policy-2"), ((), "denied")],
+)
+async def test_a_deny_without_a_message_names_its_reasons(
+    reasons: tuple[str, ...], said: str
+) -> None:
+    journal = MemoryJournal()
+    quiet = Seeing(lambda r: Verdict("deny", reasons=reasons, evaluator="quiet"))
+    async with Harness(registry(Recorder()), evaluator=quiet, journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        out = await session.call_tool("notes__save", {"title": "t"}, call_id="c1")
+    assert out.status == "denied" and out.decision == "deny" and out.reasons == reasons
+    assert out.text == f"{said} (correlation id {out.correlation_id})"
+    record = decided(journal, "c1")
+    assert (record["stage"], record["decision"], record["message"]) == ("evaluator", "deny", said)
+    assert record["reasons"] == list(reasons)
