@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
+from collections import deque
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from clearance.errors import JournalError, StoreError
-from clearance.harness.journal._durable import Durability, check_durability
+from clearance.harness.journal._durable import Durability, FileLock, check_durability
 from clearance.harness.journal._event import JournalEvent, encode_data
 from clearance.harness.journal._postgres_host import (
     COLUMNS,
@@ -21,6 +24,11 @@ from clearance.harness.journal._postgres_host import (
     default_host,
     event_from_pg,
     recover_stopped_host,
+)
+from clearance.harness.journal._postgres_start_log import (
+    PgStartLog,
+    pg_line,
+    read_pg_start_log,
 )
 from clearance.harness.journal._postgres_writer import (
     MAX_PENDING,
@@ -37,6 +45,11 @@ __all__ = ["PostgresJournal"]
 
 _log = logging.getLogger("clearance")
 
+# Records kept for the next start's log write are trimmed of committed ones once there
+# are this many (as in SqliteJournal).
+_UNLOGGED_TRIM = 256
+_LOG_FAILED_MESSAGE = "the call did not run: the journal could not write its start log"
+
 
 class PostgresJournal:
     """The journal of several hosts in one PostgreSQL database.
@@ -50,8 +63,9 @@ class PostgresJournal:
 
     - ``"normal"`` (default): ``tool_started`` is committed before its ``append``
       returns, with every record appended before it, so a handler never runs unrecorded,
-      even if the host then vanishes for good; other records are committed in the
-      background within a few milliseconds (concurrent calls and sessions share commits).
+      even if the host then vanishes for good (its disk with it); other records are
+      committed in the background within a few milliseconds (concurrent calls and
+      sessions share commits). A round trip to the server per started call.
       Commits run with ``synchronous_commit=off``: the server has the records (every host
       sees them, and they survive a crash of this host and a clean restart of the
       server), but a crash of the server itself can lose its last fraction of a second,
@@ -59,6 +73,21 @@ class PostgresJournal:
     - ``"full"``: every ``append`` returns after its commit, and commits wait until the
       server has flushed them to disk (``synchronous_commit=on``).
     - ``"off"``: nothing waits; a crash of this host can lose a start whose handler ran.
+
+    ``start_log=PATH`` (``"normal"`` only) makes the promise ``SqliteJournal``'s instead:
+    ``append("tool_started")`` writes the start and every record before it not yet
+    committed to a local file with one ``write`` (the page cache, no fsync) and returns
+    without waiting for the server; the writer commits in the background and empties the
+    file once it is committed; a clean close removes it. A crash of the process is
+    survived: reopening as the same host (with the same ``start_log``) first inserts the
+    rows the server lacks, then closes the unfinished starts as ``interrupted``. The loss
+    of the host's disk (or a host that never comes back: ``clearance store recover``
+    cannot read its file) loses the starts only the file held, and the records after
+    them. If the file cannot be written, the call is denied (its ``seq`` is not used).
+    While the database is unreachable, a start still proceeds on the file alone while
+    fewer than half of the 10,000 queued records are used (the other half keeps room for
+    the ends of running calls), then calls are denied; a session's first record always
+    needs the database (it claims the session).
 
     Rule R7 across hosts: opening the journal closes, as ``interrupted``, every start the
     same host id left without an end (a crash); ``clearance store recover --host ID``
@@ -77,9 +106,14 @@ class PostgresJournal:
         host: this host's id (default: ``$CLEARANCE_HOST``, else the machine's name);
             stable across restarts, so that a restart closes the calls a crash left open.
         durability: ``"normal"``, ``"full"`` or ``"off"`` as above.
+        start_log: a local file for starts (see above); one journal writes it at a
+            time (a lock on ``PATH.lock``); ``PATH.old`` may hold a part of it.
 
     Raises:
-        JournalError: another process writes as this host, or the database refused to
+        ValueError: a start log with a durability other than ``"normal"``.
+        JournalError: another process writes as this host, or the start log cannot be
+            opened, read (a line other than a torn last one is not a record) or is
+            another host's, or the database refused to
             open the journal (an unreachable database is not an error here: the
             journal connects when it can, and denies calls until then).
         ConfigError: the URL is not a PostgreSQL URL.
@@ -91,18 +125,49 @@ class PostgresJournal:
         *,
         host: str | None = None,
         durability: Durability = "normal",
+        start_log: str | os.PathLike[str] | None = None,
     ) -> None:
         self.durability = check_durability(durability)
+        if start_log is not None and self.durability != "normal":
+            raise ValueError("a start log is for durability 'normal' only")
         host = default_host() if host is None else host
         if not isinstance(host, str) or not host or len(host) > 200 or "\x00" in host:
             raise JournalError("a journal host id is a non-empty string of at most 200 characters")
         self.host = host
-        self.database, self._owned = open_database(database)
-        self.path = self.database.name
         self._closed = False
         self._seqs = SessionSeqs()
         self._claims: dict[str, anyio.Event] = {}
-        self._writer = PgWriter(self.database, host, self.durability, self._seqs)
+        # With a start log: the rows queued (their ordinal, see _postgres_start_log), and
+        # every record since the last start written to the log, for the next start.
+        self._appended = 0
+        self._unlogged: deque[PgRow] = deque()
+        self._start_log: PgStartLog | None = None
+        self._log_lock: FileLock | None = None
+        restore: list[PgRow] = []
+        if start_log is not None:
+            # One writer per log, whichever name it is opened by.
+            real = Path(os.path.realpath(start_log))
+            self._log_lock = FileLock(Path(f"{real}.lock"))
+            try:
+                restore = read_pg_start_log(real)
+                self._start_log = PgStartLog(real)
+            except BaseException:
+                self._log_lock.release()
+                raise
+        try:
+            self.database, self._owned = open_database(database)
+        except BaseException:
+            self._release_log()
+            raise
+        self.path = self.database.name
+        self._writer = PgWriter(
+            self.database,
+            host,
+            self.durability,
+            self._seqs,
+            start_log=self._start_log,
+            restore=restore,
+        )
         self._writer.start()
         # The first open (connect, lock, recover) before the journal is used: a host id
         # already in use is an error here, not at the first call.
@@ -189,9 +254,19 @@ class PostgresJournal:
             raise JournalError(
                 f"cannot record a {type_} record: an id holds a NUL or a lone surrogate"
             )
+        pending = writer.pending
+        if self._start_log is not None:
+            if len(pending) >= MAX_PENDING // 2:
+                self._check_room(type_, len(pending))
+            seq = self._seqs.next(session_id)
+            if seq is None:  # the session's first record here: claim it first
+                return self._append_claimed(event, data, False)
+            event.seq = seq
+            return self._queue_logged(
+                (session_id, seq, event.ts, type_, turn_id, call_id, event.version, data)
+            )
         durability = self.durability
         waits = durability == "full" or (durability == "normal" and type_ == "tool_started")
-        pending = writer.pending
         if writer.down is not None and (waits or len(pending) >= MAX_PENDING):
             raise JournalError(self._down_message())
         seq = self._seqs.next(session_id)
@@ -224,6 +299,11 @@ class PostgresJournal:
             event.version,
             data,
         )
+        if self._start_log is not None:
+            waiting = self._queue_logged(row)
+            if waiting is not None:
+                await waiting
+            return
         writer = self._writer
         if not waits and len(writer.pending) < MAX_PENDING:
             writer.pending.append((row, None))
@@ -231,6 +311,102 @@ class PostgresJournal:
                 writer.wake.set()
             return
         await self._committed(row)
+
+    def _queue_logged(self, row: PgRow) -> Awaitable[None] | None:
+        """Queue ``row`` with a start log: a start is first written to the log with the
+        uncommitted records before it; None once queued, else an awaitable for its commit
+        (a record other than a start when the queue is full).
+
+        Raises:
+            JournalError: the start log cannot be written (the start is not recorded: its
+                call is denied).
+        """
+        writer = self._writer
+        pending = writer.pending
+        unlogged = self._unlogged
+        if row[3] == "tool_started":
+            self._log_start(row)
+        elif len(pending) < MAX_PENDING:
+            pending.append((row, None))
+            self._appended += 1
+            unlogged.append(row)
+            if len(unlogged) > _UNLOGGED_TRIM:
+                self._trim_unlogged()
+        else:
+            self._appended += 1
+            unlogged.append(row)
+            return self._committed(row)
+        if writer.idle:
+            writer.wake.set()
+        return None
+
+    def _trim_unlogged(self) -> None:
+        unlogged, through = self._unlogged, self._writer.through
+        first = self._appended - len(unlogged) + 1
+        while unlogged and first <= through:
+            unlogged.popleft()
+            first += 1
+
+    def _log_start(self, row: PgRow) -> None:
+        """Write the start ``row`` and the uncommitted records before it to the start
+        log with one ``write``, then queue it.
+
+        Raises:
+            JournalError: the log cannot be written; the start's ``seq`` is given back (or,
+                when a later one was handed out meanwhile, the start is recorded with a
+                ``cancelled`` end), and the caller's call does not run.
+        """
+        start_log = self._start_log
+        assert start_log is not None
+        log = start_log.log
+        self._trim_unlogged()
+        unlogged = self._unlogged
+        if unlogged:
+            data = ("".join(map(pg_line, unlogged)) + pg_line(row)).encode("ascii")
+        else:
+            data = pg_line(row).encode("ascii")
+        # One write into the page cache on the event loop thread (see write_holding_gil).
+        with log.lock:
+            error: OSError | None = None
+            if log.broken:
+                error = OSError(0, "it could not be written before")
+            else:
+                try:
+                    log.write(log.fd, data)
+                except OSError as exc:
+                    error = exc
+                    try:
+                        os.ftruncate(log.fd, log.size)  # cut off a partial line
+                    except OSError:
+                        log.broken = True  # a torn line followed by more would be corrupt
+            if error is None:
+                log.size += len(data)
+                self._writer.pending.append((row, None))
+                self._appended += 1
+                log.logged = self._appended
+                unlogged.clear()
+                return
+        self._give_back(row)
+        raise JournalError(
+            f"cannot record the call: {start_log.path}: cannot write the start log "
+            f"({error.strerror}); the call is denied"
+        )
+
+    def _give_back(self, row: PgRow) -> None:
+        """Undo the ``seq`` of a start that was not recorded; when a later one was handed
+        out meanwhile, queue the start with its ``cancelled`` end instead (no gap)."""
+        session_id, seq = row[0], row[1]
+        seqs = self._seqs
+        with seqs.lock:
+            if seqs.last.get(session_id) == seq:
+                seqs.last[session_id] = seq - 1
+                return
+        end = self._writer.end_unstarted(row, _LOG_FAILED_MESSAGE)
+        for queued in (row, end):
+            if queued is not None:
+                self._writer.pending.append((queued, None))
+                self._appended += 1
+                self._unlogged.append(queued)
 
     async def _committed(self, row: PgRow) -> None:
         """Queue ``row`` for the writer at once and wait for its commit.
@@ -272,6 +448,24 @@ class PostgresJournal:
         if claim.error is not None or claim.waiter.error is not None:
             raise JournalError(str(claim.error or claim.waiter.error))
 
+    def _check_room(self, type_: str, pending: int) -> None:
+        """With a start log, the queue's bound: a start is refused once half of it is
+        used while the database is away (the other half keeps room for the ends of the
+        calls running), or once it is full; another record once it is full while the
+        database is away (else it waits for its commit).
+
+        Raises:
+            JournalError: no room.
+        """
+        down = self._writer.down
+        if down is not None and (type_ == "tool_started" or pending >= MAX_PENDING):
+            raise JournalError(f"{self._down_message()} ({pending} records wait for it)")
+        if type_ == "tool_started" and pending >= MAX_PENDING:
+            raise JournalError(
+                f"cannot record the call: {pending} records wait for {self.database.label}; "
+                "the call is denied"
+            )
+
     def _down_message(self) -> str:
         return (
             f"cannot record the call: {self.database.label} is unreachable "
@@ -297,6 +491,7 @@ class PostgresJournal:
             await anyio.to_thread.run_sync(self._writer.join)
         if self._owned:
             self.database.close()
+        self._release_log()
 
     def close(self) -> None:
         """:meth:`aclose` for synchronous code (blocks until the writer has stopped)."""
@@ -310,6 +505,13 @@ class PostgresJournal:
         self._writer.join()
         if self._owned:
             self.database.close()
+        self._release_log()
+
+    def _release_log(self) -> None:
+        if self._start_log is not None:
+            self._start_log.close(remove=False)  # the writer removed it if it could
+        if self._log_lock is not None:
+            self._log_lock.release()
 
     # -- reading ------------------------------------------------------------------------
 

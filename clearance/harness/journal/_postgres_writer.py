@@ -37,6 +37,7 @@ from clearance.harness.journal._postgres_host import (
     lock_host,
     open_host,
 )
+from clearance.harness.journal._postgres_start_log import PgStartLog
 from clearance.harness.journal._sqlite_writer import Waiter, wake_waiters
 from clearance.harness.postgres import (
     Connection,
@@ -134,8 +135,19 @@ class PgWriter:
         host: str,
         durability: Durability,
         seqs: SessionSeqs,
+        *,
+        start_log: PgStartLog | None = None,
+        restore: list[PgRow] | None = None,
     ) -> None:
         self.database = database
+        self.start_log = start_log
+        self._restore = restore or []
+        """Rows the start log held at open: inserted (when missing) by the first open."""
+        self.through = 0
+        """Every record the event loop queued up to this ordinal is committed (with a
+        start log: the event loop counts the rows it queues, the writer those it
+        commits; only the event loop queues rows then, since no start waits)."""
+        self._taken = 0
         self.host = host
         self.durability = durability
         self.seqs = seqs
@@ -152,6 +164,7 @@ class PgWriter:
         """How many calls the first open closed as ``interrupted``."""
         self.committed = 0
         """Rows committed so far (for statistics and tests)."""
+        self.commits = 0
         self._conn: Connection | None = None
         self._again: list[PgRow] = []
         """Rows whose commit was lost: written (``ON CONFLICT DO NOTHING``) before more."""
@@ -243,6 +256,9 @@ class PgWriter:
             self._drain(self.failure)
             self._close_connection()
             raise
+        finally:
+            if self.start_log is not None:  # kept for the next open, unless removed
+                self.start_log.close(remove=False)
 
     def _batch(self) -> None:
         """Take what is queued and commit it in order (a STOP only marks the stop: the
@@ -251,6 +267,7 @@ class PgWriter:
         items = [pending.popleft() for _ in range(min(len(pending), _BATCH))]
         rows: list[PgRow] = []
         waited: list[tuple[PgRow, Waiter]] = []
+        force = False
         for item in items:
             if type(item) is tuple:
                 rows.append(item[0])
@@ -263,10 +280,15 @@ class PgWriter:
                 if self._stopping is None:
                     self._stopping = time.monotonic()
                 continue
+            force = True
             self._control(item)  # type: ignore[arg-type]
         self._commit(rows, waited)
+        start_log = self.start_log
+        if start_log is not None and self.failure is None and not self._again:
+            start_log.tend(self.through, self.commits, force)
 
     def _commit(self, rows: list[PgRow], waited: list[tuple[PgRow, Waiter]]) -> None:
+        self._taken += len(rows)
         if not rows and not self._again:
             return
         conn = self._conn
@@ -295,6 +317,8 @@ class PgWriter:
             wake_waiters([w for _, w in waited], self.failure)
             return
         self.committed += len(rows)
+        self.commits += 1
+        self.through = self._taken  # in order, and nothing is left to write again
         if waited:
             wake_waiters([w for _, w in waited], None)
         self._forget_closed(rows)
@@ -309,13 +333,13 @@ class PgWriter:
         for row in rows:
             self._again.append(row)
             if (row[0], row[1]) in answered:
-                end = self._end_unstarted(row)
+                end = self.end_unstarted(row)
                 if end is not None:
                     self._again.append(end)
         if waited:
             wake_waiters([w for _, w in waited], error)
 
-    def _end_unstarted(self, row: PgRow) -> PgRow | None:
+    def end_unstarted(self, row: PgRow, message: str = NOT_RUN_MESSAGE) -> PgRow | None:
         """The end of a start whose ``append`` failed (its call did not run)."""
         session_id, seq, _, _, turn_id, call_id, version, data = row
         try:
@@ -335,7 +359,7 @@ class PgWriter:
             "status": "cancelled",
             "duration_us": None,
             "correlation_id": started.get("correlation_id"),
-            "message": NOT_RUN_MESSAGE,
+            "message": message,
             "started_seq": seq,
         }
         return (
@@ -442,6 +466,8 @@ class PgWriter:
                     self.down = "another process holds this host's lock"
                 return False
             if self.generation is None:
+                if self._restore:
+                    self._restore_rows(conn)
                 self.generation, self.recovered = open_host(
                     conn, database.schema, self.host, opening=True
                 )
@@ -452,6 +478,15 @@ class PgWriter:
                         self.recovered,
                         self.host,
                     )
+                if self.start_log is not None:
+                    try:
+                        self.start_log.reset()  # its rows are in the database now
+                    except OSError as exc:
+                        conn.close()
+                        self.failure = JournalError(
+                            f"{self.start_log.path}: cannot empty the start log: {exc.strerror}"
+                        )
+                        return False
             else:
                 row = conn.execute(
                     f"SELECT generation FROM {database.schema}.hosts WHERE host_id = %s",
@@ -473,10 +508,50 @@ class PgWriter:
             conn.close()
             self.failure = JournalError(f"{database.label}: cannot open the journal: {_line(exc)}")
             return False
+        except JournalError as exc:  # the start log is another host's
+            conn.close()
+            self.failure = exc
+            return False
         if self.down is not None:
             _log.warning("%s: the journal of host %s writes again", database.label, self.host)
         self._conn, self.down = conn, None
         return True
+
+    def _restore_rows(self, conn: Connection) -> None:
+        """Insert the rows a crash left only in the start log (those the server has are
+        skipped); the caller holds the host's lock, recovery follows.
+
+        Raises:
+            JournalError: a row's session is not this host's (the log is another
+                host's: open it with that host id).
+        """
+        schema, rows = self.database.schema, self._restore
+        sessions = sorted({row[0] for row in rows})
+        with conn.transaction():
+            owners = dict(
+                conn.execute(
+                    f"SELECT session_id, host_id FROM {schema}.journal_sessions "
+                    "WHERE session_id = ANY(%s)",
+                    (sessions,),
+                ).fetchall()
+            )
+            for session_id in sessions:
+                if owners.get(session_id) != self.host:
+                    raise JournalError(
+                        f"{self.start_log.path if self.start_log else 'the start log'}: "
+                        f"session {session_id!r} is not host {self.host!r}'s (its journal "
+                        f"host is {owners.get(session_id)!r}): open the start log with that "
+                        "host id"
+                    )
+            for at in range(0, len(rows), 1000):
+                insert_rows(conn, schema, self.host, rows[at : at + 1000], again=True)
+        _log.warning(
+            "%s: restored what the database lacked of the %d record(s) in host %s's start log",
+            self.database.label,
+            len(rows),
+            self.host,
+        )
+        self._restore = []
 
     def _lose_connection(self, exc: BaseException) -> None:
         self.down = _line(exc)
@@ -511,7 +586,7 @@ class PgWriter:
                 kept.append((row, None))
                 if waiter is not None:
                     if row[3] == "tool_started":
-                        end = self._end_unstarted(row)
+                        end = self.end_unstarted(row)
                         if end is not None:
                             kept.append((end, None))
                     wake_waiters([waiter], error)
@@ -558,6 +633,8 @@ class PgWriter:
                 "%s: could not record the recovery bookmark: %s", self.database.label, _line(exc)
             )
         self._close_connection()
+        if self.start_log is not None and self.failure is None:
+            self.start_log.close(remove=True)  # everything it held is committed
         self._drain(JournalError(f"{self.database.label}: the journal is closed"))
         return True
 

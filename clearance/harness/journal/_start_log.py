@@ -168,16 +168,19 @@ class StartLog:
         "write",
     )
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, truncate: bool = True) -> None:
         self.path = path
         self.lock = threading.Lock()  # writes vs truncation and replacement
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.ftruncate(self.fd, 0)  # its rows were restored by the open
+            if truncate:
+                os.ftruncate(self.fd, 0)  # its rows were restored by the open
+            # else: the rows are not restored yet (PostgresJournal truncates it later)
+            size = 0 if truncate else os.fstat(self.fd).st_size
         except OSError:
             os.close(self.fd)
             raise
-        self.size = 0
+        self.size = size
         self.logged = 0
         """The highest ``seq`` written (every earlier row is written or committed)."""
         self.truncated_at = 0
