@@ -125,10 +125,14 @@ def evaluator() -> LocalEvaluator:
 @contextmanager
 def sink_place(kind: str) -> Iterator[str]:
     """Where a sink of ``kind`` lives for one example: a fresh directory, or for
-    ``postgres`` a fresh schema's URL (dropped on exit)."""
+    ``postgres`` a fresh schema's URL (dropped on exit), and for ``postgres+start_log``
+    that URL and a directory for the start log (``"URL DIR"``)."""
     if kind == "postgres":
         with fresh_schema() as (url, _):
             yield url
+    elif kind == "postgres+start_log":
+        with fresh_schema() as (url, _), tempfile.TemporaryDirectory() as tmp:
+            yield f"{url} {tmp}"
     else:
         with tempfile.TemporaryDirectory() as tmp:
             yield tmp
@@ -139,6 +143,12 @@ def open_sink(kind: str, place: str, durability: Durability) -> Journal:
         from clearance.harness.journal import PostgresJournal
 
         return PostgresJournal(place, host="r7-host", durability=durability)
+    if kind == "postgres+start_log":
+        from clearance.harness.journal import PostgresJournal
+
+        url, log_dir = place.split(" ")
+        # The start log is for "normal" only.
+        return PostgresJournal(url, host="r7-host", start_log=Path(log_dir) / "starts")
     directory = Path(place)
     if kind == "jsonl":
         return JsonlJournal(directory / "journal.jsonl", durability=durability)
@@ -270,7 +280,7 @@ def check_r7(
         assert finished.data["status"] == status, (call_id, finished.data)
 
 
-@pytest.mark.parametrize("sink", ["memory", "jsonl", "sqlite", "postgres"])
+@pytest.mark.parametrize("sink", ["memory", "jsonl", "sqlite", "postgres", "postgres+start_log"])
 @settings(max_examples=max(10, settings().max_examples // 2))
 @given(
     kinds=st.lists(st.sampled_from(sorted(KINDS)), min_size=1, max_size=10),
@@ -293,7 +303,9 @@ async def test_r7_one_end_per_call(sink: str, kinds: list[str], durability: Dura
             finally:
                 await reopened.aclose()
             assert not [e for e in events if e.data.get("status") == "interrupted"]
-        check_r7(events, expected_calls(kinds), per_session=sink == "postgres")
+            if sink == "postgres+start_log":
+                assert not (Path(place.split(" ")[1]) / "starts").exists()  # removed
+        check_r7(events, expected_calls(kinds), per_session=sink.startswith("postgres"))
 
 
 @pytest.mark.parametrize("sink", ["memory", "sqlite"])
@@ -327,6 +339,7 @@ async def test_r7_cancelled_before_it_could_start(sink: str, tmp_path: Path) -> 
         ("jsonl", "full"),
         ("postgres", "normal"),
         ("postgres", "full"),
+        ("postgres+start_log", "normal"),
     ],
 )
 @settings(max_examples=max(10, settings().max_examples // 2))
