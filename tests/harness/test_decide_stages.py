@@ -22,7 +22,7 @@ from clearance.harness.approvals import Answer
 from clearance.harness.journal import JournalEvent
 from clearance.policy import AuthzRequest, LocalEvaluator, Verdict
 from clearance.policy.base import SessionInfo
-from clearance.provenance import Provenance
+from clearance.provenance import Provenance, TrustList
 
 pytestmark = pytest.mark.anyio
 
@@ -567,6 +567,24 @@ async def test_the_guardrail_stage_is_recorded_with_or_without_guardrails() -> N
     assert guarded["guardrails"] == [{"name": "g", "advisory": False, "action": "allow"}]
     assert isinstance(guarded["timing_us"]["guardrails"], int)
     assert guarded["timing_us"]["guardrails"] >= 0
+    # desk.file declares a fact: its canonical-facts stage is timed too.
+    assert "facts" not in unguarded["timing_us"]
+    assert isinstance(guarded["timing_us"]["facts"], int) and guarded["timing_us"]["facts"] >= 0
+
+
+async def test_a_reused_call_id_is_refused_and_recorded_as_such() -> None:
+    recorder = Recorder()
+    journal = MemoryJournal()
+    async with Harness(registry(recorder), evaluator=Seeing(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        first = await session.call_tool("notes__save", {"title": "a"}, call_id="c1")
+        again = await session.call_tool("notes__save", {"title": "b"}, call_id="c1")
+    assert first.status == "ok" and again.status == "invalid"
+    assert again.text.startswith("call id 'c1' was already used in this session")
+    assert recorder.calls == [("notes.save", {"title": "a"})]
+    records = [e.data for e in journal.events(call_id="c1") if e.type == "call_decided"]
+    assert "duplicate_call_id" not in records[0]
+    assert records[1]["duplicate_call_id"] is True and records[1]["stage"] == "call_id"
 
 
 # -- the evaluator ----------------------------------------------------------------------------
@@ -769,3 +787,21 @@ async def test_a_deny_without_a_message_names_its_reasons(
     record = decided(journal, "c1")
     assert (record["stage"], record["decision"], record["message"]) == ("evaluator", "deny", said)
     assert record["reasons"] == list(reasons)
+
+
+async def test_decide_describes_the_call_under_the_harness_trust_list() -> None:
+    """A dry run describes the call against the conversation it is given, under the
+    harness's trust list, whatever list that conversation was recorded with."""
+    conversation = Provenance()  # recorded with the default list: no tool is trusted
+    conversation.add_result("crm.lookup", "r1", {"email": "bob@example.com"})
+    trust = TrustList(trusted_tools=("crm.*",))
+    async with Harness(registry(Recorder()), evaluator=Seeing(), trust=trust) as h:
+        decision = await h.decide(
+            principal=ALICE,
+            tool="notes.save",
+            arguments={"title": "bob@example.com"},
+            provenance=conversation,
+        )
+    assert decision.outcome == "allow" and decision.provenance is not None
+    title = decision.provenance["title"]
+    assert title["user"] is True and title["sources"] == ["tool:crm.lookup"]
