@@ -55,7 +55,7 @@ def test_a_replaced_trust_list_applies_to_the_next_result() -> None:
     p = Provenance()
     p.add_result("bank.get", "c1", [{"recipient": "DE89370400440532013000"}])
     assert not p.origin("DE89370400440532013000")["user"]
-    p.trust = TrustList(trusted_fields={"bank.get": ["recipient"]})
+    p.trust = TrustList(trusted_fields=(("bank.get", ("recipient",)),))
     p.add_result("bank.get", "c2", [{"recipient": "GB29NWBK60161331926819"}])
     assert p.origin("GB29NWBK60161331926819")["user"]
     assert p.origin("GB29NWBK60161331926819")["sources"] == [
