@@ -331,3 +331,53 @@ async def test_while_the_database_is_away_starts_proceed_up_to_the_bound(
     check_r7(events)
     ends = Counter(e.data["status"] for e in events if e.type == "tool_finished")
     assert ends["ok"] == 1 + ran
+
+
+def test_a_start_log_is_for_normal_durability_only(pg_url: tuple[str, str], tmp_path: Path) -> None:
+    url, _ = pg_url
+    with pytest.raises(ValueError, match="normal"):
+        _pg(url, "h1", durability="full", start_log=tmp_path / "starts")
+    assert not (tmp_path / "starts").exists()
+
+
+def test_a_log_never_wholly_committed_is_moved_aside_and_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Starts that keep coming: the log is moved aside (``PATH.old``) at its size limit,
+    the new one takes later starts, both are read at the next open, and the old one goes
+    once all it held is committed."""
+    import clearance.harness.journal._postgres_start_log as module
+    from clearance.harness.journal._postgres_start_log import (
+        PgStartLog,
+        pg_line,
+        read_pg_start_log,
+    )
+
+    monkeypatch.setattr(module, "LOG_MAX", 120)
+    path = tmp_path / "starts"
+    rows = [("s1", n, 1.5, "tool_started", "t", f"c{n}", 1, '{"tool":"x"}') for n in range(1, 7)]
+    log = PgStartLog(path)
+    try:
+
+        def write(n: int) -> None:
+            data = pg_line(rows[n - 1]).encode()
+            os.write(log.log.fd, data)
+            log.log.size += len(data)
+            log.log.logged = n
+
+        for n in (1, 2, 3):
+            write(n)
+        assert log.log.size >= 120
+        log.tend(through=1, commits=1, force=False)  # not all committed: moved aside
+        assert log.old.exists() and path.stat().st_size == 0 and log.old_logged == 3
+        write(4)
+        assert read_pg_start_log(path) == rows[:4]  # what a crash now leaves
+        log.tend(through=2, commits=2, force=False)
+        assert log.old.exists()  # row 3 is not committed yet
+        log.tend(through=3, commits=3, force=False)
+        assert not log.old.exists() and read_pg_start_log(path) == rows[3:4]
+        log.tend(through=4, commits=4, force=True)
+        assert path.stat().st_size == 0
+    finally:
+        log.close(remove=True)
+    assert not path.exists()

@@ -267,7 +267,7 @@ class PgWriter:
         items = [pending.popleft() for _ in range(min(len(pending), _BATCH))]
         rows: list[PgRow] = []
         waited: list[tuple[PgRow, Waiter]] = []
-        force = False
+        start_log = self.start_log
         for item in items:
             if type(item) is tuple:
                 rows.append(item[0])
@@ -280,12 +280,13 @@ class PgWriter:
                 if self._stopping is None:
                     self._stopping = time.monotonic()
                 continue
-            force = True
+            if start_log is not None and self.failure is None and not self._again:
+                # A flush (or a read) empties the log before it returns.
+                start_log.tend(self.through, self.commits, True)
             self._control(item)  # type: ignore[arg-type]
         self._commit(rows, waited)
-        start_log = self.start_log
         if start_log is not None and self.failure is None and not self._again:
-            start_log.tend(self.through, self.commits, force)
+            start_log.tend(self.through, self.commits, False)
 
     def _commit(self, rows: list[PgRow], waited: list[tuple[PgRow, Waiter]]) -> None:
         self._taken += len(rows)
