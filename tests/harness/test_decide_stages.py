@@ -562,6 +562,10 @@ async def test_the_guardrail_stage_is_recorded_with_or_without_guardrails() -> N
         await session.call_tool("notes__save", {"title": "t"}, call_id="none")
         await session.call_tool("desk__file", {"ticket": "a"}, call_id="one")
     unguarded, guarded = decided(journal, "none"), decided(journal, "one")
+    for record in (unguarded, guarded):
+        assert record["schema"] == {"valid": True, "error": None}
+        # Checking arguments against a schema takes some microseconds, never the call's all.
+        assert 1 <= record["timing_us"]["validate"] <= record["timing_us"]["total"]
     # No guardrail applies to notes.save: none ran, in no time.
     assert unguarded["guardrails"] == [] and unguarded["timing_us"]["guardrails"] == 0
     assert guarded["guardrails"] == [{"name": "g", "advisory": False, "action": "allow"}]
