@@ -100,6 +100,7 @@ CHILD = textwrap.dedent(
 
 
     async def ok(arguments, ctx):
+        await anyio.sleep(0)  # a call that records without waiting never yields otherwise
         return "done"
 
 
@@ -121,6 +122,19 @@ CHILD = textwrap.dedent(
         async with Harness(
             registry, evaluator=LocalEvaluator(allow=["t.*"]), journal=journal
         ) as harness:
+            if mode == "load":
+                # Calls in many sessions at once, until killed.
+                async def worker(w):
+                    session = await harness.create_session(principal=Principal("User", "u"))
+                    for i in range(10**9):
+                        await session.call_tool("t__ok", {"n": i}, call_id=f"w{w}-{i}")
+                        if i == 300:
+                            Path(markers, f"started-{w}").write_text("x")
+
+                async with anyio.create_task_group() as tg:
+                    for w in range(8):
+                        tg.start_soon(worker, w)
+                return
             session = await harness.create_session(
                 principal=Principal("User", "alice"), session_id="s1"
             )
@@ -164,7 +178,7 @@ def _run_and_kill(tmp_path: Path, url: str, mode: str) -> Path:
     )
     try:
         deadline = time.monotonic() + 30
-        while len(list(markers.iterdir())) < 3:
+        while len(list(markers.iterdir())) < (8 if mode == "load" else 3):
             if child.poll() is not None:
                 _, err = child.communicate()
                 pytest.fail(f"the child exited early ({child.returncode}): {err.decode()}")
@@ -193,6 +207,8 @@ async def test_sigkill_after_the_handlers_started_the_reopened_host_restores_and
         # The server never got the starts: only the start log has them.
         assert not {"block0", "block1", "block2"} & stored
         assert b'"block0"' in log.read_bytes()
+    with pytest.raises(JournalError, match="not host 'h2'"):
+        _pg(url, "h2", start_log=log)  # another host's log is refused, and kept
     journal = _pg(url, "h1", start_log=log)
     try:
         assert journal.recovered == 3
@@ -331,6 +347,25 @@ async def test_while_the_database_is_away_starts_proceed_up_to_the_bound(
     check_r7(events)
     ends = Counter(e.data["status"] for e in events if e.type == "tool_finished")
     assert ends["ok"] == 1 + ran
+
+
+async def test_sigkill_under_load_keeps_r7_in_every_session(
+    pg_url: tuple[str, str], tmp_path: Path
+) -> None:
+    """Eight sessions calling without pause, killed at a random moment (the log being
+    written, committed, emptied): reopened, every session's ``seq`` has no gaps and every
+    start has exactly one end."""
+    url, _ = pg_url
+    log = _run_and_kill(tmp_path, url, "load")
+    journal = _pg(url, "h1", start_log=log)
+    try:
+        events = journal.events()
+    finally:
+        journal.close()
+    check_r7(events)
+    assert len({e.session_id for e in events}) == 8
+    ends = Counter(e.data["status"] for e in events if e.type == "tool_finished")
+    assert ends["ok"] >= 8 * 300 and ends["interrupted"] == journal.recovered <= 8
 
 
 def test_a_start_log_is_for_normal_durability_only(pg_url: tuple[str, str], tmp_path: Path) -> None:
