@@ -64,6 +64,16 @@ interleaved (load average 6.4-8.6 from other jobs; ranges over the runs), Postgr
 at 1 session, 164-272 against 194-269 at 4, 174-238 against 174-277 at 16. The 2x target
 is met at every level. In the same runs the server-commit default: call median 270-438
 us at 1 session (7.1-10.8x SQLite), us/call 278-579 at 16 (3.0-3.9x).
+
+A call that waits for no commit (SQLite, or PostgreSQL with a start log) never yields to
+the event loop when its handler does not: the sessions above then ran one after another,
+not interleaved. ``--yields`` makes the handler yield once, so they interleave (then a
+call's own time is about ``sessions`` times its cost, as for PostgreSQL without a start
+log). Three runs with ``--yields`` (load 5.2-5.7): start_log against SQLite, us/call
+96-151 against 109-157 (0.9-1.0x) at 1 session, 124-140 against 93-124 (1.1-1.5x) at 4,
+122-169 against 78-144 (1.1-1.5x) at 16; call median 1.1x, 1.1x, 1.1-1.2x. The
+server-commit default: us/call 574-628 (3.7-5.5x) at 1, 319-466 (3.1-4.1x) at 4,
+266-322 (2.2-3.4x) at 16.
 """
 
 from __future__ import annotations
@@ -82,6 +92,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from clearance import (
     CallContext,
@@ -107,7 +118,13 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
 DEFAULT_URL = os.environ.get("CLEARANCE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
+YIELDS = False
+"""``--yields``: the handler yields to the event loop once (a checkpoint)."""
+
+
 async def noop(arguments: dict[str, Any], ctx: CallContext) -> str:
+    if YIELDS:
+        await anyio.lowlevel.checkpoint()
     return "ok"
 
 
@@ -320,7 +337,14 @@ def main() -> None:
         "--part", choices=("all", "grants", "journal"), default="all", help="what to measure"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--yields",
+        action="store_true",
+        help="the handler yields once (else a call that waits for no commit never yields)",
+    )
     args = parser.parse_args()
+    global YIELDS
+    YIELDS = args.yields
     results = anyio.run(run, args)
     if args.json:
         print(json.dumps(results, indent=2))
