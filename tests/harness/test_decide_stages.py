@@ -545,6 +545,11 @@ async def test_a_schema_error_never_shows_part_of_a_withheld_value() -> None:
         out = await session.call_tool("desk__file", {"ticket": secret, "note": note}, call_id="c1")
     assert out.status == "invalid" and recorder.calls == []
     assert out.text.startswith('invalid arguments: /note: "' + "x" * 189 + "[REDACTED")
+    record = decided(journal, "c1")
+    assert record["stage"] == "schema" and record["outcome"] == "invalid"
+    # Cut at 200 characters: the marker too, never the value.
+    shortened = '/note: "' + "x" * 189 + "[REDACTED\u2026"
+    assert record["schema"] == {"valid": False, "error": shortened}
     for shown in (out.text, everything(journal)):
         assert "hunter2" not in shown
 
