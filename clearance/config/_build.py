@@ -53,7 +53,7 @@ def build_registry(config: Config) -> ToolRegistry:
         register_files(
             registry,
             config.tools.files.root,
-            protected_files=(config.journal.path, config.grants_path),
+            protected_files=_store_files(config),
             read_only_paths=_decisive_files(config),
         )
     if config.tools.shell is not None:
@@ -129,7 +129,7 @@ def build_harness(
     closing: list[Callable[[], None]] = []
     if config.store is not None:
         journal, grant_store, ask_store = _postgres_stores(
-            config.store, journal, grant_store, ask_store, closing
+            config.store, journal, grant_store, ask_store, closing, config.journal.start_log
         )
     if journal is None:
         journal = open_journal(config.journal.path)
@@ -195,9 +195,10 @@ def _postgres_stores(
     grant_store: GrantStore | None,
     ask_store: AskStore | None,
     closing: list[Callable[[], None]],
+    start_log: Path | None,
 ) -> tuple[Journal, GrantStore, AskStore | None]:
     """The journal, grant store and ask store of ``store = "postgresql://..."`` for those
-    the caller did not give."""
+    the caller did not give (the journal with ``[journal] start_log`` when set)."""
     if grant_store is None or ask_store is None:
         grants, asks, close = open_store(url)
         closing.append(close)
@@ -207,12 +208,25 @@ def _postgres_stores(
         from clearance.harness.journal import PostgresJournal
 
         try:
-            journal = PostgresJournal(url)
+            if start_log is not None:
+                _private_directory(start_log)
+            journal = PostgresJournal(url, start_log=start_log)
         except BaseException:
             for close in closing:
                 close()
             raise
     return journal, grant_store, ask_store
+
+
+def _store_files(config: Config) -> tuple[Path, ...]:
+    """The files no tool may touch: the journal and grant store, and the PostgreSQL
+    journal's start log (its rows go into the shared journal when the host restarts: a
+    tool that wrote it would forge records) with its moved-aside part."""
+    files = [config.journal.path, config.grants_path]
+    if config.journal.start_log is not None:
+        log = config.journal.start_log
+        files += [log, Path(f"{log}.old")]
+    return tuple(files)
 
 
 def _private_directory(path: Path) -> None:

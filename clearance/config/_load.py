@@ -96,7 +96,7 @@ class _ConfigReader(TomlReader):
                 ("guardrails",), "guardrails must be an array of tables ([[guardrails]])"
             )
         guardrails = tuple(self.load_guardrail(g, i) for i, g in enumerate(raw_guards))
-        journal = self.load_journal(data.get("journal", {}))
+        journal = self.load_journal(data.get("journal", {}), store="store" in data)
         return Config(
             evaluator=evaluator,
             guardrails=guardrails,
@@ -211,11 +211,20 @@ class _ConfigReader(TomlReader):
             line=self.lines.get(w),
         )
 
-    def load_journal(self, raw: Any) -> JournalConfig:
-        raw = self.table(raw, ("journal",), ("path",))
+    def load_journal(self, raw: Any, *, store: bool) -> JournalConfig:
+        raw = self.table(raw, ("journal",), ("path", "start_log"))
+        start_log = None
+        if "start_log" in raw:
+            if not store:
+                raise self.error(
+                    ("journal", "start_log"),
+                    'start_log is the PostgreSQL journal\'s (store = "postgresql://..."); '
+                    "the SQLite journal keeps its own start log beside its file",
+                )
+            start_log = self.path(raw["start_log"], ("journal", "start_log"))
         if "path" not in raw:
-            return JournalConfig(default_journal_path(self.base))
-        return JournalConfig(self.path(raw["path"], ("journal", "path")))
+            return JournalConfig(default_journal_path(self.base), start_log)
+        return JournalConfig(self.path(raw["path"], ("journal", "path")), start_log)
 
     def load_approvals(self, raw: Any) -> ApprovalsConfig:
         w: Where = ("approvals",)

@@ -104,6 +104,11 @@ class JournalConfig:
     path: Path
     """The SQLite journal file (default: ``clearance.db`` in the state directory, outside
     the workspace: see :func:`default_journal_path`)."""
+    start_log: Path | None = None
+    """With ``store = "postgresql://..."``: the local file the PostgreSQL journal writes
+    each start to before its handler runs, instead of waiting for the server's commit
+    (``PostgresJournal(start_log=...)``: a process crash is survived, the loss of the
+    host's disk is not). ``None``: the server commits each start first."""
 
 
 @dataclass(frozen=True, slots=True)
