@@ -175,8 +175,10 @@ def _detectors() -> list[Detector]:
             re.compile(
                 # Atomic: with optional separators a long run of digits splits into groups
                 # in thousands of ways before (?!\w) fails.
-                r"\+(?<![\w+]\+)[1-9][0-9]{0,2}(?>(?:[ .\-]?(?:\([0-9]{1,4}\)|[0-9]{1,5})){1,6})"
-                r"(?!\w)"
+                # A group ends where a word does not go on ("+44 20 0000 0000 0A" is the
+                # number before "0A"): else the atomic group keeps the "0" and fails.
+                r"\+(?<![\w+]\+)[1-9][0-9]{0,2}"
+                r"(?>(?:[ .\-]?(?:\([0-9]{1,4}\)|[0-9]{1,5}(?![^\W0-9]))){1,6})(?!\w)"
             ),
             starts=("+",),
             validate=_phone,
