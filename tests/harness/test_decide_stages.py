@@ -814,3 +814,17 @@ async def test_decide_describes_the_call_under_the_harness_trust_list() -> None:
     assert decision.outcome == "allow" and decision.provenance is not None
     title = decision.provenance["title"]
     assert title["user"] is True and title["sources"] == ["tool:crm.lookup"]
+
+
+@pytest.mark.parametrize("call_id", ["", 7], ids=["empty", "not a string"])
+async def test_a_call_id_is_a_non_empty_string(call_id: Any) -> None:
+    recorder = Recorder()
+    journal = MemoryJournal()
+    async with Harness(registry(recorder), evaluator=Seeing(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        out = await session.call_tool("notes__save", {"title": "t"}, call_id=call_id)
+    assert out.status == "invalid" and recorder.calls == []
+    assert out.text.startswith("call_id must be a non-empty string (correlation id")
+    [record] = [e.data for e in journal.events() if e.type == "call_decided"]
+    assert (record["stage"], record["outcome"]) == ("call_id", "invalid")
+    assert record["message"] == "call_id must be a non-empty string"
