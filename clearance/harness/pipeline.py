@@ -425,7 +425,9 @@ class Pipeline(Stages, Approval, HostRuns):
             asking = what_asks(call.verdict, call.guard_asks)
             if asking is not None:  # reported, not put
                 outcome = "ask"
-                record.update(stage="ask", decision="ask", reasons=asking[0], message=asking[1])
+                # As the ask would show it: without withheld values (R8).
+                message = scrub(asking[1], call.secrets) or asking[1]
+                record.update(stage="ask", decision="ask", reasons=asking[0], message=message)
             else:
                 outcome = "allow"
                 record.update(stage="evaluator", decision="allow", reasons=call.verdict.reasons)

@@ -282,11 +282,6 @@ async def test_decide_shows_guardrail_messages_without_withheld_values() -> None
     assert decision.arguments == {"title": "t", "body": "[REDACTED]"}
 
 
-@pytest.mark.xfail(
-    reason="R8: Harness.decide reports an ask's reason as the guardrail wrote it, withheld"
-    " values included (pipeline.py's decide; reported to the lead, issue 20)",
-    strict=True,
-)
 async def test_decide_shows_an_asks_reason_without_withheld_values() -> None:
     secret = "correct-horse-battery"
 
