@@ -195,12 +195,15 @@ async def test_r6_a_value_over_the_limit_is_refused_quickly(value: dict[str, Any
     registry.register("t", [Tool("x", handler, input_schema=ANY_OBJECT)])
     async with Harness(registry, evaluator=NoopEvaluator(), journal=MemoryJournal()) as h:
         session = await h.create_session(principal=Principal("User", "u"))
-        started = time.perf_counter()
+        assert (await session.call_tool("t__x", {"warm": "up"})).ok  # first-call costs
+        seen.clear()
+        # CPU time, not wall time: other processes on a loaded machine do not count.
+        started = time.process_time()
         outcome = await session.call_tool("t__x", value)
-        elapsed = time.perf_counter() - started
+        elapsed = time.process_time() - started
     assert outcome.status == "invalid" and "the limit is 1048576" in outcome.text, outcome.text
     assert seen == []
-    # Bounded by the limit, not by the value: a generous bound for a shared, slow machine.
+    # Bounded by the limit, not by the value (a walk of the whole value took 1.0-1.5 s).
     assert elapsed < 1.0, elapsed
 
 
