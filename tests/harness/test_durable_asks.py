@@ -300,12 +300,17 @@ async def test_an_expired_ask_is_withdrawn_as_expired() -> None:
 
 
 async def test_an_ask_is_not_expired_before_its_time_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(time, "time", lambda: 1000.0)  # a clock that does not move
-    async with harness(pending_ask_ttl=0) as h:
+    asks = MemoryAskStore()
+    async with harness(ask_store=asks, pending_ask_ttl=0) as h:
         session = await h.create_session(principal=ALICE)
         first = await session.authorize("mail.send", ARGS, call_id="c1")
         assert first.ask_id is not None
         await h.answer_ask(first.ask_id, "allow_once")
+        stored = asks.get(first.ask_id)
+        assert stored is not None
+        # A clock that stands at the moment the ask was made: its age is exactly 0.0, its
+        # ttl (StoredAsk.created_at took the real clock, so the clock is stopped after).
+        monkeypatch.setattr(time, "time", lambda: stored.created_at)
         # No time has passed: the answer applies (an ask expires once its ttl is exceeded).
         assert (await session.authorize("mail.send", ARGS, call_id="c1")).allowed
 
@@ -501,3 +506,65 @@ async def test_the_answer_s_message_is_recorded_without_withheld_values() -> Non
     assert (decided["ask"]["answered_by"], decided["ask"]["via"]) == ("bob", "terminal")
     [asked] = [e.data for e in journal.events(call_id="c1") if e.type == "permission_asked"]
     assert asked["arguments"] == {"to": "x", "secret": "[REDACTED]"}
+
+
+async def test_an_answer_from_the_stream_given_as_the_session_closes_grants_nothing() -> None:
+    # The person answers, and the session closes before the waiting call reads the answer
+    # (an answer that arrives while the session is closing): no grant outlives it (R5).
+    journal = MemoryJournal()
+    async with harness(journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def answer() -> None:
+                async for ask in session.permission_asks():
+                    await ask.respond("allow_always")  # answered: the close cannot deny it
+                    await session.aclose()  # no checkpoint between: the call has not woken
+
+            async def call() -> None:
+                results.append(await session.authorize("mail.send", ARGS, call_id="c1", wait=True))
+
+            tg.start_soon(answer)
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                while not results:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+        assert not results[0].allowed
+        assert h.grants.list() == []  # allow_always would have outlived the session
+    decided = next(e.data for e in journal.events(call_id="c1") if e.type == "permission_decided")
+    assert (decided["answer"], decided["how"], decided["grant"]) == ("deny", "closed", None)
+    ended = next(e.data for e in journal.events(call_id="c1") if e.type == "call_decided")
+    assert ended["ask"]["message"] == "the session closed before the approval was answered; denied"
+
+
+async def test_closing_the_session_cancels_a_call_whose_ask_callback_never_returns() -> None:
+    # An ask callback may never return: the close cancels the call waiting for it instead
+    # of waiting for the callback forever.
+    async with harness() as h:
+        session = await h.create_session(principal=ALICE)
+        called = anyio.Event()
+
+        async def never(ask: Any) -> Answer:
+            called.set()
+            await anyio.sleep(20)  # "never", for a test: a close that waits for it fails
+            return "allow_always"
+
+        session.on_permission_ask = never
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                results.append(await session.call_tool("mail.send", ARGS, call_id="c1"))
+
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                await called.wait()
+            started = time.monotonic()
+            await session.aclose()  # shielded: it cannot be timed out from here
+            assert time.monotonic() - started < 10  # it did not wait for the callback
+            with anyio.fail_after(5):
+                while not results:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+        assert results[0].status == "cancelled"
+        assert h.grants.list() == []
