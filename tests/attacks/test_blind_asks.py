@@ -19,7 +19,7 @@ import pytest
 
 from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance.facts import EmailFact
-from clearance.harness.approvals import Answer, PermissionAsk
+from clearance.harness.approvals import Answer, PermissionAsk, PermissionDecision
 from clearance.harness.ask_display import ask_lines
 from clearance.policy import LocalEvaluator
 
@@ -110,3 +110,106 @@ async def test_a_call_that_cannot_be_shown_is_denied_in_words_that_say_why() -> 
         "message": message,
     }
     assert [e.type for e in journal.events(call_id="c1")] == ["call_decided"]  # nobody asked
+
+
+async def test_two_withheld_deciding_fields_are_both_named_in_the_denial() -> None:
+    registry = ToolRegistry()
+    registry.register(
+        "mail",
+        [
+            Tool(
+                "send",
+                lambda arguments, ctx: "sent",
+                sensitive=["/to", "/cc"],
+                input_schema={
+                    "type": "object",
+                    "properties": {
+                        "to": {"type": "string"},
+                        "cc": {"type": "string"},
+                        "body": {"type": "string"},
+                    },
+                    "required": ["to", "cc", "body"],
+                    "additionalProperties": False,
+                },
+                facts={"/to": EmailFact(), "/cc": EmailFact()},
+            )
+        ],
+    )
+    journal = MemoryJournal()
+    async with Harness(
+        registry, evaluator=LocalEvaluator(ask=["mail.send"]), journal=journal
+    ) as harness:
+        session = await harness.create_session(
+            principal=ALICE, on_permission_ask=lambda ask: "allow_once"
+        )
+        out = await session.call_tool(
+            "mail__send", {"to": "a@evil.example", "cc": "b@evil.example", "body": "x"}
+        )
+    assert out.status == "denied"
+    assert out.text.startswith(
+        "this call needs approval, but what decides it (/to, /cc) is withheld and cannot be "
+        "shown to a person; denied"
+    )
+
+
+def _vault() -> ToolRegistry:
+    """A tool whose recipient decides (shown) and whose secret does not (withheld)."""
+    registry = ToolRegistry()
+    registry.register(
+        "vault",
+        [
+            Tool(
+                "put",
+                lambda arguments, ctx: "stored",
+                sensitive=["/secret"],
+                input_schema={
+                    "type": "object",
+                    "properties": {"to": {"type": "string"}, "secret": {"type": "string"}},
+                    "required": ["to", "secret"],
+                    "additionalProperties": False,
+                },
+                facts={"/to": EmailFact()},
+            )
+        ],
+    )
+    return registry
+
+
+async def test_a_person_asked_about_a_call_is_not_shown_its_withheld_argument() -> None:
+    # R8: the deciding recipient is shown; the secret that does not decide is not, in the
+    # ask the callback (a person's prompt) receives, not only in the journal.
+    seen: list[PermissionAsk] = []
+
+    def person(ask: PermissionAsk) -> Answer:
+        seen.append(ask)
+        return "allow_once"
+
+    async with Harness(_vault(), evaluator=LocalEvaluator(ask=["vault.put"])) as harness:
+        session = await harness.create_session(principal=ALICE, on_permission_ask=person)
+        out = await session.call_tool("vault__put", {"to": "bob@example.com", "secret": "hunter2"})
+    assert out.ok
+    [ask] = seen
+    assert ask.arguments == {"to": "bob@example.com", "secret": "[REDACTED]"}
+    assert "hunter2" not in json.dumps(ask.to_json())
+
+
+async def test_a_denial_s_message_that_repeats_a_withheld_value_does_not_show_it() -> None:
+    # The person's answer may quote the secret (typed from elsewhere): the model's text
+    # and every record of the call show it redacted.
+    journal = MemoryJournal()
+    async with Harness(
+        _vault(), evaluator=LocalEvaluator(ask=["vault.put"]), journal=journal
+    ) as harness:
+        session = await harness.create_session(
+            principal=ALICE,
+            on_permission_ask=lambda ask: PermissionDecision("deny", message="not hunter2"),
+        )
+        out = await session.call_tool(
+            "vault__put", {"to": "bob@example.com", "secret": "hunter2"}, call_id="c1"
+        )
+    assert out.status == "denied"
+    assert out.text.startswith("not [REDACTED]")
+    events = journal.events(call_id="c1")
+    assert "hunter2" not in json.dumps([e.data for e in events])
+    decided = next(e.data for e in events if e.type == "call_decided")
+    assert decided["ask"]["message"] == "not [REDACTED]"
