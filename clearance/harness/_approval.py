@@ -197,11 +197,15 @@ class Approval(Recorder):
             decision, how = ask.decision, "store"
         else:
             decision, how = await self._wait_for_answer(ask, session, store)
-            if decision is not None and how != "store":
+            if decision is not None:
+                # Recorded where it was not (an answer from the stream or the callback), and
+                # applied once wherever it came from: an answer given in the store
+                # (``answer_ask``) while a callback waited is "store" and still answered
+                # there; left so, the same call tried again would be allowed by it again.
                 with contextlib.suppress(AskError):
                     store.answer(ask.ask_id, decision, via=decision.via or how)
                 store.consume(ask.ask_id)
-            elif decision is None:
+            else:
                 store.withdraw(ask.ask_id, how)
         if session.closed and decision is not None:
             # Answered, but the session closed meanwhile: no grant may outlive it (R5).

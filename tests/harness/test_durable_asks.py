@@ -568,3 +568,39 @@ async def test_closing_the_session_cancels_a_call_whose_ask_callback_never_retur
                     await anyio.sleep(0.05)
         assert results[0].status == "cancelled"
         assert h.grants.list() == []
+
+
+async def test_an_answer_given_in_the_store_while_the_callback_waits_applies_once() -> None:
+    # An answer given with answer_ask (the CLI, an inbox) while the session's ask callback
+    # still waits settles the call; it is consumed there, so the same call tried again (by
+    # another session of the same principal) is asked again, not allowed by it a second time.
+    asks = MemoryAskStore()
+    async with harness(ask_store=asks) as h:
+        session = await h.create_session(principal=ALICE)
+        waiting: list[Any] = []
+        release = anyio.Event()
+
+        async def slow(ask: Any) -> Answer:
+            waiting.append(ask)
+            await release.wait()
+            return "deny"  # too late: the store's answer settled the ask already
+
+        session.on_permission_ask = slow
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                results.append(await session.call_tool("mail.send", ARGS, call_id="c1"))
+
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                while not waiting:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            await h.answer_ask(waiting[0].ask_id, "allow_once", by="carol")
+            release.set()
+        assert results[0].ok
+        stored = asks.get(waiting[0].ask_id)
+        assert stored is not None and stored.status == "consumed"
+        other = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: "deny")
+        again = await other.authorize("mail.send", ARGS, call_id="c1")
+        assert not again.allowed
