@@ -1109,6 +1109,7 @@ CONDITIONS = [
     "true",
     "[0, 1, 2].contains(context.input.count)",  # read inside a list
     '{"n": context.input.count}.n < 3',  # inside a record, and an attribute of a record
+    '{"c": context}.c.session.id == "blocked"',  # the whole context inside a record
 ]
 # A policy that reads the refund's input must name only the refund (the schema checks it).
 REFUND_SCOPES = ['action == Action::"shop.refund"', 'action in Action::"ns:shop"']
@@ -1204,6 +1205,13 @@ _RUSH = {"amount": 5, "count": 0, "order": {"id": "o1", "rush": True}, "tags": [
     ' when { {"n": context.input.count}.n < 3 };',
     arguments=_RUSH,
     session="s1",
+)
+@example(  # the whole context, read through a record that holds it
+    policies='@id("p0") forbid(principal, action, resource)'
+    ' when { {"c": context}.c.session.id == "blocked" };\n'
+    '@id("p1") permit(principal, action, resource);',
+    arguments=_RUSH,
+    session="blocked",
 )
 @example(  # a template authorizes nothing, and the policies after it still count
     policies='@id("p0") permit(principal, action, resource == ?resource);\n'
