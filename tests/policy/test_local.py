@@ -104,6 +104,28 @@ def test_bind_reports_rules_that_can_never_match() -> None:
         LocalEvaluator(deny=["files.read_file(pth=*)"]).bind(registry)
 
 
+def test_a_rules_file_is_read_as_utf_8_whatever_the_locale(tmp_path: Path) -> None:
+    """A deny rule on a non-ASCII path means the same under an ASCII locale: the file is
+    UTF-8, never the locale's encoding (which would refuse it, or read other
+    characters into the rule)."""
+    path = tmp_path / "rules.toml"
+    path.write_text('deny = ["files.write_file(path=café/*)"]\n', encoding="utf-8")
+    code = (
+        "import sys; from clearance.policy import LocalEvaluator;"
+        "print(ascii([r.text for r in LocalEvaluator.from_file(sys.argv[1]).rules]))"
+    )
+    env = {**os.environ, "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    done = subprocess.run(
+        [sys.executable, "-X", "utf8=0", "-c", code, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ascii(["files.write_file(path=café/*)"])
+
+
 def test_from_file_with_lines(tmp_path: Path) -> None:
     path = tmp_path / "rules.toml"
     path.write_text('allow = ["files.read_file"]\nask = [\n  "files.write_file(path=src/**)",\n]\n')
