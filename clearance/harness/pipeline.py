@@ -15,8 +15,7 @@ themselves; both pass every stage above, in this order, once per call. Every fai
 dispatch ends the call denied or blocked, with a correlation id, and the handler never runs
 (rule R1). Evaluators and guardrails return values; only this module turns them into
 outcomes. The stages live in :mod:`clearance.harness._stages`, ``_approval``, ``_running``
-and ``_host_runs``; this module is the order. A ``call_tool`` of a tool without guardrails
-takes the same stages in fewer coroutines (``Pipeline._fused``).
+and ``_host_runs``; this module is the order.
 """
 
 from __future__ import annotations
@@ -33,13 +32,10 @@ import anyio
 from clearance.harness._approval import Approval, what_asks
 from clearance.harness._call_state import CallState, elapsed_us, new_correlation_id
 from clearance.harness._host_runs import Execution, HostRuns
-from clearance.harness._provenance import remember_result
-from clearance.harness._records import result_reference
 from clearance.harness._redaction import scrub, visible, visible_provenance
 from clearance.harness._stages import Stages
 from clearance.harness.cancellation import CallHandle
 from clearance.harness.outcomes import Authorization, CallOutcome, Decision, OutcomeStatus
-from clearance.harness.tools import CallContext, CallToolResult, ResultError, normalize_result
 
 if TYPE_CHECKING:
     from clearance.harness.session import Harness, Session
@@ -56,14 +52,8 @@ class Pipeline(Stages, Approval, HostRuns):
     the run (:mod:`~clearance.harness._running`) and the host's reports
     (:mod:`~clearance.harness._host_runs`), in the order this class gives them."""
 
-    fused: bool = True
-    """Whether ``call`` takes the fused path where it can (see :meth:`_fused`); False
-    sends every call through the general stages (to compare the two in tests and
-    benchmarks)."""
-
     def __init__(self, harness: Harness) -> None:
         super().__init__(harness)
-        self._fusable_tools: dict[str, tuple[Any, bool]] = {}
 
     # -- clearance runs the tool ----------------------------------------------------------
 
@@ -85,8 +75,6 @@ class Pipeline(Stages, Approval, HostRuns):
         session._enter()
         session.running.add(running)
         try:
-            if self.fused and running.task is not None and self._fusable(session, name):
-                return await self._fused(call, context)
             ended = await self._guarded(call, context, host=False)
             if ended is not None:
                 return ended
@@ -94,211 +82,6 @@ class Pipeline(Stages, Approval, HostRuns):
         finally:
             session.running.discard(running)
             session._leave()
-
-    # -- the fused path -------------------------------------------------------------------
-
-    def _fusable(self, session: Session, name: str) -> bool:
-        """Whether a call of ``name`` in ``session`` may take :meth:`_fused`: no telemetry,
-        no shadow evaluator, no argument or result guardrail for the tool, an async handler
-        without a timeout (found once per tool; the harness-wide parts tested per call)."""
-        if self.telemetry is not None or self.harness.shadow_evaluator is not None:
-            return False
-        tool = session.tools.get(name)
-        if tool is None:
-            return False
-        known = self._fusable_tools.get(tool.qualified_name)
-        if known is None or known[0] is not tool:
-            known = self._fusable_tools[tool.qualified_name] = (
-                tool,
-                tool.timeout is None
-                and tool.is_async
-                and not self._argument_guards_of(tool)
-                and not self._result_guards_of(tool),
-            )
-        return known[1]
-
-    async def _fused(self, call: CallState, context: Mapping[str, Any] | None) -> CallOutcome:
-        """:meth:`_guarded` then :meth:`_run` in fewer coroutines, for a call that
-        :meth:`_fusable` admits on asyncio: the same stages (the ones of
-        :mod:`~clearance.harness._stages` themselves), in the same order, with the same
-        records, outcomes and failures; what it leaves out is the coroutines that only
-        pass a call on (``_guarded``, ``_decide``, ``_dispatch``, ``_finished``,
-        ``_record``). A call that ends early, is asked about, fails or is cancelled ends
-        through the general stages, from the same state. The property test
-        ``tests/properties/test_fused_path_same_as_general.py`` holds it to the general
-        path (``fused = False``)."""
-        running = call.running
-        assert running is not None
-        try:
-            early = self._resolve(call)
-            if early is None:
-                early = self._claim_call_id(call)
-            if early is None:
-                early = self._validate(call)
-            if early is None:
-                early = self._canonicalize(call)
-            if early is not None:
-                return await self._end_early(call, early.status, early.message, stage=early.stage)
-            self._no_argument_guardrails(call)
-            ended = await self._evaluate(call, context or {})
-            if ended is not None:
-                return ended
-            verdict = call.verdict
-            assert verdict is not None
-            if verdict.effect == "allow":
-                self._approved(call, verdict)
-            else:
-                ended = await self._approve(call)
-                if ended is not None:
-                    return ended
-            ended = await self._admit(call)
-            if ended is not None:
-                return ended
-        except Exception as exc:  # a bug in a stage: fail closed (R1), never escape
-            return await self._failed(call, exc)
-        except BaseException as exc:
-            return await self._interrupted(call, running, exc)
-        return await self._run_now(call, running)
-
-    async def _run_now(self, call: CallState, running: CallHandle) -> CallOutcome:
-        """:meth:`_run` for a call of this task whose tool :meth:`_fusable` admits: the
-        slot taken at once when free, the handler awaited here, and, for a result,
-        ``tool_finished`` written here; anything else ends as :meth:`_run` ends it."""
-        tool, session = call.tool, call.session
-        assert tool is not None
-        lock = session.lock
-        dispatcher = self.dispatcher
-        if running.requested or not dispatcher.try_acquire_slot(tool, lock):
-            return await self._run(call)
-        ctx = CallContext.for_call(
-            session.id,
-            call.turn_id,
-            call.call_id,
-            tool.qualified_name,
-            tool.model_alias,
-            session.principal,
-            self,
-        )
-        status: OutcomeStatus = "failed"
-        result: CallToolResult | None = None
-        message: str | None = None
-        started = time.perf_counter()
-        finished = False
-        secret_values = call.secrets
-        if secret_values:
-            self._withheld[session.id, call.call_id] = secret_values
-        try:
-            try:
-                cancelled = False
-                try:
-                    try:
-                        call.started_at = time.perf_counter()
-                        status, raw, message = (
-                            "ok",
-                            await tool.handler(call.dispatch_arguments, ctx),
-                            None,
-                        )
-                    except Exception as exc:
-                        status, raw, message = self._handler_failed(call, ctx, exc)
-                    finally:
-                        dispatcher.release_slot(tool, lock)
-                except asyncio.CancelledError:
-                    if not running.caught():
-                        raise
-                    cancelled = True
-                else:
-                    if running.delivered and running.scope is None:
-                        # The handler swallowed our cancellation: take the request back.
-                        assert running.task is not None
-                        running.task.uncancel()
-                if not cancelled and status == "ok":
-                    try:
-                        result = CallToolResult(raw) if type(raw) is str else normalize_result(raw)
-                        status = "error" if result.is_error else "ok"
-                    except ResultError as exc:
-                        status = "failed"
-                        message = scrub(
-                            f"the tool returned an invalid result: {exc}", secret_values
-                        )
-                        self._diagnose(call, exc, stage="result")
-            finally:
-                session.running.discard(running)
-                dispatcher.release()
-                ctx.finish()
-                if secret_values:
-                    self._withheld.pop((session.id, call.call_id), None)
-            if cancelled:
-                status, message, result = "cancelled", "the call was cancelled", None
-            finished = True
-            return await self._end_now(call, running, status, result, message, started)
-        finally:
-            if not finished:  # cancelled from outside: still end the call exactly once (R7)
-                with anyio.CancelScope(shield=True):
-                    await self._finished(
-                        call,
-                        "cancelled",
-                        None,
-                        "the call was cancelled",
-                        call.started_at or started,
-                    )
-
-    async def _end_now(
-        self,
-        call: CallState,
-        running: CallHandle,
-        status: OutcomeStatus,
-        result: CallToolResult | None,
-        message: str | None,
-        started: float,
-    ) -> CallOutcome:
-        """:meth:`_end_run` and its :meth:`_finished` for a tool without result
-        guardrails, the record written as :meth:`_record` writes it."""
-        started = call.started_at or started
-        if result is not None and (status == "ok" or status == "error"):
-            # What the model is about to read enters the session's provenance.
-            remember_result(
-                call.session.provenance,
-                call.names["qualified_name"],
-                call.call_id,
-                result,
-                lambda exc: self._diagnose(call, exc, stage="provenance"),
-                call.arguments,
-            )
-        data: dict[str, Any] = {
-            **call.names,
-            "status": status,
-            "duration_us": int((time.perf_counter() - started) * 1_000_000),
-            "correlation_id": call.correlation_id,
-        }
-        if message:
-            data["message"] = message
-        if result is not None:
-            data["result"] = result_reference(result)
-        try:
-            running.holds += 1
-            try:
-                event, waiting = self._write(call, "tool_finished", data)
-                if waiting is not None:
-                    event = (await waiting) or event
-            except BaseException:
-                running.holds -= 1
-                raise
-            self.harness.hub.publish(event)
-            if running.requested:  # a close came meanwhile: delivered now
-                await running.release()
-            else:
-                running.holds -= 1
-        except Exception as exc:
-            self._diagnose(call, exc, stage="journal")
-        record = call.record
-        return self._outcome(
-            call,
-            status,
-            message,
-            record.get("decision", "allow"),
-            record.get("reasons", ()),
-            result,
-        )
 
     # -- the host runs the tool -----------------------------------------------------------
 
