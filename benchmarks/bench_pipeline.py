@@ -20,6 +20,16 @@ median, i.e. how much the shared machine moved the figure during the run.
    ``SecretScanner`` on a 2 KB text argument (against the same call with the text and no
    scanner; the text starts with the call's number, so it too is new every call).
 3. ``LocalEvaluator.evaluate`` alone at 10, 100 and 1,000 rules.
+4. Sustained throughput: the mean cost per call over long runs, the garbage collector on
+   and nothing emptied between calls, as an application that makes calls all day sees it.
+   Parts 1 and 2 time each call on its own and give the median, empty the memory journal
+   and commit SQLite between blocks (untimed), and collect garbage between rounds
+   (untimed): a fair comparison of the call itself, but it leaves out what a long run
+   pays later for each call. Here each contender makes ``--sustained`` calls in chunks,
+   interleaved, timed whole: clearance with the default ``MemoryJournal`` (which keeps
+   every record: the collector walks them), with ``SqliteJournal`` (its writer thread
+   commits as it goes, competing for the GIL), and the two peers (tollgate's in-memory
+   audit kept too).
 
 Targets (issue 18): ``call_tool`` <= 10 us, flat from 3 to 1,000 rules and below both
 peers; SqliteJournal adds <= 10 us, SecretScanner <= 15 us, PathScope <= 8 us.
@@ -181,6 +191,43 @@ async def additions_part(rounds: int, block: int, folder: Path) -> list[Summary]
     return [summarize(c) for c in contenders]
 
 
+async def sustained_part(calls: int, folder: Path) -> list[tuple[str, float, float]]:
+    """Part 4: ``(name, mean us per call, lowest chunk mean)`` over ``calls`` calls each,
+    in interleaved chunks, garbage collector on, nothing emptied or committed untimed."""
+    chunk = min(calls, 10_000)
+    contenders: list[tuple[str, Any]] = []
+    async with AsyncExitStack() as stack:
+        for name, target in (
+            ("clearance, MemoryJournal (kept)", ClearanceCall()),
+            ("clearance, SqliteJournal", ClearanceCall(journal=SqliteJournal(folder / "s.db"))),
+        ):
+            await target.start(stack)
+            contenders.append((name, target.call))
+        try:
+            contenders.append(("toolwarden wrapped, 3", toolwarden_call(3)))
+        except ImportError:
+            pass
+        try:
+            contenders.append(("tollgate execute_async, 3", tollgate_call(3, folder)[0]))
+        except ImportError:
+            pass
+        for _, call in contenders:  # warm, untimed
+            for n in range(200):
+                await call(n)
+        spent: dict[str, list[float]] = {name: [] for name, _ in contenders}
+        done, counter = 0, 1_000
+        while done < calls:
+            size = min(chunk, calls - done)
+            for name, call in contenders:
+                start = time.perf_counter()
+                for n in range(counter, counter + size):
+                    await call(n)
+                spent[name].append((time.perf_counter() - start) / size * 1e6)
+            counter += size
+            done += size
+    return [(name, statistics.fmean(chunks), min(chunks)) for name, chunks in spent.items()]
+
+
 def evaluator_cost(rules: int, runs: int) -> tuple[float, float]:
     """``LocalEvaluator.evaluate`` alone, rules over as many tools, a new path each call."""
     evaluator = LocalEvaluator(
@@ -209,7 +256,11 @@ def verdict(ok: bool) -> str:
 
 
 def report(
-    peers: list[Summary], missing: list[str], added: list[Summary], evaluators: list[Any]
+    peers: list[Summary],
+    missing: list[str],
+    added: list[Summary],
+    evaluators: list[Any],
+    sustained: list[tuple[str, float, float]],
 ) -> list[dict[str, Any]]:
     """Print the tables and the targets; return the targets as rows."""
     print("1. One allowed read_file call, new arguments each call (microseconds)")
@@ -235,6 +286,12 @@ def report(
     for rules, median, p99 in evaluators:
         print(f"{rules:>8}{median:>12.2f}{p99:>10.2f}")
     print()
+    if sustained:
+        print("4. Sustained: mean per call over long runs, collector on (microseconds)")
+        print(f"{'':38}{'mean':>8}{'best chunk':>12}")
+        for name, mean, best in sustained:
+            print(f"{name:38}{mean:>8.1f}{best:>12.1f}")
+        print()
     small, large = by["clearance call_tool, 3 rules"], by["clearance call_tool, 1000 rules"]
     rows: list[dict[str, Any]] = []
 
@@ -290,11 +347,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
     parser.add_argument("--block", type=int, default=500, help="calls per contender per round")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--sustained",
+        type=int,
+        default=None,
+        help="calls per contender in part 4 (default 100,000; --quick 20,000; 0 skips it)",
+    )
     options = parser.parse_args(argv)
     rounds = options.rounds or (4 if options.quick else 20)
+    sustained_calls = options.sustained
+    if sustained_calls is None:
+        sustained_calls = 20_000 if options.quick else 100_000
     peers, missing = anyio.run(peers_part, rounds, options.block)
     with tempfile.TemporaryDirectory() as folder:
         added = anyio.run(additions_part, rounds, options.block, Path(folder))
+    sustained: list[tuple[str, float, float]] = []
+    if sustained_calls > 0:
+        with tempfile.TemporaryDirectory() as folder:
+            sustained = anyio.run(sustained_part, sustained_calls, Path(folder))
     runs = 5_000 if options.quick else 20_000
     evaluators = [(n, *evaluator_cost(n, runs)) for n in (10, 100, 1000)]
     if options.json:
@@ -304,12 +374,16 @@ def main(argv: list[str] | None = None) -> int:
                     "peers": [s.__dict__ for s in peers],
                     "added": [s.__dict__ for s in added],
                     "evaluate": evaluators,
+                    "sustained": [
+                        {"name": name, "mean": mean, "best_chunk": best}
+                        for name, mean, best in sustained
+                    ],
                 },
                 indent=2,
             )
         )
         return 0
-    report(peers, missing, added, evaluators)
+    report(peers, missing, added, evaluators, sustained)
     return 0
 
 
