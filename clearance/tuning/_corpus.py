@@ -24,6 +24,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
+import json.scanner
 import lzma
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -55,6 +56,13 @@ _ROLES = ("user", "system", "tool")
 _ENTRY_KEYS = {"user": {"role", "content"}, "system": {"role", "content"}}
 _TOOL_KEYS = {"role", "tool", "call_id", "content", "arguments"}
 _PRINCIPAL_CACHE = 4096
+
+# json.loads without its per-call checks and whitespace regexes: the scanner reads one
+# value from the line's first character; a line it does not read exactly (leading
+# whitespace, trailing data, a BOM, an error) goes through json.loads, which raises the
+# error that line gets. A replay parses every line: this is a tenth of the work per call.
+_scan_value = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_LINE_ENDS = ("", "\n", "\r\n")
 
 
 class CorpusError(ClearanceError):
@@ -148,7 +156,7 @@ def parse_corpus_line(text: str, line: int, *, path: str | None = None) -> Corpu
     if not text or text.isspace():
         return None
     try:
-        raw = json.loads(text)
+        raw = _loads(text)
     except json.JSONDecodeError as exc:
         raise CorpusError(
             f"not JSON: {exc.msg} (column {exc.colno})", line=line, path=path
@@ -204,6 +212,17 @@ def parse_corpus_line(text: str, line: int, *, path: str | None = None) -> Corpu
     return CorpusCall(
         line, principal, tool, arguments, expected, label, group, ident, context, conversation
     )
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``, without its overhead for a line that is one JSON value."""
+    try:
+        value, end = _scan_value(text, 0)
+    except (StopIteration, ValueError):
+        return json.loads(text)  # raises the error json.loads gives this line
+    if text[end:] in _LINE_ENDS:
+        return value
+    return json.loads(text)
 
 
 def _conversation(raw: Any, bad: Callable[[str], CorpusError]) -> tuple[ConversationEntry, ...]:

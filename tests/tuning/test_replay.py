@@ -174,6 +174,41 @@ def test_parse_errors(text: str, message: str) -> None:
     assert str(err.value).startswith("c.jsonl:7:")
 
 
+_CALL = '{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {"n": 1}}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _CALL,
+        _CALL + "\n",
+        _CALL + "\r\n",
+        "  " + _CALL,
+        "\t" + _CALL + " \n",
+        _CALL + " trailing",
+        _CALL + _CALL,
+        "\ufeff" + _CALL,
+        _CALL[:-1],
+        '{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {"n": NaN}}',
+        '{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {"n": 1e999}}',
+        '{"principal": "User::\\"a\\"", "tool": "a.b", "arguments": {"s": "\\ud800"}}',
+        "[" * 100_000,
+    ],
+)
+def test_a_line_reads_as_json_loads_reads_it(text: str) -> None:
+    # The corpus reader skips json.loads's overhead for a line that is one JSON value; it
+    # must read every line to the same value, and refuse every line json.loads refuses.
+    try:
+        expected = json.loads(text)
+    except (ValueError, RecursionError):
+        with pytest.raises(CorpusError, match="not JSON"):
+            parse_corpus_line(text, 3)
+        return
+    call = parse_corpus_line(text, 3)
+    assert call is not None
+    assert json.dumps(call.arguments) == json.dumps(expected["arguments"])
+
+
 def test_principal_objects_and_journal_exports() -> None:
     text = json.dumps(
         {
