@@ -60,7 +60,8 @@ _PRINCIPAL_CACHE = 4096
 # json.loads without its per-call checks and whitespace regexes: the scanner reads one
 # value from the line's first character; a line it does not read exactly (leading
 # whitespace, trailing data, a BOM, an error) goes through json.loads, which raises the
-# error that line gets. A replay parses every line: this is a tenth of the work per call.
+# error that line gets. A replay parses every line: reading its JSON is about a tenth of
+# a line's work, and this overhead about half of that (callgrind: 4.6% of a line).
 _scan_value = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 _LINE_ENDS = ("", "\n", "\r\n")
 
