@@ -47,7 +47,14 @@ class Recorder:
         return [q for q, _ in self.calls]
 
 
-def coding_registry(recorder: Recorder) -> ToolRegistry:
+def coding_registry(recorder: Recorder, *, root: Any = None) -> ToolRegistry:
+    """``files.read_file``, ``files.write_file``, ``files.list_dir`` and ``shell.run``.
+
+    Without ``root`` the tools declare no facts, so every argument of a call decides it
+    (a grant wider than the exact call is never offered for ``write_file``: its
+    ``content`` would be free). With ``root`` their ``path`` is a declared path fact under
+    it: the path alone decides, and a directory prefix can be granted."""
+    facts = {"/path": "path"} if root is not None else {}
     registry = ToolRegistry()
     registry.register(
         "files",
@@ -57,13 +64,23 @@ def coding_registry(recorder: Recorder) -> ToolRegistry:
                 recorder.handler("files.read_file"),
                 input_schema=PATH_SCHEMA,
                 read_only=True,
+                root=root,
+                facts=facts,
             ),
-            Tool("write_file", recorder.handler("files.write_file"), input_schema=WRITE_SCHEMA),
+            Tool(
+                "write_file",
+                recorder.handler("files.write_file"),
+                input_schema=WRITE_SCHEMA,
+                root=root,
+                facts=facts,
+            ),
             Tool(
                 "list_dir",
                 recorder.handler("files.list_dir"),
                 input_schema=PATH_SCHEMA,
                 read_only=True,
+                root=root,
+                facts=facts,
             ),
         ],
     )

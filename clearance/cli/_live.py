@@ -70,14 +70,19 @@ def _first_line(text: str, limit: int = 100) -> str:
 
 
 def ask_text(
-    arguments: Any, deciding: Sequence[str], *, indent: int, full: bool = False
+    arguments: Any,
+    deciding: Sequence[str],
+    *,
+    indent: int,
+    full: bool = False,
+    notes: Mapping[str, str] | None = None,
 ) -> list[str]:
     """An ask's arguments as lines indented by ``indent`` (see :func:`ask_lines`), elided
     to the terminal's width (100 columns when it has none) unless ``full``."""
     if not isinstance(arguments, Mapping):
         return [" " * indent + "(arguments withheld)"]
     width = max(60, shutil.get_terminal_size((100, 24)).columns - indent)
-    lines = ask_lines(arguments, deciding, width=width, elide_values=not full)
+    lines = ask_lines(arguments, deciding, width=width, elide_values=not full, notes=notes)
     return [" " * indent + line for line in lines]
 
 
@@ -109,15 +114,16 @@ class LivePrinter:
     def deciding(
         self, qualified_name: str, arguments: Any, named: Iterable[Any] = ()
     ) -> tuple[str, ...]:
-        """The fields that decide what a call of this tool does: those the ask ``named``,
-        then the tool's (see :func:`deciding_fields`), then those its arguments' names
-        suggest."""
-        tool = self.tools.get(qualified_name)
-        found = [n for n in named if isinstance(n, str)]
-        found += deciding_fields(tool) if tool is not None else ()
+        """The fields that decide what a call of this tool does: those the ask ``named``
+        (its view's); for an ask that names none, the tool's, or every argument (see
+        :func:`deciding_fields`). Never guessed from names."""
+        found = tuple(n for n in named if isinstance(n, str))
+        if found:
+            return found
         if isinstance(arguments, Mapping):
-            found += deciding_fields(_Arguments(arguments))
-        return tuple(dict.fromkeys(found))
+            return deciding_fields(_Arguments(arguments))
+        tool = self.tools.get(qualified_name)
+        return deciding_fields(tool) if tool is not None else ()
 
     @property
     def indent(self) -> int:
@@ -167,7 +173,9 @@ class LivePrinter:
             name = str(data.get("qualified_name") or "")
             arguments = data.get("arguments")
             deciding = self.deciding(name, arguments, data.get("deciding") or ())
-            for text in ask_text(arguments, deciding, indent=self.indent):
+            notes = data.get("notes")
+            notes = notes if isinstance(notes, Mapping) else None
+            for text in ask_text(arguments, deciding, indent=self.indent, notes=notes):
                 self.raw(text)
             self.last_ask = str(data.get("ask_id"))
         elif event.type == "permission_decided":

@@ -81,7 +81,10 @@ class PromptAnswerer:
     def _show(self, ask: PermissionAsk, *, full: bool) -> None:
         deciding = self.printer.deciding(ask.qualified_name, ask.arguments, ask.deciding)
         with self.printer.lock:
-            for line in ask_text(ask.arguments, deciding, indent=self.printer.indent, full=full):
+            lines = ask_text(
+                ask.arguments, deciding, indent=self.printer.indent, full=full, notes=ask.notes
+            )
+            for line in lines:
                 click.echo(line, err=self.err)
 
     def _introduce(self, ask: PermissionAsk, cid: str) -> None:

@@ -23,7 +23,7 @@ from clearance.cli._store import store_url
 from clearance.cli.main import cli, fail
 from clearance.errors import AskError
 from clearance.harness.approvals import coerce_decision
-from clearance.harness.ask_display import ask_lines
+from clearance.harness.ask_display import ask_lines, deciding_fields
 from clearance.harness.ask_store import StoredAsk
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 
@@ -123,7 +123,13 @@ def show_command(ask_id: str, db: str | None, config_path: str | None, as_json: 
     if found.policies:
         click.echo(f"policies {printable(', '.join(found.policies))}")
     click.echo("arguments")
-    for line in ask_lines(dict(found.arguments), found.deciding, width=100, elide_values=False):
+    for line in ask_lines(
+        dict(found.arguments),
+        deciding_fields(found),
+        width=100,
+        elide_values=False,
+        notes=found.notes,
+    ):
         click.echo(f"  {line}")
     if found.suggestions:
         click.echo("scopes (--scope N)")

@@ -5,7 +5,9 @@ failing a grant, to the ask store (an answer given while the call was paused app
 once), then to the session's answerer (:class:`~clearance.harness.asks.AskDesk`): its
 callback or its stream, and, with a store other processes share, an answer given there.
 A host that can pause (``authorize``) gets ``pending`` instead of waiting when nobody here
-can answer. Nobody is asked to approve a call whose deciding argument is withheld.
+can answer. Nobody is asked to approve a call whose deciding argument is withheld. The ask,
+its suggestions and the grant an answer makes are rendered from the call's one view
+(:mod:`clearance.harness.view`).
 """
 
 from __future__ import annotations
@@ -21,14 +23,8 @@ import anyio
 from clearance.errors import AskError, ClearanceError
 from clearance.harness._call_state import CallState, elapsed_us
 from clearance.harness._recorder import Recorder
-from clearance.harness._redaction import scrub, visible, visible_facts, withheld_deciding
-from clearance.harness.approvals import (
-    PermissionAsk,
-    PermissionDecision,
-    arguments_hash,
-    grant_from_answer,
-    suggest_scopes,
-)
+from clearance.harness._redaction import scrub
+from clearance.harness.approvals import PermissionAsk, PermissionDecision, arguments_hash
 from clearance.harness.ask_store import StoredAsk
 from clearance.harness.outcomes import CallOutcome
 from clearance.policy.base import Verdict
@@ -102,19 +98,12 @@ class Approval(Recorder):
 
     async def _ask(self, call: CallState, reason: str, policies: tuple[str, ...]) -> bool:
         """Put the call to its grants, then to a person or the app: whether it is allowed
-        (``call.grant`` holds the grant used or created)."""
-        tool, session, h = call.tool, call.session, self.harness
-        assert tool is not None
+        (``call.grant`` holds the grant used or created). What the person is shown, and
+        what a grant must constrain, is the call's one view (:mod:`clearance.harness.view`)."""
+        tool, session, h, view = call.tool, call.session, self.harness, call.view
+        assert tool is not None and view is not None
         arguments: dict[str, Any] = call.arguments
-        principal = str(session.principal)
-        # A grant's scope must constrain every field that decides what the call does.
-        deciding = tuple(f.field for f in tool.declared_facts)
-        path_fields = (
-            tuple(f.field for f in tool.declared_facts if f.kind.name == "path")
-            if deciding
-            else None
-        )
-        other_facts = tuple(f.field for f in tool.declared_facts if f.kind.name != "path")
+        principal = view.principal
         record: dict[str, Any] = {"reason": reason, "policies": list(policies)}
         call.record["ask"] = record
         grant = h.grants.find(principal, tool.qualified_name, arguments, session.id)
@@ -130,11 +119,11 @@ class Approval(Recorder):
             # An ask nobody answered (or applied) in time is not an answer for today's call.
             store.withdraw(stored.ask_id, "expired")
             stored = None
-        blind = withheld_deciding(deciding, call.withheld)
+        blind = view.unshowable
         if blind:
-            # Nobody approves what they cannot see (issue 19): a deciding argument that is
-            # withheld (sensitive, or redacted by a guardrail) cannot be shown, so the
-            # call is not put to a person at all.
+            # Nobody approves what they cannot see (issue 19): a deciding argument whose
+            # value is withheld (sensitive, redacted by a guardrail, or carrying a copy of
+            # a withheld value) cannot be shown, so the call is not put to a person at all.
             record.update(
                 answer="deny",
                 how="unshowable",
@@ -145,24 +134,20 @@ class Approval(Recorder):
             return False
         ask = PermissionAsk(
             ask_id=stored.ask_id if stored is not None else "ask_" + secrets.token_hex(6),
-            session_id=session.id,
-            turn_id=call.turn_id,
-            call_id=call.call_id,
-            tool=tool.model_alias,
-            qualified_name=tool.qualified_name,
-            model_alias=tool.model_alias,
+            session_id=view.session_id,
+            turn_id=view.turn_id,
+            call_id=view.call_id,
+            tool=view.tool,
+            qualified_name=view.qualified_name,
+            model_alias=view.model_alias,
             principal=principal,
-            arguments=visible(arguments, call.withheld),
+            arguments=view.shown_arguments,
             reason=reason,
             policies=policies,
-            deciding=deciding,
-            facts=visible_facts(call.facts or {}, call.withheld),
-            suggestions=suggest_scopes(
-                arguments,
-                withheld=call.withheld,
-                path_fields=path_fields,
-                other_facts=other_facts,
-            ),
+            deciding=view.deciding,
+            facts=view.shown_facts,
+            notes=view.notes,
+            suggestions=view.suggestions(),
         )
         record["ask_id"] = ask.ask_id
         if stored is None:
@@ -220,9 +205,7 @@ class Approval(Recorder):
         new_grant = None
         if decision is not None and decision.decision != "deny":
             try:
-                new_grant = grant_from_answer(
-                    ask, decision, arguments, path_fields=path_fields, other_facts=other_facts
-                )
+                new_grant = view.grant(ask, decision)
                 if new_grant is not None:
                     h.grants.add(new_grant)
                     record["grant_created"] = new_grant.to_json(public=True)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from clearance.harness.grants import Grant
     from clearance.harness.session import Session
     from clearance.harness.tools import Tool
+    from clearance.harness.view import CallView
     from clearance.policy.base import Verdict
     from clearance.provenance import Provenance
 
@@ -77,6 +78,9 @@ class CallState:
     trace: Any = None
     """The call's span and its clock (:mod:`clearance.harness.telemetry`) while it is
     traced; None when telemetry is off."""
+    view: CallView | None = None
+    """The one view of the call every surface renders (:mod:`clearance.harness.view`),
+    once its final arguments are known (after the argument guardrails)."""
 
     def __init__(
         self,

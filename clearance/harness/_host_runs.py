@@ -94,7 +94,9 @@ class HostRuns(Running):
             "tool_started",
             {
                 **call.identity(),
-                "arguments": visible(call.arguments, call.withheld),
+                "arguments": call.view.shown_arguments
+                if call.view is not None
+                else visible(call.arguments, call.withheld),
                 "correlation_id": call.correlation_id,
                 "host": True,
             },

@@ -135,11 +135,15 @@ class Recorder:
         timing = call.timing
         timing["total"] = int((time.perf_counter() - call.t0) * 1_000_000)
         record = call.record
-        arguments = call.arguments
-        if type(arguments) is not dict:
-            arguments = None
-        elif call.withheld:
-            arguments = visible(arguments, call.withheld)
+        view = call.view
+        if view is not None:
+            arguments: Any = view.shown_arguments
+        else:  # refused before its view was made: what was known then, scrubbed alike
+            arguments = call.arguments
+            if type(arguments) is not dict:
+                arguments = None
+            elif call.withheld:
+                arguments = visible(arguments, call.withheld)
         if grant is not None:
             grant_id: str | None = grant.grant_id
         else:

@@ -25,6 +25,7 @@ from clearance.errors import ToolRegistrationError, UnknownToolError
 from clearance.facts.base import FactError
 from clearance.facts.declared import DeclaredFact, FactsError, declare_facts
 from clearance.harness._context import Handler
+from clearance.harness._deciding import NO_DECIDING, Deciding, deciding_of
 from clearance.harness._signature import from_signature, is_async_handler
 from clearance.harness._tool_schema import compile_schema
 from clearance.types import ToolInfo
@@ -78,6 +79,9 @@ class Tool:
     info: ToolInfo = field(init=False, repr=False)
     declared_facts: tuple[DeclaredFact, ...] = field(default=(), init=False, repr=False)
     """The checked form of ``facts`` (set at registration)."""
+    deciding: Deciding = field(default=NO_DECIDING, init=False, repr=False)
+    """Which arguments decide what a call does (:mod:`clearance.harness._deciding`; set
+    at registration)."""
 
 
 class ToolRegistry:
@@ -317,6 +321,7 @@ class ToolRegistry:
             facts=dict(tool.facts),
         )
         tool.declared_facts = declared
+        tool.deciding = deciding_of(declared, schema)
         tool.namespace = namespace
         tool.qualified_name = qualified
         tool.model_alias = f"{namespace}__{tool.name}"

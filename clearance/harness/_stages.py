@@ -40,6 +40,7 @@ from clearance.harness._redaction import (
 )
 from clearance.harness.outcomes import CallOutcome
 from clearance.harness.tools import Tool
+from clearance.harness.view import CallView
 from clearance.policy.base import AuthzRequest, Verdict, as_evaluator, check_verdict, evaluate
 from clearance.provenance.ledger import Described
 
@@ -66,7 +67,12 @@ class Stages(Recorder):
         """The name must be a selected tool of this session's agent, the call id a string."""
         tool = call.session.tools.get(call.name)
         if tool is None:
-            known = call.name in self.harness.registry
+            registry = self.harness.registry
+            known = call.name in registry
+            if known:
+                # Not this agent's, but its withheld arguments are withheld all the same:
+                # the refusal's record must not keep what the tool would have (R8).
+                self._withhold_as(call, registry.get(call.name))
             msg = (
                 f"tool {call.name!r} is not available to this agent"
                 if known
@@ -84,6 +90,17 @@ class Stages(Recorder):
         if not isinstance(call_id, str) or not call_id:
             return Early("invalid", "call_id must be a non-empty string", "call_id")
         return None
+
+    def _withhold_as(self, call: CallState, tool: Tool) -> None:
+        """Withhold what ``tool`` marks sensitive in the call's arguments, wherever the
+        call's records show them (its copies too, when the arguments are of a shape the
+        pipeline would read)."""
+        if tool.sensitive:
+            call.withheld.update(tool.sensitive)
+            h = self.harness
+            arguments = call.arguments
+            if shape.check_shape(arguments, h.max_argument_bytes, h.max_argument_depth) is None:
+                call.secrets.update(values_at(arguments, tool.sensitive))
 
     def _claim_call_id(self, call: CallState) -> Early | None:
         """A call id names one call for the session's lifetime (not for a dry run)."""
@@ -210,8 +227,26 @@ class Stages(Recorder):
     def _keep_arguments(call: CallState) -> None:
         """Take the handler's own copy of the final arguments: whatever the evaluator, a
         shadow evaluator, an ask answerer or the caller later does to the arguments, the
-        handler runs exactly the ones that were validated and authorized (R2, R6)."""
+        handler runs exactly the ones that were validated and authorized (R2, R6). Then
+        the call's one view (:mod:`clearance.harness.view`), which every surface renders
+        from here on."""
         call.dispatch_arguments = copy_json(call.arguments)
+        tool, session = call.tool, call.session
+        assert tool is not None
+        call.view = CallView(
+            principal=session.principal_text,
+            session_id=session.id,
+            turn_id=call.turn_id,
+            call_id=call.call_id,
+            tool=tool.model_alias,
+            qualified_name=tool.qualified_name,
+            model_alias=tool.model_alias,
+            arguments=call.arguments,
+            facts=call.facts,
+            scope_fields=tool.deciding,
+            withheld=call.withheld,
+            secrets=call.secrets,
+        )
 
     async def _argument_guardrails(
         self, call: CallState, guards: tuple[Any, ...]
@@ -371,6 +406,8 @@ class Stages(Recorder):
         ledger = call.ledger or call.session.provenance
         provenance = ledger.describe(call.arguments, self.harness.trust)
         call.provenance = provenance
+        if call.view is not None:
+            call.view.provenance = provenance
         return provenance
 
     async def _shadow(

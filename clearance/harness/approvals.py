@@ -109,11 +109,15 @@ class PermissionAsk:
     suggestions: tuple[GrantScope, ...] = ()
     created_at: float = field(default_factory=time.time)
     deciding: tuple[str, ...] = ()
-    """The arguments that decide what the call does (its declared facts: paths, commands,
-    recipients, URLs, amounts), to be shown first and in full."""
+    """The arguments that decide what the call does, to be shown first and in full: the
+    tool's declared facts (paths, commands, recipients, URLs, amounts); for a tool that
+    declares none, every argument (:mod:`clearance.harness.view`)."""
     facts: dict[str, Any] = field(default_factory=dict)
     """The canonical facts of those arguments (none of a withheld one), e.g. what a path
     resolves to; ``arguments`` already hold the canonical values."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """Per deciding argument, a warning to show beside its value: a look-alike (mixed
+    scripts, compatibility letters) and its canonical form."""
     _answer: PermissionDecision | None = field(default=None, repr=False)
     _closed: str | None = field(default=None, repr=False)
     _event: anyio.Event = field(default_factory=anyio.Event, repr=False)
@@ -190,6 +194,7 @@ class PermissionAsk:
             "suggestions": [s.to_json(public=True) for s in self.suggestions],
             "deciding": list(self.deciding),
             "facts": self.facts,
+            "notes": self.notes,
         }
 
 
@@ -229,7 +234,8 @@ def grant_from_answer(
     2. constrain every deciding field of the call: each field a suggested prefix scope
        constrains, each path field of the tool (``path_fields``, else guessed by name
        as :func:`~clearance.harness.grants.suggest_scopes` does) and each field of
-       ``other_facts`` present in the call. An exact scope constrains every field; a
+       ``other_facts``, present in the call or not (a later call carrying it would be
+       covered with it free). An exact scope constrains every field; a
        prefix scope the fields it names; a ``tool`` scope none, so it is refused unless
        offered or the call has no such field.
 
@@ -277,7 +283,7 @@ def _check_unoffered(
     if scope.kind == "exact":
         return
     names = guess_path_fields(arguments) if path_fields is None else tuple(path_fields)
-    names += tuple(name for name in other_facts if name in arguments)
+    names += tuple(other_facts)
     required = {"/" + _pointer.escape(name) for name in names}
     for offered in ask.suggestions:
         required.update(offered.fields)

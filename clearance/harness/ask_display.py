@@ -14,94 +14,53 @@ surface uses (the terminal prompt of ``clearance run``, the MCP gateway's elicit
 Values are shown as JSON (so quotes, spaces at the ends and line breaks are visible) with
 control and invisible characters escaped (see :mod:`clearance._text`).
 
-Which fields decide: a tool's declared facts (``Tool.facts``, JSON pointers such as
-``/path``) when it has them, plus the arguments whose names read like paths, commands,
-URLs, recipients or amounts (:func:`deciding_fields`).
+Which fields decide is the call's one view (:mod:`clearance.harness.view`): the tool's
+declared facts, and for a tool without facts every argument. An ask carries them
+(``PermissionAsk.deciding``, ``StoredAsk.deciding``); a surface renders them and never
+guesses from names (a guess that misses ``to`` shows the recipient elided or last). A
+deciding value that reads as something it is not (mixed scripts, compatibility letters)
+carries a note (``PermissionAsk.notes``), shown on the line after it.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from clearance import _pointer
 from clearance._text import json_text, printable
 
-__all__ = ["DECIDING_WORDS", "ask_lines", "deciding_fields", "elide"]
-
-DECIDING_WORDS = frozenset(
-    {
-        # where a call reads or writes
-        "path", "paths", "file", "files", "filename", "filepath", "dir", "dirs",
-        "directory", "folder", "cwd", "workdir", "root", "source", "sources", "src",
-        "destination", "dest", "dst", "target", "output", "repo", "repository", "branch",
-        # what it runs
-        "command", "commands", "cmd", "argv", "args", "program", "script", "exec",
-        "executable", "code", "sql", "query", "expression", "shell",
-        # where it sends or fetches
-        "url", "urls", "uri", "href", "link", "endpoint", "host", "hostname", "domain",
-        "server", "method",
-        # who it reaches
-        "to", "cc", "bcc", "from", "recipient", "recipients", "email", "emails", "address",
-        "phone", "user", "username", "channel",
-        # what it spends
-        "amount", "price", "total", "sum", "quantity", "qty", "currency", "account",
-        "iban", "card",
-    }
-)  # fmt: skip
-"""Words that make an argument name a deciding field (``file_path``, ``toAccount``...)."""
-
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+__all__ = ["ask_lines", "deciding_fields", "elide"]
 
 _MIN_WIDTH = 40
 """No value is elided to fewer characters than this, however narrow the width asked."""
 
 
-def _looks_deciding(name: str) -> bool:
-    return any(w.lower() in DECIDING_WORDS for w in _WORD.findall(name))
-
-
-def _top_level(pointers: Iterable[Any]) -> list[str]:
-    names = []
-    for pointer in pointers:
-        try:
-            tokens = _pointer.parse(pointer) if isinstance(pointer, str) else ()
-        except ValueError:
-            continue
-        if tokens and tokens[0] != "*":
-            names.append(tokens[0])
-    return names
-
-
 def deciding_fields(ask_or_tool: Any) -> tuple[str, ...]:
-    """The top-level argument names that decide what a call does.
+    """The top-level argument names that decide what a call does, as the call's view gave
+    them: never guessed.
 
     Args:
-        ask_or_tool: a :class:`~clearance.harness.approvals.PermissionAsk` (its
-            ``arguments`` are looked at) or a :class:`~clearance.harness.tools.Tool` (its
-            ``input_schema`` properties are).
+        ask_or_tool: a :class:`~clearance.harness.approvals.PermissionAsk` or
+            :class:`~clearance.harness.ask_store.StoredAsk` (its ``deciding``), or a
+            :class:`~clearance.harness.tools.Tool` (its declared facts, else every property
+            of its input schema).
 
     Returns:
-        The names of the declared facts (``facts``, when the object has them) first, then
-        every other argument whose name reads like a path, command, URL, recipient or
-        amount (``file_path``, ``toAccount``), in argument order.
+        The names. An ask that names none (recorded before asks carried them) is treated
+        as a tool without facts: every argument decides, so every one is shown whole.
     """
-    explicit = getattr(ask_or_tool, "deciding", None)
-    facts = getattr(ask_or_tool, "facts", None)
-    if isinstance(explicit, tuple | list) and explicit:
-        declared = [n for n in explicit if isinstance(n, str)]  # an ask names them
-    else:
-        declared = _top_level(facts) if isinstance(facts, Mapping) else []
+    named = getattr(ask_or_tool, "deciding", None)
+    if isinstance(named, tuple | list) and named:
+        return tuple(n for n in named if isinstance(n, str))
     arguments = getattr(ask_or_tool, "arguments", None)
     if isinstance(arguments, Mapping):
-        names: Iterable[Any] = arguments.keys()
-    else:
-        schema = getattr(ask_or_tool, "input_schema", None)
-        properties = schema.get("properties") if isinstance(schema, Mapping) else None
-        names = properties.keys() if isinstance(properties, Mapping) else ()
-    guessed = [n for n in names if isinstance(n, str) and _looks_deciding(n)]
-    return tuple(dict.fromkeys([*declared, *guessed]))
+        return tuple(n for n in arguments if isinstance(n, str))
+    fields = getattr(named, "fields", None)  # a Tool's Deciding
+    if isinstance(fields, tuple):
+        return fields
+    schema = getattr(ask_or_tool, "input_schema", None)
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    return tuple(properties) if isinstance(properties, Mapping) else ()
 
 
 def elide(text: str, width: int) -> str:
@@ -125,24 +84,33 @@ def ask_lines(
     *,
     width: int,
     elide_values: bool = True,
+    notes: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The arguments of an ask as ``name: value`` lines, deciding fields first and whole.
 
     Args:
         arguments: the arguments as the ask carries them (sensitive values already
             withheld).
-        deciding: the names that decide what the call does (see :func:`deciding_fields`);
+        deciding: the names that decide what the call does (the ask's ``deciding``);
             names the call does not carry are skipped.
         width: the longest line wanted for a non-deciding argument; longer values are
             elided in the middle. Deciding fields are never shortened.
         elide_values: ``False`` shows every value whole (a "view all" choice).
+        notes: the ask's ``notes``: each is shown on the line after its argument,
+            indented, as ``! note``.
 
     Returns:
-        One line per argument, with control and invisible characters escaped.
+        One line per argument (and per note), with control and invisible characters
+        escaped.
     """
     first = [name for name in dict.fromkeys(deciding) if name in arguments]
     rest = [name for name in arguments if name not in first]
-    lines = [f"{printable(name)}: {_value(arguments[name])}" for name in first]
+    lines = []
+    for name in first:
+        lines.append(f"{printable(name)}: {_value(arguments[name])}")
+        note = (notes or {}).get(name)
+        if note:
+            lines.append(f"  ! {printable(note)}")
     for name in rest:
         label = printable(name)
         value = _value(arguments[name])

@@ -59,6 +59,8 @@ class StoredAsk:
     suggestions: tuple[GrantScope, ...] = ()
     deciding: tuple[str, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict)
+    notes: Mapping[str, str] = field(default_factory=dict)
+    """Per deciding argument, a warning to show beside it (see ``PermissionAsk.notes``)."""
     created_at: float = field(default_factory=time.time)
     status: AskStatus = "pending"
     decision: PermissionDecision | None = None
@@ -86,6 +88,7 @@ class StoredAsk:
             suggestions=tuple(ask.suggestions),
             deciding=tuple(ask.deciding),
             facts=dict(ask.facts),
+            notes=dict(ask.notes),
             created_at=ask.created_at,
         )
 
@@ -103,6 +106,7 @@ class StoredAsk:
             "suggestions": [s.to_json(public=True) for s in self.suggestions],
             "deciding": list(self.deciding),
             "facts": dict(self.facts),
+            "notes": dict(self.notes),
             "created_at": self.created_at,
             "status": self.status,
             "answer": self.decision.decision if self.decision else None,

@@ -199,6 +199,7 @@ def ask_from_row(row: tuple[Any, ...]) -> StoredAsk:
         suggestions=tuple(GrantScope.from_json(s) for s in raw.get("suggestions") or ()),
         deciding=tuple(raw.get("deciding") or ()),
         facts=raw.get("facts") or {},
+        notes=raw.get("notes") or {},
         created_at=float(raw.get("created_at", 0.0)),
         status=status,
         decision=decision_from_json(decision) if decision else None,

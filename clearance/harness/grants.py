@@ -265,10 +265,11 @@ def suggest_scopes(
     The prefix scope constrains *every* path field of the call, each to the directory its
     value is in (``source under src/ and destination under public/``). It is offered only
     when every path field can be constrained that way: each is present, not withheld, a
-    string, and has a parent directory it lies plainly under; and when no other deciding
-    field (``other_facts``) is present, which a directory prefix cannot constrain.
-    Otherwise a grant wider than the exact call would leave a deciding field free, so none
-    but ``tool`` (whose description says "any arguments") is offered.
+    string, and has a parent directory it lies plainly under; and when the tool has no
+    other deciding field (``other_facts``), which a directory prefix cannot constrain,
+    whether or not this call carries it (a later call that does would be covered with it
+    free). Otherwise a grant wider than the exact call would leave a deciding field free,
+    so none but ``tool`` (whose description says "any arguments") is offered.
 
     Args:
         arguments: the call's final arguments.
@@ -277,12 +278,13 @@ def suggest_scopes(
             (and then no prefix scope is offered).
         path_fields: the top-level argument names that are paths (a tool's declared path
             facts). ``None``: guessed by name (:func:`guess_path_fields`).
-        other_facts: the top-level argument names with a declared fact of another kind
-            (command, url, email, number...).
+        other_facts: the tool's other deciding arguments (a declared fact of another
+            kind: command, url, email, number...; for a tool without facts, every
+            argument that is not a path, and ``"*"`` when its schema admits others).
     """
     scopes = [GrantScope.exact(arguments)]
     prefix = _prefix_scope(arguments, withheld, path_fields)
-    if prefix is not None and not any(name in arguments for name in other_facts):
+    if prefix is not None and not tuple(other_facts):
         scopes.append(prefix)
     scopes.append(GrantScope.tool())
     return tuple(scopes)

@@ -32,10 +32,11 @@ import anyio
 from clearance.harness._approval import Approval, what_asks
 from clearance.harness._call_state import CallState, elapsed_us, new_correlation_id
 from clearance.harness._host_runs import Execution, HostRuns
-from clearance.harness._redaction import scrub, visible, visible_provenance
+from clearance.harness._redaction import visible, visible_provenance
 from clearance.harness._stages import Stages
 from clearance.harness.cancellation import CallHandle
 from clearance.harness.outcomes import Authorization, CallOutcome, Decision, OutcomeStatus
+from clearance.harness.scrub import scrub_json
 
 if TYPE_CHECKING:
     from clearance.harness.session import Harness, Session
@@ -203,13 +204,14 @@ class Pipeline(Stages, Approval, HostRuns):
         ended = await self._decide(call, context or {}, dry=True)
         call.timing["total"] = elapsed_us(call.t0)
         record = call.record
+        view = call.view
         if ended is None:
-            assert call.verdict is not None
+            assert call.verdict is not None and view is not None
             asking = what_asks(call.verdict, call.guard_asks)
             if asking is not None:  # reported, not put
                 outcome = "ask"
                 # As the ask would show it: without withheld values (R8).
-                message = scrub(asking[1], call.secrets) or asking[1]
+                message = view.scrub(asking[1])
                 record.update(stage="ask", decision="ask", reasons=asking[0], message=message)
             else:
                 outcome = "allow"
@@ -227,13 +229,11 @@ class Pipeline(Stages, Approval, HostRuns):
             guardrails=list(record.get("guardrails", [])),
             schema=record.get("schema"),
             timing_us=dict(call.timing),
-            arguments=visible(call.arguments, call.withheld)
-            if isinstance(call.arguments, dict)
-            else None,
+            arguments=_shown_arguments(call),
             qualified_name=call.tool.qualified_name if call.tool else None,
             shadow=record.get("shadow"),
-            facts=record.get("facts") if call.facts is not None else None,
-            provenance=visible_provenance(call.provenance, call.withheld)
+            facts=_shown_facts(call),
+            provenance=scrub_json(visible_provenance(call.provenance, call.withheld), call.secrets)
             if call.provenance is not None and with_provenance
             else None,
         )
@@ -455,13 +455,14 @@ class Pipeline(Stages, Approval, HostRuns):
                     event = (await waiting) or event
                 publish(event)
             call.started_written = True
-            arguments = call.arguments
+            view = call.view
+            assert view is not None
             event, waiting = self._write(
                 call,
                 "tool_started",
                 {
                     **call.names,
-                    "arguments": visible(arguments, call.withheld) if call.withheld else arguments,
+                    "arguments": view.shown_arguments,
                     "correlation_id": call.correlation_id,
                 },
             )
@@ -489,3 +490,24 @@ class Pipeline(Stages, Approval, HostRuns):
             else:
                 running.holds -= 1
         return None
+
+
+def _shown_arguments(call: CallState) -> dict[str, Any] | None:
+    """The arguments ``decide`` reports: the view's, or for a call refused before its view
+    was made, those known then, scrubbed the same way (R8)."""
+    if call.view is not None:
+        return call.view.shown_arguments
+    if not isinstance(call.arguments, dict):
+        return None
+    shown: dict[str, Any] = scrub_json(visible(call.arguments, call.withheld), call.secrets)
+    return shown
+
+
+def _shown_facts(call: CallState) -> dict[str, Any] | None:
+    """The facts ``decide`` reports (see :func:`_shown_arguments`)."""
+    if call.view is not None:
+        return call.view.shown_facts
+    if call.facts is None:
+        return None
+    facts: dict[str, Any] = scrub_json(call.record.get("facts") or {}, call.secrets)
+    return facts

@@ -411,9 +411,12 @@ class Telemetry:
         if result_blocked:
             attributes["clearance.result.blocked"] = True
         if self.capture_arguments and type(call.arguments) is dict:
-            shown = visible(call.arguments, call.withheld)
-            if call.secrets:
-                shown = scrub_record({"arguments": shown}, call.secrets)["arguments"]
+            if call.view is not None:
+                shown = call.view.shown_arguments
+            else:  # refused before its view was made: what was known then, scrubbed alike
+                shown = visible(call.arguments, call.withheld)
+                if call.secrets:
+                    shown = scrub_record({"arguments": shown}, call.secrets)["arguments"]
             attributes["gen_ai.tool.call.arguments"] = json.dumps(shown, ensure_ascii=False)
         if outcome != "ok":
             # GenAI's error.type: a low-cardinality class of how the call ended, from

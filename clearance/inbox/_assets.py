@@ -148,6 +148,7 @@ article.ask .who, article.ask time, .ids { color: var(--muted); font-size: .85em
 .arg .value { white-space: pre-wrap; overflow-wrap: anywhere; min-width: 0; }
 .arg.deciding .name { color: inherit; font-weight: 700; }
 .arg.deciding .value { font-weight: 600; }
+.note { margin: 0 0 .3em 9.8em; padding: .1em .4em; border-left: 3px solid #c60; color: #c60; overflow-wrap: anywhere; }
 details summary { cursor: pointer; color: var(--muted); font-size: .9em; }
 fieldset { border: 0; padding: 0; margin: .6em 0 0; }
 fieldset.scopes label { display: block; padding: .1em 0; }

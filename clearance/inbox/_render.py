@@ -74,6 +74,9 @@ def _argument_rows(ask: StoredAsk, *, elide_values: bool) -> tuple[str, bool]:
             f'<span class="name">{_h(label)}</span>'
             f'<span class="value">{_h(value)}</span></div>'
         )
+        note = ask.notes.get(name) if decides else None
+        if note:  # a look-alike value: say so, with its canonical form
+            rows.append(f'<div class="note" role="alert">{_h(note)}</div>')
     return "".join(rows), elided
 
 

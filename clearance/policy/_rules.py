@@ -157,8 +157,9 @@ class Rule:
     ) -> bool:
         """Whether every constraint matches. With the call's canonical ``facts`` (R11): an
         allow or ask constraint never matches an argument whose fact says it reaches
-        outside the root (``outside_root``), and a deny constraint also matches the
-        argument's ``resolved`` form (a command whose words are resolved through links).
+        outside the root (``outside_root``; for an array, any element's), and a deny
+        constraint also matches the argument's ``resolved`` form (a command whose words
+        are resolved through links; for an array, any element's).
         A provenance constraint (``recipient.from=tool``) matches the label of the
         argument's record in ``provenance`` (a missing record: made up, found nowhere)."""
         deny = self.kind == "deny"
@@ -173,10 +174,16 @@ class Rule:
             if facts:
                 fact = facts.get(c.name)
                 if fact is not None and isinstance(fact, Mapping):
-                    if not deny and fact.get("outside_root") is True:
+                    # An array's fact holds a list per attribute (one per element): it
+                    # reaches outside when any element does, and a deny matches when
+                    # any element's resolved form does (the same meaning as alone).
+                    outside = fact.get("outside_root")
+                    if not deny and (
+                        outside is True
+                        or (type(outside) is list and any(o is True for o in outside))
+                    ):
                         return False
-                    resolved = fact.get("resolved")
-                    if deny and isinstance(resolved, str) and self._match(c, resolved, deny):
+                    if deny and self._matches_resolved(c, fact.get("resolved")):
                         continue
             if type(value) is str:  # the common case, inline: no list, no call
                 if c.pattern.fullmatch(value):
@@ -207,6 +214,16 @@ class Rule:
             elif not items or not all(self._match(c, item, deny) for item in items):
                 return False
         return True
+
+    @classmethod
+    def _matches_resolved(cls, c: ArgConstraint, resolved: Any) -> bool:
+        """Whether a deny constraint matches an argument's ``resolved`` form (an array's
+        fact: any element's)."""
+        if isinstance(resolved, str):
+            return cls._match(c, resolved, True)
+        if type(resolved) is list:
+            return any(isinstance(r, str) and cls._match(c, r, True) for r in resolved)
+        return False
 
     @staticmethod
     def _match_origin(

@@ -15,7 +15,8 @@ never are (the matching is exact, never fuzzy)::
 Text is read after NFKC normalization with format characters (zero-width, bidi controls)
 removed, so that ``evil.com`` in fullwidth letters and ``ev\\u200bil.com`` are ``evil.com``. URLs are found
 with a scheme (``https://...``) or without one (``www.example.com/x``, ``example.com``: a
-name whose last label is a known public suffix); e-mail addresses, IBAN-like ids (two
+name whose last label is a known public suffix, or that starts ``www.`` whatever its suffix:
+``www.pay.internal``); e-mail addresses, IBAN-like ids (two
 letters, two digits, 10 to 30 letters or digits, optionally in groups of four) and numbers
 (``1,250.50`` is 1250.5) anywhere in text.
 
@@ -171,7 +172,9 @@ def _url_keys(url: str, *, bare: bool) -> tuple[str, ...]:
     host = fact["host"]
     if not host:
         return (f"u:{canon.value}",)
-    if bare and not known_suffix(host):
+    if bare and not known_suffix(host) and not host.startswith("www."):
+        # A bare name is a link when its suffix is a public one, or when it says it is a
+        # web host (``www.name.internal``, ``www.name.example``: suffixes no list knows).
         return ()
     if fact["scheme"] in _WEB_SCHEMES:
         key = str(canon.value).split("://", 1)[1].split("#", 1)[0]

@@ -36,7 +36,7 @@ stores = stores_fixture()  # the persistence test runs on SQLite and on PostgreS
 ASK_WRITES = LocalEvaluator(allow=["files.read_file"], ask=["files.write_file", "files.list_dir"])
 
 
-async def test_callback_allow_once_runs_only_that_call() -> None:
+async def test_callback_allow_once_runs_only_that_call(tmp_path: Path) -> None:
     rec = Recorder()
     asks: list[PermissionAsk] = []
 
@@ -45,7 +45,8 @@ async def test_callback_allow_once_runs_only_that_call() -> None:
         return "allow_once"
 
     journal = MemoryJournal()
-    async with harness(coding_registry(rec), evaluator=ASK_WRITES, journal=journal) as h:
+    registry = coding_registry(rec, root=tmp_path)  # the path is a declared fact
+    async with harness(registry, evaluator=ASK_WRITES, journal=journal) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=answer)
         out = await s.call_tool(
             "files__write_file", {"path": "src/a.py", "content": "x"}, call_id="w1", turn_id="t1"
@@ -62,6 +63,7 @@ async def test_callback_allow_once_runs_only_that_call() -> None:
     )
     assert ask.call_id == "w1" and ask.turn_id == "t1" and ask.principal == 'User::"alice"'
     assert ask.policies == ("ask:files.write_file",)
+    assert ask.deciding == ("path",)  # the declared fact: the content does not decide
     kinds = [s.kind for s in ask.suggestions]
     assert kinds == ["exact", "prefix", "tool"]
     assert ask.suggestions[1].prefix == "src/"
@@ -94,7 +96,7 @@ async def test_allow_session_grant_covers_scope_and_dies_with_session() -> None:
         assert h.grants.list() == []
 
 
-async def test_widened_scope_from_suggestions_and_principal_binding() -> None:
+async def test_widened_scope_from_suggestions_and_principal_binding(tmp_path: Path) -> None:
     rec = Recorder()
 
     def widen(ask: PermissionAsk) -> PermissionDecision:
@@ -102,7 +104,7 @@ async def test_widened_scope_from_suggestions_and_principal_binding() -> None:
             "allow_always", scope=ask.suggestions[1], decided_by="alice@example.com"
         )
 
-    async with harness(coding_registry(rec), evaluator=ASK_WRITES) as h:
+    async with harness(coding_registry(rec, root=tmp_path), evaluator=ASK_WRITES) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=widen)
         await s.call_tool("files__write_file", {"path": "src/a.py", "content": "1"})
         (grant,) = h.grants.list()
@@ -397,6 +399,7 @@ def test_an_ask_as_json_is_the_documented_record_without_the_exact_hash() -> Non
         "suggestions": [s.to_json(public=True) for s in suggest_scopes(MOVE)],
         "deciding": ["source", "destination"],
         "facts": {"source": {"value": "src/app.py"}},
+        "notes": {},
     }
     assert [s["arguments_hash"] for s in record["suggestions"]] == [None, None, None]
 
@@ -452,7 +455,7 @@ async def test_a_failing_grant_store_denies_the_ask_and_says_so() -> None:
     assert decided["grant"] is None and "ask" in decided["timing_us"]
 
 
-async def test_the_reason_shown_to_a_person_holds_no_withheld_value() -> None:
+async def test_the_reason_shown_to_a_person_holds_no_withheld_value(tmp_path: Path) -> None:
     def ask_about(arguments: dict[str, object], ctx: object) -> GuardrailOutcome:
         return GuardrailOutcome.ask(f"writes {arguments['content']} to {arguments['path']}")
 
@@ -465,6 +468,10 @@ async def test_the_reason_shown_to_a_person_holds_no_withheld_value() -> None:
                 Recorder().handler("files.write_file"),
                 input_schema=WRITE_SCHEMA,
                 sensitive=["/content"],
+                # The path decides (declared), the withheld content does not: the call
+                # can be put to a person.
+                root=tmp_path,
+                facts={"/path": "path"},
             )
         ],
     )

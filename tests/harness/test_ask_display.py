@@ -65,30 +65,38 @@ def test_every_bundled_tool_shows_its_deciding_fields_whole_and_first(tmp_path: 
             assert len(line) <= 120 + 10, line
 
 
-def test_declared_facts_decide_whatever_their_names() -> None:
+def test_what_decides_is_the_view_s_never_a_guess_from_names(tmp_path: Path) -> None:
     def noop(arguments: dict[str, Any], ctx: Any) -> str:
         return ""
 
-    ask = SimpleNamespace(
-        facts={"/blob": "path", "/nested/inner": "url", "/*/x": "url", "bad": "x"},
-        arguments={"blob": "b", "nested": {"inner": "u"}, "note": "n", "file_path": "p"},
-    )
-    assert deciding_fields(ask) == ("blob", "nested", "file_path")
-    tool = Tool(
-        "send",
-        noop,
-        input_schema={
-            "type": "object",
-            "properties": {
-                "toAccount": {"type": "string"},
-                "amount": {"type": "number"},
-                "memo": {"type": "string"},
-                "recipientEmail": {"type": "string"},
-                "body": {"type": "string"},
-            },
+    schema = {
+        "type": "object",
+        "properties": {
+            "toAccount": {"type": "string"},
+            "amount": {"type": "number"},
+            "memo": {"type": "string"},
+            "body": {"type": "string"},
         },
+    }
+    registry = ToolRegistry()
+    registry.register(
+        "bank",
+        [
+            Tool("send", noop, input_schema=schema),
+            Tool("pay", noop, input_schema=schema, facts={"/amount": "number"}),
+        ],
     )
-    assert deciding_fields(tool) == ("toAccount", "amount", "recipientEmail")
+    # Without facts every argument decides: "memo" and "body" too (a guess by name would
+    # have left them elided, and a recipient named "dest_iban" would have been missed).
+    assert deciding_fields(registry.get("bank.send")) == ("toAccount", "amount", "memo", "body")
+    # With facts, the declared ones, whatever their names.
+    assert deciding_fields(registry.get("bank.pay")) == ("amount",)
+    # An ask names them (the call's view): taken as they are.
+    ask = SimpleNamespace(deciding=("blob",), arguments={"blob": "b", "file_path": "p"})
+    assert deciding_fields(ask) == ("blob",)
+    # An ask that names none (recorded before asks carried them): every argument.
+    old = SimpleNamespace(deciding=(), arguments={"note": "n", "file_path": "p"})
+    assert deciding_fields(old) == ("note", "file_path")
 
 
 def test_a_long_content_never_pushes_the_path_out() -> None:

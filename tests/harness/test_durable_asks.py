@@ -487,6 +487,9 @@ async def test_the_answer_s_message_is_recorded_without_withheld_values() -> Non
                     "additionalProperties": False,
                 },
                 sensitive=["/secret"],
+                # The recipient decides (declared), the withheld secret does not: the
+                # call can be put to a person.
+                facts={"/to": "email"},
             )
         ],
     )
@@ -499,13 +502,14 @@ async def test_the_answer_s_message_is_recorded_without_withheld_values() -> Non
                 "deny", message="not hunter2, and not to x", decided_by="bob", via="terminal"
             ),
         )
-        out = await session.call_tool("vault.put", {"to": "x", "secret": "hunter2"}, call_id="c1")
+        arguments = {"to": "x@corp.example", "secret": "hunter2"}
+        out = await session.call_tool("vault.put", arguments, call_id="c1")
     assert out.status == "denied" and "hunter2" not in out.text
     decided = next(e.data for e in journal.events(call_id="c1") if e.type == "call_decided")
     assert decided["ask"]["message"] == "not [REDACTED], and not to x"
     assert (decided["ask"]["answered_by"], decided["ask"]["via"]) == ("bob", "terminal")
     [asked] = [e.data for e in journal.events(call_id="c1") if e.type == "permission_asked"]
-    assert asked["arguments"] == {"to": "x", "secret": "[REDACTED]"}
+    assert asked["arguments"] == {"to": "x@corp.example", "secret": "[REDACTED]"}
 
 
 async def test_an_answer_from_the_stream_given_as_the_session_closes_grants_nothing() -> None:

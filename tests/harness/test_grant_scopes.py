@@ -309,10 +309,12 @@ def test_no_prefix_scope_while_another_deciding_field_is_present() -> None:
     send = {"attachment": "docs/report.pdf", "to": "bob@example.com"}
     offered = suggest_scopes(send, path_fields=["attachment"], other_facts=["to"])
     assert [s.kind for s in offered] == ["exact", "tool"]
+    # Nor while the tool has one the call does not carry: a later call carrying it would
+    # be covered with it free (send the same attachment to anyone).
     without = suggest_scopes(
         {"attachment": "docs/r.pdf"}, path_fields=["attachment"], other_facts=["to"]
     )
-    assert [s.kind for s in without] == ["exact", "prefix", "tool"]
+    assert [s.kind for s in without] == ["exact", "tool"]
     ask = _ask(send, path_fields=("attachment",))
     ask.suggestions = ()
     scope = GrantScope.prefix_of("/attachment", "docs/")
@@ -504,7 +506,8 @@ async def test_an_ask_with_a_lone_surrogate_is_asked_and_granted_always(stores: 
 
 async def test_a_prefix_grant_with_a_lone_surrogate_persists(stores: Stores) -> None:
     rec = Recorder()
-    evaluator = LocalEvaluator(ask=["files.write_file"])
+    # list_dir takes only a path (a closed schema): a prefix scope constrains all of it.
+    evaluator = LocalEvaluator(ask=["files.list_dir"])
 
     def widen(ask: PermissionAsk) -> PermissionDecision:
         (scope,) = [s for s in ask.suggestions if s.kind == "prefix"]
@@ -513,12 +516,12 @@ async def test_a_prefix_grant_with_a_lone_surrogate_persists(stores: Stores) -> 
     store = stores.grants()
     async with harness(coding_registry(rec), evaluator=evaluator, grant_store=store) as h:
         s = await h.create_session(principal=ALICE, on_permission_ask=widen)
-        assert (await s.call_tool("files__write_file", {"path": f"d{LONE}/a", "content": ""})).ok
+        assert (await s.call_tool("files__list_dir", {"path": f"d{LONE}/a"})).ok
     store.close()
     reopened = stores.grants()
     (grant,) = reopened.list()
     assert grant.scope.prefixes == ((("/path", f"d{LONE}/"),))
-    found = reopened.find(ALICE_ID, "files.write_file", {"path": f"d{LONE}/b", "content": ""}, "s")
+    found = reopened.find(ALICE_ID, "files.list_dir", {"path": f"d{LONE}/b"}, "s")
     assert found == grant
     reopened.close()
 

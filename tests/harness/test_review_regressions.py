@@ -109,9 +109,12 @@ async def test_withheld_values_never_become_grant_suggestions() -> None:
         await s.call_tool(
             "x__fetch", {"path": "/home/alice/.ssh/SECRETNAME", "url": "https://u:hunter2@h/x"}
         )
-    assert [g.kind for g in asks[0].suggestions] == ["exact", "tool"]
+    # Both arguments decide (the tool declares no facts) and both are withheld: nobody
+    # is asked to approve what they cannot see, so no suggestion is ever made of them.
+    assert asks == []
     assert "SECRETNAME" not in dump(journal) and "hunter2" not in dump(journal)
-    assert all(s["arguments_hash"] is None for s in asks[0].to_json()["suggestions"])
+    [decided] = [e.data for e in journal.events() if e.type == "call_decided"]
+    assert decided["ask"]["how"] == "unshowable"
 
 
 async def test_prefix_suggestions_only_for_path_arguments_and_stay_paths() -> None:

@@ -33,6 +33,7 @@ from clearance import (
     Tool,
     ToolRegistry,
 )
+from clearance.facts import CustomFact
 from clearance.guardrails import ArgumentGuardrail, GuardrailOutcome, ResultGuardrail
 from clearance.harness.approvals import Answer
 from clearance.policy import LocalEvaluator
@@ -104,6 +105,9 @@ def otel() -> Iterator[Otel]:
 
 
 def registry(handler: Any = None, *, sensitive: tuple[str, ...] = ()) -> ToolRegistry:
+    """``files.read_file``; with ``sensitive`` its ``path`` is a declared fact, so that the
+    path alone decides and a call carrying a withheld value may still be asked."""
+
     async def read(arguments: dict[str, Any], ctx: CallContext) -> str:
         return "contents of " + str(arguments["path"])
 
@@ -118,6 +122,7 @@ def registry(handler: Any = None, *, sensitive: tuple[str, ...] = ()) -> ToolReg
                 input_schema=SCHEMA,
                 read_only=True,
                 sensitive=sensitive,
+                facts={"/path": CustomFact(str, name="label")} if sensitive else {},
             )
         ],
     )

@@ -51,6 +51,18 @@ def test_hosts_are_exact_not_registrable_domains() -> None:
     assert "h:google.com" not in found
 
 
+@pytest.mark.parametrize("suffix", ["example", "internal", "corp", "lan", "test"])
+def test_a_www_name_is_a_link_whatever_its_suffix(suffix: str) -> None:
+    # Issue 28: "www.pay-me.internal/login" was no link (its suffix is in no public list),
+    # so a pack's scan for links in what the model read missed it.
+    found = keys(f"log in at www.pay-me.{suffix}/login today")
+    assert f"h:www.pay-me.{suffix}" in found
+    assert f"u:www.pay-me.{suffix}/login" in found
+    assert (f"www.pay-me.{suffix}", f"h:www.pay-me.{suffix}") in set(
+        inside_values(f"see www.pay-me.{suffix}")
+    )
+
+
 def test_file_names_are_not_hosts() -> None:
     assert not any(k.startswith(("h:", "u:")) for k in keys("open notes.txt and v1.2.3"))
 

@@ -234,9 +234,13 @@ class PermissionAskedData(_ToolIdentity):
     policies: list[str]
     suggestions: list[dict[str, Any]]
     deciding: list[str] = []
-    """The arguments that decide what the call does, shown first and in full."""
+    """The arguments that decide what the call does, shown first and in full: the declared
+    facts, or for a tool without facts every argument."""
     facts: dict[str, Any] = {}
     """Their canonical facts (none of a withheld argument)."""
+    notes: dict[str, str] = {}
+    """Per deciding argument, the warning shown beside it (a look-alike value and its
+    canonical form)."""
 
 
 class PermissionDecidedData(_ToolIdentity):

@@ -139,7 +139,7 @@ def ask_message(ask: PermissionAsk) -> str:
     :func:`~clearance.harness.ask_display.ask_lines` lays them out for every approval
     surface: the fields that decide what the call does first and whole (however long the
     rest), then the others, long values elided in the middle with both ends kept."""
-    lines = ask_lines(ask.arguments, deciding_fields(ask), width=_ASK_WIDTH)
+    lines = ask_lines(ask.arguments, deciding_fields(ask), width=_ASK_WIDTH, notes=ask.notes)
     return "\n".join(
         [
             f"Allow {printable(ask.model_alias)}?",
