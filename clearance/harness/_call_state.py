@@ -105,11 +105,21 @@ class CallState:
         self.withheld: set[str] = set()
         """JSON pointers of the arguments whose values are withheld (R8)."""
         self.secrets: set[str] = set()
-        """The withheld values themselves, scrubbed from every record and message."""
+        """The values scrubbed from every record and message: the withheld values, and
+        what an argument guardrail's rewrite removed."""
+        self.withheld_values: set[str] = set()
+        """The withheld values themselves (R8: at the withheld pointers), which the
+        call's view withholds wherever they occur (see :meth:`withhold`)."""
         self.record: dict[str, Any] = {}
         """The ``call_decided`` record, filled in stage by stage."""
         self.timing: dict[str, int] = {}
         """Microseconds per stage."""
+
+    def withhold(self, values: set[str]) -> None:
+        """Withhold ``values`` (found at a withheld pointer): from the view, and from every
+        record and message."""
+        self.withheld_values.update(values)
+        self.secrets.update(values)
 
     def handler_arguments(self) -> dict[str, Any]:
         """A fresh copy of the arguments the handler runs with (validated, canonical,

@@ -100,7 +100,7 @@ class Stages(Recorder):
             h = self.harness
             arguments = call.arguments
             if shape.check_shape(arguments, h.max_argument_bytes, h.max_argument_depth) is None:
-                call.secrets.update(values_at(arguments, tool.sensitive))
+                call.withhold(values_at(arguments, tool.sensitive))
 
     def _claim_call_id(self, call: CallState) -> Early | None:
         """A call id names one call for the session's lifetime (not for a dry run)."""
@@ -124,7 +124,7 @@ class Stages(Recorder):
         problem = shape.check_shape(arguments, h.max_argument_bytes, h.max_argument_depth)
         if problem is None:
             if call.withheld:
-                call.secrets.update(values_at(arguments, call.withheld))
+                call.withhold(values_at(arguments, call.withheld))
             if not tool.validator.is_valid(arguments):  # else no error text to build
                 problem = self._schema_problem(call, tool, arguments)
         call.timing["validate"] = int((time.perf_counter() - t) * 1_000_000)
@@ -187,7 +187,7 @@ class Stages(Recorder):
         call.facts = facts
         call.arguments = canonical
         if call.withheld:
-            call.secrets.update(values_at(canonical, call.withheld))
+            call.withhold(values_at(canonical, call.withheld))
         call.record["facts"] = visible_facts(facts, call.withheld)
         return canonical
 
@@ -245,7 +245,7 @@ class Stages(Recorder):
             facts=call.facts,
             scope_fields=tool.deciding,
             withheld=call.withheld,
-            secrets=call.secrets,
+            secrets=call.withheld_values,
         )
 
     async def _argument_guardrails(
@@ -296,7 +296,7 @@ class Stages(Recorder):
                 )
             if outcome.action == "redact":
                 call.withheld.update(outcome.pointers)
-                call.secrets.update(values_at(arguments, outcome.pointers))
+                call.withhold(values_at(arguments, outcome.pointers))
             elif outcome.action == "ask":
                 call.guard_asks += (
                     (guard.name, outcome.message or f"guardrail {guard.name} asks"),
@@ -309,7 +309,7 @@ class Stages(Recorder):
                     # What the rewrite puts at a withheld pointer is withheld from here
                     # on: a refusal below (a fact that cannot be canonicalized) may
                     # quote it (R8).
-                    call.secrets.update(values_at(outcome.value, call.withheld))
+                    call.withhold(values_at(outcome.value, call.withheld))
                     problem = self._schema_problem(call, tool, outcome.value)
                 if problem is not None:
                     entry["error"] = "replacement invalid"
@@ -339,7 +339,7 @@ class Stages(Recorder):
                 # and whatever it rewrote away never surfaces in a message (R8).
                 call.arguments = arguments
                 call.secrets.update(t for t in removed if t)
-                call.secrets.update(values_at(arguments, call.withheld))
+                call.withhold(values_at(arguments, call.withheld))
         return None
 
     # -- the evaluator --------------------------------------------------------------------

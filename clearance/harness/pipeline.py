@@ -32,7 +32,7 @@ import anyio
 from clearance.harness._approval import Approval, what_asks
 from clearance.harness._call_state import CallState, elapsed_us, new_correlation_id
 from clearance.harness._host_runs import Execution, HostRuns
-from clearance.harness._redaction import visible, visible_provenance
+from clearance.harness._redaction import scrub, visible, visible_provenance
 from clearance.harness._stages import Stages
 from clearance.harness.cancellation import CallHandle
 from clearance.harness.outcomes import Authorization, CallOutcome, Decision, OutcomeStatus
@@ -211,7 +211,7 @@ class Pipeline(Stages, Approval, HostRuns):
             if asking is not None:  # reported, not put
                 outcome = "ask"
                 # As the ask would show it: without withheld values (R8).
-                message = view.scrub(asking[1])
+                message = scrub(asking[1], call.secrets) or asking[1]
                 record.update(stage="ask", decision="ask", reasons=asking[0], message=message)
             else:
                 outcome = "allow"

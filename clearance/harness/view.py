@@ -15,7 +15,10 @@ A :class:`CallView` holds:
 - the **deciding fields** (:mod:`clearance.harness._deciding`: the declared facts, and for
   a tool without facts every argument);
 - the **withheld values** (R8): the pointers a tool marks ``sensitive`` or a guardrail
-  redacted, the values found there, and every copy of them in other arguments;
+  redacted, the values found there, and every copy of them in other arguments (what an
+  argument guardrail's rewrite removed is not among them: it is not in the final
+  arguments, and where a copy is, that copy is what runs and what the person must see;
+  records and messages scrub it all the same);
 - the provenance of each argument, as the evaluator read it.
 
 What it renders (each computed on first use and kept):
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = ["CallView"]
 
 _UNSET: Any = object()
+_NONE: frozenset[str] = frozenset()
 
 
 class CallView:
@@ -117,11 +121,14 @@ class CallView:
         """The canonical facts of the declared arguments (R11)."""
         self.scope_fields = scope_fields
         """The tool's deciding arguments, as a grant scope must constrain them."""
-        self.deciding: tuple[str, ...] = scope_fields.of_call(arguments)
+        # (inline Deciding.of_call: validated arguments have string keys)
+        self.deciding: tuple[str, ...] = (
+            scope_fields.fields if scope_fields.declared else tuple(arguments)
+        )
         """The names of the arguments that decide what this call does."""
-        self.withheld: frozenset[str] = frozenset(withheld)
+        self.withheld: frozenset[str] = frozenset(withheld) if withheld else _NONE
         """JSON pointers of the withheld arguments."""
-        self.secrets: frozenset[str] = frozenset(secrets)
+        self.secrets: frozenset[str] = frozenset(secrets) if secrets else _NONE
         """The withheld values themselves (as text), scrubbed wherever they occur."""
         self.provenance: Mapping[str, Any] | None = None
         """Where each argument came from, as the evaluator read it (set once evaluated)."""

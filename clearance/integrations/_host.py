@@ -250,13 +250,15 @@ def open_ask_id(session: Session, name: str, call_id: str) -> str | None:
 
 
 def ask_payload(harness: Harness, ask_id: str, *, call_id: str, tool: str) -> dict[str, Any]:
-    """What a pending ask shows a person, as JSON: its reason, the (masked) arguments, the
-    facts that decide it and the scopes a grant could take (``scope`` indexes these)."""
+    """What a pending ask shows a person, as JSON, from the call's one view as the ask
+    store keeps it: its reason, the (masked) arguments, which decide (``deciding``), their
+    facts, the look-alike ``notes`` and the scopes a grant could take (``scope`` indexes
+    these)."""
     stored = harness.ask_store.get(ask_id)
     payload: dict[str, Any] = {"ask_id": ask_id, "call_id": call_id, "tool": tool}
     if stored is not None:
         shown = stored.to_json()
-        for key in ("tool", "arguments", "reason", "policies", "deciding", "facts"):
+        for key in ("tool", "arguments", "reason", "policies", "deciding", "facts", "notes"):
             payload[key] = shown[key]
         payload["suggestions"] = [
             {"index": i, **s.to_json(public=True)} for i, s in enumerate(stored.suggestions)
