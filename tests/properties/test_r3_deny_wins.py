@@ -74,7 +74,12 @@ async def test_r3_deny_is_never_executed(
         assert rec.calls == []
     else:
         asked = "ask" in verdicts or "ask" in actions
-        if not asked or grant or answer != "deny":
+        # write_file declares no facts, so its content decides: redacted, it cannot be shown
+        # to a person, and an ask no grant answers is denied without asking (unshowable).
+        unshowable = asked and not grant and "redact" in actions
+        if unshowable:
+            assert rec.calls == []
+        elif not asked or grant or answer != "deny":
             assert len(rec.calls) == repeat
 
 
