@@ -159,8 +159,9 @@ def number_key(value: int | float | Decimal) -> str | None:
     return f"n:{value}"
 
 
-def _url_keys(url: str, *, bare: bool) -> tuple[str, ...]:
-    """The keys of one URL (``u:`` and its ``h:``); () when it is not a URL."""
+def _url_keys(url: str, *, bare: bool, any_suffix: bool = False) -> tuple[str, ...]:
+    """The keys of one URL (``u:`` and its ``h:``); () when it is not a URL. A bare name
+    is one when its suffix is a public one, or (``any_suffix``) when it starts ``www.``."""
     text = url.rstrip(_TRAILING)
     if bare:
         text = "https://" + text
@@ -172,9 +173,7 @@ def _url_keys(url: str, *, bare: bool) -> tuple[str, ...]:
     host = fact["host"]
     if not host:
         return (f"u:{canon.value}",)
-    if bare and not known_suffix(host) and not host.startswith("www."):
-        # A bare name is a link when its suffix is a public one, or when it says it is a
-        # web host (``www.name.internal``, ``www.name.example``: suffixes no list knows).
+    if bare and not known_suffix(host) and not (any_suffix and host.startswith("www.")):
         return ()
     if fact["scheme"] in _WEB_SCHEMES:
         key = str(canon.value).split("://", 1)[1].split("#", 1)[0]
@@ -351,6 +350,10 @@ def _classify(token: str) -> Iterator[tuple[str, str]]:
             head, _, last = text.rpartition(".")
             if last.isalpha() and "." in head:
                 keys = _url_keys(head, bare=True)
+        if not keys and text[:4].lower() == "www.":
+            # A name that says it is a web host is a link whatever its suffix
+            # (``www.pay.internal``, ``www.x.example``: suffixes no public list knows).
+            keys = _url_keys(text, bare=True, any_suffix=True)
         if keys:
             for key in keys:
                 yield key[2:], key
