@@ -7,6 +7,7 @@ from clearance.cli import (  # noqa: F401
     grants_cmd,
     inbox_cmd,
     journal_cmd,
+    pdp_cmd,
     policy_cmd,
     policy_explain_cmd,
     policy_format_cmd,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from clearance.config._guardrails import build_guardrails
-from clearance.config._model import Config
+from clearance.config._model import AuthZenConfig, Config
 from clearance.errors import ConfigError
 from clearance.harness.approvals import GrantStore, SqliteGrantStore
 from clearance.harness.ask_store import AskStore
@@ -75,6 +75,9 @@ def build_evaluator(config: Config) -> AuthorityEvaluator:
     ev = config.evaluator
     if ev.kind == "noop":
         return NoopEvaluator()
+    if ev.kind == "authzen":
+        assert ev.authzen is not None
+        return _authzen_evaluator(ev.authzen)
     if ev.kind == "local":
         if ev.rules is not None:
             return LocalEvaluator.from_file(ev.rules)
@@ -88,6 +91,33 @@ def build_evaluator(config: Config) -> AuthorityEvaluator:
     if ev.entities is not None:
         options["entities"] = ev.entities
     return cast("AuthorityEvaluator", CedarEvaluator.from_directory(ev.policies, **options))
+
+
+def _authzen_evaluator(settings: AuthZenConfig) -> AuthorityEvaluator:
+    """The AuthZEN evaluator of ``[evaluator] kind = "authzen"`` (its token read from the
+    environment now).
+
+    Raises:
+        MissingExtraError: the ``authzen`` extra is not installed.
+        ConfigError: an option is refused.
+    """
+    from clearance.policy.authzen import AuthZenEvaluator
+
+    try:
+        return AuthZenEvaluator(
+            settings.url,
+            token_env=settings.token_env,
+            timeout=settings.timeout,
+            ask_field=settings.ask_field,
+            send_arguments=settings.send_arguments,
+            send_provenance=settings.send_provenance,
+            ca_file=settings.ca_file,
+            discovery=settings.discovery,
+            max_connections=settings.max_connections,
+            batch_size=settings.batch_size,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"[evaluator]: {exc}") from None
 
 
 def build_harness(
@@ -163,6 +193,11 @@ def build_harness(
             close()
 
         harness.close_hooks.append(hook)
+    if config.evaluator.kind == "authzen":
+        from clearance.policy.authzen import AuthZenEvaluator
+
+        if isinstance(evaluator, AuthZenEvaluator):  # its connections close with the harness
+            harness.close_hooks.append(evaluator.aclose)
     return harness
 
 
@@ -242,4 +277,6 @@ def _decisive_files(config: Config) -> tuple[Path, ...]:
     file, the policies, entities and rules it names."""
     ev = config.evaluator
     found = [config.path, ev.policies, ev.entities, ev.rules]
+    if ev.authzen is not None:
+        found.append(ev.authzen.ca_file)  # the CAs that vouch for the PDP decide too
     return tuple(Path(p) for p in found if p is not None)

@@ -19,6 +19,7 @@ from clearance.config._model import (
     DEFAULT_STAGE,
     GUARDRAIL_KINDS,
     ApprovalsConfig,
+    AuthZenConfig,
     Config,
     EvaluatorConfig,
     FilesToolsConfig,
@@ -31,8 +32,23 @@ from clearance.config._model import (
 from clearance.config._paths import default_journal_path, find_config, pack_path
 from clearance.config._toml import TomlReader, Where
 from clearance.errors import ConfigError
+from clearance.policy.authzen_wire import pdp_url
 
 __all__ = ["load_config", "resolve_config"]
+
+_AUTHZEN = (
+    "url",
+    "token_env",
+    "timeout",
+    "ask_field",
+    "send_arguments",
+    "send_provenance",
+    "ca_file",
+    "discovery",
+    "max_connections",
+    "batch_size",
+)
+"""The keys of ``[evaluator]`` with ``kind = "authzen"`` (besides ``kind``)."""
 
 
 def resolve_config(
@@ -85,7 +101,7 @@ class _ConfigReader(TomlReader):
         )
         if "evaluator" not in data:
             raise ConfigError(
-                'no [evaluator] table: choose kind = "cedar", "local" or "noop"',
+                'no [evaluator] table: choose kind = "cedar", "local", "authzen" or "noop"',
                 path=str(self.file),
             )
         tools = self.load_tools(data.get("tools", {}))
@@ -127,15 +143,20 @@ class _ConfigReader(TomlReader):
     def load_evaluator(self, raw: Any) -> EvaluatorConfig:
         w: Where = ("evaluator",)
         raw = self.table(
-            raw, w, ("kind", "policies", "pack", "entities", "rules", "allow", "ask", "deny")
+            raw,
+            w,
+            ("kind", "policies", "pack", "entities", "rules", "allow", "ask", "deny", *_AUTHZEN),
         )
         kind = raw.get("kind")
-        if kind not in ("cedar", "local", "noop"):
-            raise self.error((*w, "kind"), 'evaluator.kind must be "cedar", "local" or "noop"')
+        if kind not in ("cedar", "local", "noop", "authzen"):
+            raise self.error(
+                (*w, "kind"), 'evaluator.kind must be "cedar", "local", "authzen" or "noop"'
+            )
         allowed = {
             "cedar": {"kind", "policies", "pack", "entities"},
             "local": {"kind", "rules", "allow", "ask", "deny"},
             "noop": {"kind"},
+            "authzen": {"kind", *_AUTHZEN},
         }[kind]
         for key in raw:
             if key not in allowed:
@@ -178,7 +199,43 @@ class _ConfigReader(TomlReader):
                 ask=inline.get("ask", ()),
                 deny=inline.get("deny", ()),
             )
+        if kind == "authzen":
+            return EvaluatorConfig("authzen", authzen=self.load_authzen(raw))
         return EvaluatorConfig("noop")
+
+    def load_authzen(self, raw: dict[str, Any]) -> AuthZenConfig:
+        """``[evaluator] kind = "authzen"``: the PDP's URL and how to reach it."""
+        w: Where = ("evaluator",)
+        if "url" not in raw:
+            raise self.error(w, 'an authzen evaluator needs url (the PDP: "https://...")')
+        try:
+            url = pdp_url(self.string(raw["url"], (*w, "url")))
+        except ValueError as exc:
+            raise self.error((*w, "url"), f"evaluator.url: {exc}") from None
+        d = AuthZenConfig(url)
+        timeout = self.number(raw.get("timeout", d.timeout), (*w, "timeout"))
+        if timeout > 300:
+            raise self.error((*w, "timeout"), "evaluator.timeout must be at most 300 seconds")
+        flags = {
+            k: self.boolean(raw.get(k, getattr(d, k)), (*w, k))
+            for k in ("send_arguments", "send_provenance", "discovery")
+        }
+        return AuthZenConfig(
+            url,
+            token_env=self.string(raw.get("token_env", d.token_env), (*w, "token_env")),
+            timeout=timeout,
+            ask_field=(
+                self.string(raw["ask_field"], (*w, "ask_field")) if "ask_field" in raw else None
+            ),
+            ca_file=(
+                self.existing_file(raw["ca_file"], (*w, "ca_file")) if "ca_file" in raw else None
+            ),
+            max_connections=self.integer(
+                raw.get("max_connections", d.max_connections), (*w, "max_connections")
+            ),
+            batch_size=self.integer(raw.get("batch_size", d.batch_size), (*w, "batch_size")),
+            **flags,
+        )
 
     def load_guardrail(self, raw: Any, index: int) -> GuardrailConfig:
         w: Where = ("guardrails", index)

@@ -20,6 +20,7 @@ __all__ = [
     "FILE_PATH_FIELDS",
     "GUARDRAIL_KINDS",
     "ApprovalsConfig",
+    "AuthZenConfig",
     "Config",
     "EvaluatorConfig",
     "FilesToolsConfig",
@@ -55,12 +56,40 @@ GuardrailStage = Literal["arguments", "result"]
 
 
 @dataclass(frozen=True, slots=True)
+class AuthZenConfig:
+    """``[evaluator] kind = "authzen"``: the AuthZEN PDP that decides (``docs/authzen.md``;
+    each option is :class:`~clearance.policy.AuthZenEvaluator`'s of the same name)."""
+
+    url: str
+    """The PDP's URL: ``https://...`` (``http://`` only to this machine)."""
+    token_env: str = "CLEARANCE_AUTHZEN_TOKEN"
+    """The environment variable the bearer token is read from."""
+    timeout: float = 2.0
+    """Seconds one decision may take in all; then the call is denied."""
+    ask_field: str | None = None
+    """The Decision context member that asks a person (``"ask"`` for ``clearance pdp``)."""
+    send_arguments: bool = True
+    """Send the call's canonical arguments (``context.arguments``)."""
+    send_provenance: bool = False
+    """Send each argument's provenance record (``context.provenance``)."""
+    ca_file: Path | None = None
+    """A PEM file of the CAs that sign the PDP's certificate."""
+    discovery: bool = False
+    """Read the endpoints from the PDP's metadata document."""
+    max_connections: int = 16
+    """Connections kept open to the PDP at most."""
+    batch_size: int = 64
+    """Evaluations in one ``evaluations`` request at most (``clearance replay``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class EvaluatorConfig:
     """``[evaluator]``: who decides allow / deny / ask."""
 
-    kind: Literal["cedar", "local", "noop"]
-    """``"cedar"`` (a directory of ``.cedar`` policies), ``"local"`` (allow/ask/deny rules)
-    or ``"noop"`` (allow everything; for development only)."""
+    kind: Literal["cedar", "local", "noop", "authzen"]
+    """``"cedar"`` (a directory of ``.cedar`` policies), ``"local"`` (allow/ask/deny rules),
+    ``"authzen"`` (a remote AuthZEN PDP) or ``"noop"`` (allow everything; for development
+    only)."""
     policies: Path | None = None
     """Cedar: the policy directory (``pack = "coding"`` names a bundled pack instead)."""
     entities: Path | None = None
@@ -73,6 +102,8 @@ class EvaluatorConfig:
     """Local: inline ask rules."""
     deny: tuple[str, ...] = ()
     """Local: inline deny rules."""
+    authzen: AuthZenConfig | None = None
+    """AuthZEN: the PDP and how to reach it."""
 
 
 @dataclass(frozen=True, slots=True)

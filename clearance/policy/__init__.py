@@ -19,10 +19,12 @@ from clearance.policy.local import LocalEvaluator
 from clearance.policy.noop import NoopEvaluator
 
 if TYPE_CHECKING:
+    from clearance.policy.authzen import AuthZenEvaluator
     from clearance.policy.cedar import CedarEngine, CedarEvaluator
 
 __all__ = [
     "AllOf",
+    "AuthZenEvaluator",
     "AuthorityEvaluator",
     "AuthzRequest",
     "CedarEngine",
@@ -46,4 +48,9 @@ def __getattr__(name: str) -> object:
         from clearance.policy import cedar
 
         return getattr(cedar, name)
+    if name == "AuthZenEvaluator":
+        # The AuthZEN client loads ssl and (when built) httpx: only when asked for.
+        from clearance.policy import authzen
+
+        return authzen.AuthZenEvaluator
     raise AttributeError(f"module 'clearance.policy' has no attribute {name!r}")

@@ -1,0 +1,163 @@
+"""AuthZEN requests as clearance calls: what ``clearance pdp`` decides for each evaluation.
+
+An evaluation request (``subject``, ``action``, ``resource``, optional ``context``) becomes
+one call of one registered tool:
+
+=====================  ================================================================
+the principal          ``Principal(subject.type, subject.id)``; ``subject.properties``
+                       are its attributes, except ``parents`` when it is a list of
+                       ``{"type", "id"}`` objects: those are its parents (Cedar ``in``)
+the tool, when         ``resource.id``: clearance's own enforcement points (and the
+``resource.type`` is   COAZ-MCP default mapping, whose action is ``tools/call``) name the
+``"tool"``             tool there; ``action.name`` must be that tool or ``tools/call``
+its arguments          ``context.arguments`` (an object; none: ``{}``)
+the tool, otherwise    ``<resource.type>.<action.name>``: the interop Todo application's
+                       ``can_update_todo`` on a ``todo`` is ``todo.can_update_todo``
+its arguments          ``{"id": resource.id, "properties": resource.properties}`` (the
+                       latter only when given)
+=====================  ================================================================
+
+An ``evaluations`` request gives each evaluation the request's top-level ``subject``,
+``action``, ``resource`` and ``context`` for a key it does not hold itself (a key it holds
+replaces the default whole), then reads it as above. A request that lacks a required key
+(after the defaults), or holds a key of the wrong JSON type, is a
+:class:`BadRequest`: the whole request is answered 400, as the specification requires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from clearance.policy.authzen_wire import SEMANTICS
+from clearance.types import Principal
+
+__all__ = ["BadRequest", "Evaluation", "evaluation", "evaluations"]
+
+_KEYS = ("subject", "action", "resource", "context")
+"""The keys an evaluation request holds (and an evaluations request gives as defaults)."""
+_TOOL_ACTIONS = ("tools/call",)
+"""Action names that mean "call the tool the resource names" (COAZ-MCP's default)."""
+
+
+class BadRequest(ValueError):
+    """The request is not an AuthZEN request (answered 400 with this message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """One evaluation, as a clearance call."""
+
+    principal: Principal
+    tool: str
+    """The qualified name of the tool the call is for (it may not be registered)."""
+    arguments: dict[str, Any]
+    mismatch: str | None = None
+    """Why the request cannot name a call (a tool resource with another action): the
+    evaluation is answered ``false`` with this, without deciding anything."""
+
+
+def _object(value: Any, where: str, *, required: bool) -> dict[str, Any] | None:
+    if value is None:
+        if required:
+            raise BadRequest(f"{where} is required")
+        return None
+    if not isinstance(value, dict):
+        raise BadRequest(f"{where} must be a JSON object")
+    return value
+
+
+def _string(entity: dict[str, Any], key: str, where: str) -> str:
+    value = entity.get(key)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{where}.{key} must be a non-empty string")
+    return value
+
+
+def _parents(value: Any) -> tuple[tuple[str, str], ...] | None:
+    """``properties.parents`` as ``(type, id)`` pairs when it has that shape, else None."""
+    if not isinstance(value, list):
+        return None
+    pairs: list[tuple[str, str]] = []
+    for item in value:
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("type"), str)
+            and isinstance(item.get("id"), str)
+            and item["type"]
+            and item["id"]
+        ):
+            return None
+        pairs.append((item["type"], item["id"]))
+    return tuple(pairs)
+
+
+def evaluation(request: Any, where: str = "the request") -> Evaluation:
+    """One evaluation request as a call (see the module docstring).
+
+    Raises:
+        BadRequest: a required key is missing or a key has the wrong JSON type.
+    """
+    body = _object(request, where, required=True)
+    assert body is not None
+    subject = _object(body.get("subject"), f"{where}: subject", required=True)
+    action = _object(body.get("action"), f"{where}: action", required=True)
+    resource = _object(body.get("resource"), f"{where}: resource", required=True)
+    context = _object(body.get("context"), f"{where}: context", required=False) or {}
+    assert subject is not None and action is not None and resource is not None
+    kind = _string(subject, "type", f"{where}: subject")
+    ident = _string(subject, "id", f"{where}: subject")
+    name = _string(action, "name", f"{where}: action")
+    rtype = _string(resource, "type", f"{where}: resource")
+    rid = _string(resource, "id", f"{where}: resource")
+    for entity, label in ((subject, "subject"), (action, "action"), (resource, "resource")):
+        _object(entity.get("properties"), f"{where}: {label}.properties", required=False)
+    attrs = dict(subject.get("properties") or {})
+    parents = _parents(attrs.get("parents"))
+    if parents is not None:
+        del attrs["parents"]
+    principal = Principal(kind, ident, attrs, parents or ())
+    if rtype == "tool":
+        arguments = _object(context.get("arguments"), f"{where}: context.arguments", required=False)
+        mismatch = None
+        if name != rid and name not in _TOOL_ACTIONS:
+            mismatch = (
+                f"the action {name!r} is not the tool {rid!r}: a tool resource is called with "
+                "its own name or 'tools/call'"
+            )
+        return Evaluation(principal, rid, dict(arguments or {}), mismatch)
+    arguments = {"id": rid}
+    if resource.get("properties") is not None:
+        arguments["properties"] = resource["properties"]
+    return Evaluation(principal, f"{rtype}.{name}", arguments)
+
+
+def evaluations(request: Any, *, limit: int) -> tuple[list[Evaluation] | None, str]:
+    """An evaluations request: its evaluations (None when it has none, and is then one
+    evaluation: :func:`evaluation` of the request) and its semantic.
+
+    Raises:
+        BadRequest: an evaluation is malformed after the defaults, ``options`` is not an
+            object, the semantic is unknown, or there are more than ``limit``.
+    """
+    body = _object(request, "the request", required=True)
+    assert body is not None
+    options = _object(body.get("options"), "options", required=False) or {}
+    semantic = options.get("evaluations_semantic", "execute_all")
+    if semantic not in SEMANTICS:
+        raise BadRequest(f"options.evaluations_semantic must be one of {', '.join(SEMANTICS)}")
+    items = body.get("evaluations")
+    if items is None or items == []:
+        return None, semantic
+    if not isinstance(items, list):
+        raise BadRequest("evaluations must be a JSON array")
+    if len(items) > limit:
+        raise BadRequest(f"at most {limit} evaluations in one request")
+    defaults = {k: body[k] for k in _KEYS if k in body}
+    found: list[Evaluation] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise BadRequest(f"evaluations[{index}] must be a JSON object")
+        merged = {**defaults, **{k: item[k] for k in _KEYS if k in item}}
+        found.append(evaluation(merged, f"evaluations[{index}]"))
+    return found, semantic
