@@ -9,7 +9,11 @@ matched as phrases, is decided when a result is recorded); a baseline with anoth
 list gets a ledger of its own. A line without one is decided with an empty ledger (every
 value found nowhere). Consecutive lines whose conversation extends the previous line's (the
 calls of one task, in order) share a ledger, given only the new entries: ``decide`` only
-reads it.
+reads it (:mod:`clearance.tuning._ledgers`).
+
+A harness whose evaluator is an :class:`~clearance.policy.AuthZenEvaluator` decides in
+batches instead (:mod:`clearance.tuning._decide_batched`): one ``evaluations`` request for
+many lines, counted the same way.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from clearance.harness.session import Harness
-from clearance.provenance import Provenance, TrustList
-from clearance.tuning._corpus import ConversationEntry, CorpusError, parse_corpus_line
+from clearance.policy.authzen import AuthZenEvaluator
+from clearance.tuning._corpus import CorpusError, parse_corpus_line
+from clearance.tuning._decide_batched import decide_lines_batched
 from clearance.tuning._flips import Flip
+from clearance.tuning._ledgers import Ledgers
 from clearance.tuning._progress import CHECK_EVERY, Checkpoint
 from clearance.tuning._tally import Tally
 
@@ -58,12 +64,26 @@ async def decide_lines(
     Raises:
         CorpusError: a line does not parse and ``skip_bad`` is false.
     """
+    evaluator = harness.evaluator
+    if isinstance(evaluator, AuthZenEvaluator):  # a remote PDP: many calls per request
+        await decide_lines_batched(
+            numbered,
+            harness,
+            evaluator,
+            baseline,
+            tally,
+            skip_bad=skip_bad,
+            path=path,
+            on_flip=on_flip,
+            checkpoint=checkpoint,
+        )
+        return
     decide = harness.decide
     base_decide = baseline.decide if baseline is not None else None
-    ledgers = _Ledgers(harness.trust)
+    ledgers = Ledgers(harness.trust)
     base_ledgers = ledgers
     if baseline is not None and baseline.trust != harness.trust:
-        base_ledgers = _Ledgers(baseline.trust)
+        base_ledgers = Ledgers(baseline.trust)
     since = 0
     for number, text in numbered:
         if checkpoint is not None:
@@ -111,39 +131,3 @@ async def decide_lines(
             on_flip(flip)
     if checkpoint is not None:
         checkpoint(since)  # the last lines: nothing is left to stop
-
-
-class _Ledgers:
-    """The ledger of each line's conversation, under one trust list, reusing the previous
-    line's when this conversation starts with all of that one."""
-
-    __slots__ = ("_entries", "_ledger", "_trust")
-
-    def __init__(self, trust: TrustList) -> None:
-        self._trust = trust
-        self._entries: tuple[ConversationEntry, ...] = ()
-        self._ledger: Provenance | None = None
-
-    def for_conversation(
-        self, conversation: tuple[ConversationEntry, ...] | None
-    ) -> Provenance | None:
-        if conversation is None:
-            return None
-        known = self._entries
-        ledger = self._ledger
-        if ledger is None or conversation[: len(known)] != known:
-            ledger, known = Provenance(trust=self._trust), ()
-        for index in range(len(known), len(conversation)):
-            _record(ledger, conversation[index], index)
-        self._entries, self._ledger = conversation, ledger
-        return ledger
-
-
-def _record(ledger: Provenance, entry: ConversationEntry, index: int) -> None:
-    if entry.role == "tool":
-        assert entry.tool is not None  # checked when the line was parsed
-        ledger.add_result(
-            entry.tool, entry.call_id or f"conversation-{index}", entry.content, entry.arguments
-        )
-    else:
-        ledger.add_message(entry.role, entry.content)
