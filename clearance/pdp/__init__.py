@@ -14,8 +14,8 @@ Cedar policies, pack or local rules give, with the same schema check and canonic
 :class:`~clearance.errors.MissingExtraError` saying how to install it.
 """
 
-from clearance.pdp._app import AuthZenPdp, answer_of
-from clearance.pdp._requests import BadRequest, Evaluation, evaluation, evaluations
+from clearance.pdp._app import AuthZenPdp, answer_of, shaped
+from clearance.pdp._requests import BadRequest, Evaluation, evaluation, evaluations, wants_context
 from clearance.pdp._serve import PdpStarted, serve_pdp
 
 __all__ = [
@@ -27,4 +27,6 @@ __all__ = [
     "evaluation",
     "evaluations",
     "serve_pdp",
+    "shaped",
+    "wants_context",
 ]

@@ -17,9 +17,14 @@ I-JSON object or not an AuthZEN request (400, naming what is wrong), an ``X-Requ
 that is not 1 to 256 visible ASCII characters (400), another path (404), another method
 (405, with ``Allow``). A request's ``X-Request-ID`` is echoed on every answer to it.
 
-A Decision (each evaluation is decided by ``Harness.decide``: the tool's schema, its
-canonical facts, then the evaluator; guardrails belong to the enforcement point, which
-runs them before it asks, and are not run here):
+A Decision is ``{"decision": true|false}``, the shape the interop scenarios compare. Its
+context is sent when the request asks for it (``"options": {"decision_context": true}``,
+which :class:`~clearance.policy.AuthZenEvaluator` always sends: a PEP that does not
+understand a context may reject the decision, says the specification), and
+``context.error`` whenever the evaluation failed. Each evaluation is decided by
+``Harness.decide`` (the tool's schema, its canonical facts, then the evaluator; guardrails
+belong to the enforcement point, which runs them before it asks, and are not run here), and
+its full answer is:
 
 =========  ======================================================================
 allow      ``{"decision": true, "context": {"reasons": [...]}}``
@@ -47,7 +52,13 @@ from urllib.parse import urlsplit
 
 from clearance.harness.outcomes import Decision
 from clearance.harness.session import Harness
-from clearance.pdp._requests import BadRequest, Evaluation, evaluation, evaluations
+from clearance.pdp._requests import (
+    BadRequest,
+    Evaluation,
+    evaluation,
+    evaluations,
+    wants_context,
+)
 from clearance.policy.authzen_wire import (
     EVALUATION_PATH,
     EVALUATIONS_PATH,
@@ -164,14 +175,16 @@ class AuthZenPdp:
         except MalformedAnswer as exc:
             raise _refuse(400, f"the body is not I-JSON: {exc.reason}") from None
         try:
+            full = wants_context(request)
             if path == EVALUATION_PATH:
-                return 200, await self._decide(evaluation(request))
+                return 200, shaped(await self._decide(evaluation(request)), full)
             found, semantic = evaluations(request, limit=self.max_evaluations)
             if found is None:
-                return 200, await self._decide(evaluation(request))
+                return 200, shaped(await self._decide(evaluation(request)), full)
         except BadRequest as exc:
             raise _refuse(400, str(exc)) from None
-        return 200, {"evaluations": await self._decide_all(found, semantic)}
+        answers = await self._decide_all(found, semantic)
+        return 200, {"evaluations": [shaped(a, full) for a in answers]}
 
     async def _body(self, receive: Receive) -> bytes:
         chunks: list[bytes] = []
@@ -244,6 +257,17 @@ class AuthZenPdp:
             "access_evaluation_endpoint": base + EVALUATION_PATH,
             "access_evaluations_endpoint": base + EVALUATIONS_PATH,
         }
+
+
+def shaped(answer: dict[str, Any], full: bool) -> dict[str, Any]:
+    """``answer`` as sent: whole when the request asked for the context, else the bare
+    decision, with ``context.error`` when the evaluation failed."""
+    if full:
+        return answer
+    context = answer.get("context", {})
+    if "error" in context:
+        return {"decision": answer["decision"], "context": {"error": context["error"]}}
+    return {"decision": answer["decision"]}
 
 
 def answer_of(decision: Decision) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from typing import Any
 from clearance.policy.authzen_wire import SEMANTICS
 from clearance.types import Principal
 
-__all__ = ["BadRequest", "Evaluation", "evaluation", "evaluations"]
+__all__ = ["BadRequest", "Evaluation", "evaluation", "evaluations", "wants_context"]
 
 _KEYS = ("subject", "action", "resource", "context")
 """The keys an evaluation request holds (and an evaluations request gives as defaults)."""
@@ -130,6 +130,22 @@ def evaluation(request: Any, where: str = "the request") -> Evaluation:
     if resource.get("properties") is not None:
         arguments["properties"] = resource["properties"]
     return Evaluation(principal, f"{rtype}.{name}", arguments)
+
+
+def wants_context(request: Any) -> bool:
+    """Whether the request asks for each Decision's context (``"options":
+    {"decision_context": true}``, on either endpoint; see :mod:`clearance.pdp._app`).
+
+    Raises:
+        BadRequest: ``options`` is not an object, or ``decision_context`` not a boolean.
+    """
+    if not isinstance(request, dict):
+        return False
+    options = _object(request.get("options"), "options", required=False) or {}
+    value = options.get("decision_context", False)
+    if not isinstance(value, bool):
+        raise BadRequest("options.decision_context must be true or false")
+    return value
 
 
 def evaluations(request: Any, *, limit: int) -> tuple[list[Evaluation] | None, str]:

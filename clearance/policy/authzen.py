@@ -54,6 +54,10 @@ __all__ = ["DEFAULT_TOKEN_ENV", "AuthZenEvaluator", "DecisionBatch"]
 DEFAULT_TOKEN_ENV = "CLEARANCE_AUTHZEN_TOKEN"
 """The environment variable the bearer token is read from unless another is named."""
 
+_OPTIONS = {"decision_context": True}
+"""Sent with every request: ``clearance pdp`` then answers each Decision's context
+(reasons, the ask); another PDP ignores what it does not know, as the specification says."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Endpoints:
@@ -165,7 +169,7 @@ class AuthZenEvaluator(Evaluator):
             body = evaluation_request(
                 request, arguments=self.send_arguments, provenance=self.send_provenance
             )
-            payload = dumps(body)
+            payload = dumps({**body, "options": _OPTIONS})
         except ValueError as exc:
             return self._failed(PdpFailure(f"the call cannot be sent: {exc}"))
         member = _MEMBER.get()
@@ -219,7 +223,7 @@ class AuthZenEvaluator(Evaluator):
 
     async def _decide_one(self, url: str, body: dict[str, Any]) -> Verdict:
         try:
-            answer = await self._http.exchange("POST", url, dumps(body))
+            answer = await self._http.exchange("POST", url, dumps({**body, "options": _OPTIONS}))
             return verdict_from_decision(answer, evaluator=self.name, ask_field=self.ask_field)
         except PdpFailure as failure:
             return self._failed(failure)
@@ -230,7 +234,7 @@ class AuthZenEvaluator(Evaluator):
         """One ``evaluations`` request (``execute_all``: every evaluation answered, in
         order); a subject shared by all is sent once, as the request's default."""
         items = [dict(body) for body in chunk]
-        request: dict[str, Any] = {"options": {"evaluations_semantic": "execute_all"}}
+        request: dict[str, Any] = {"options": {"evaluations_semantic": "execute_all", **_OPTIONS}}
         first = items[0]["subject"]
         if all(item["subject"] == first for item in items):
             request["subject"] = first

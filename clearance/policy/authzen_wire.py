@@ -30,7 +30,9 @@ The mapping of a call
 =============  =====================================================================
 
 The same names as clearance's Cedar convention (``Action::"files.read_file"`` on
-``Tool::"files.read_file"``), so a policy ports between the two.
+``Tool::"files.read_file"``), so a policy ports between the two. The enforcement point adds
+``"options": {"decision_context": true}``: ``clearance pdp`` then answers with each
+Decision's context (reasons, an ask); another PDP ignores a member it does not know.
 
 Reading a Decision
 ------------------

@@ -61,7 +61,9 @@ class Host:
             return await session.call_tool("notes.write", {"path": path}, call_id=call_id)
 
     def verdict(self, call_id: str = "c1") -> dict[str, Any]:
-        (record,) = [e.data for e in self.journal.events(call_id=call_id) if e.type == "call_decided"]
+        (record,) = [
+            e.data for e in self.journal.events(call_id=call_id) if e.type == "call_decided"
+        ]
         return dict(record["verdict"])
 
 
@@ -74,7 +76,10 @@ FAILURES: dict[str, tuple[Any, str]] = {
     "reset": ("reset", "the connection failed"),
     "close": ("close", "broke the HTTP exchange"),
     "trickle": ("trickle", "no answer within 0.5 s"),
-    "500": (http_response(500, "oops", content_type="text/plain", reason="Oops"), "answered HTTP 500"),
+    "500": (
+        http_response(500, "oops", content_type="text/plain", reason="Oops"),
+        "answered HTTP 500",
+    ),
     "503": (http_response(503, b"", reason="Unavailable"), "answered HTTP 503"),
     "401": (http_response(401, "who are you", content_type="text/plain"), "answered HTTP 401"),
     "redirect": (
@@ -95,7 +100,9 @@ FAILURES: dict[str, tuple[Any, str]] = {
     "array": (http_response(200, [{"decision": True}]), "not a Decision"),
     "nan": (http_response(200, b'{"decision": true, "context": {"x": NaN}}'), "NaN"),
     "gzip": (
-        http_response(200, gzip.compress(b'{"decision": true}'), headers=(("Content-Encoding", "gzip"),)),
+        http_response(
+            200, gzip.compress(b'{"decision": true}'), headers=(("Content-Encoding", "gzip"),)
+        ),
         "Content-Encoding",
     ),
     "other-request": (
@@ -166,6 +173,7 @@ async def test_an_allowing_pdp_runs_the_call_with_its_reasons() -> None:
     assert body["resource"]["id"] == "notes.write" and body["resource"]["type"] == "tool"
     assert body["subject"] == {"type": "User", "id": "alice"}
     assert body["context"]["arguments"] == {"path": "ok.txt"}
+    assert body["options"] == {"decision_context": True}
 
 
 async def test_one_pooled_connection_serves_many_calls() -> None:
@@ -281,9 +289,21 @@ async def test_discovery_reads_the_endpoints_from_the_metadata() -> None:
 @pytest.mark.parametrize(
     ("document", "words"),
     [
-        (lambda base: {"policy_decision_point": "https://evil.example", "access_evaluation_endpoint": base + "/custom/eval"}, "another policy_decision_point"),
+        (
+            lambda base: {
+                "policy_decision_point": "https://evil.example",
+                "access_evaluation_endpoint": base + "/custom/eval",
+            },
+            "another policy_decision_point",
+        ),
         (lambda base: {"policy_decision_point": base}, "no access_evaluation_endpoint"),
-        (lambda base: {"policy_decision_point": base, "access_evaluation_endpoint": "http://evil.example/e"}, "must use https://"),
+        (
+            lambda base: {
+                "policy_decision_point": base,
+                "access_evaluation_endpoint": "http://evil.example/e",
+            },
+            "must use https://",
+        ),
         (lambda base: {"policy_decision_point": base, "access_evaluation_endpoint": 7}, "refused"),
         (lambda base: ["not", "an", "object"], "not a JSON object"),
     ],
@@ -319,7 +339,9 @@ async def test_a_batch_is_one_request_with_the_shared_subject_hoisted() -> None:
             {"decision": item["context"]["arguments"]["path"].startswith("a")}
             for item in body["evaluations"]
         ]
-        return http_response(200, {"evaluations": decisions}, headers=(("X-Request-ID", request_id(request)),))
+        return http_response(
+            200, {"evaluations": decisions}, headers=(("X-Request-ID", request_id(request)),)
+        )
 
     with RawPdp(answer) as pdp:
         evaluator = AuthZenEvaluator(pdp.url, token=TOKEN, batch_size=3)
@@ -333,7 +355,7 @@ async def test_a_batch_is_one_request_with_the_shared_subject_hoisted() -> None:
     assert pdp.requests[0].startswith(b"POST /access/v1/evaluations ")
     assert first["subject"] == {"type": "User", "id": "alice"}
     assert all("subject" not in item for item in first["evaluations"])
-    assert first["options"] == {"evaluations_semantic": "execute_all"}
+    assert first["options"] == {"evaluations_semantic": "execute_all", "decision_context": True}
 
 
 @pytest.mark.parametrize(
