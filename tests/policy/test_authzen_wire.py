@@ -105,7 +105,9 @@ def test_loads_reads_plain_json() -> None:
 
 
 def test_dumps_writes_sets_and_decimals_and_refuses_nan() -> None:
-    assert json.loads(dumps({"s": frozenset({"b", "a"}), "d": Decimal("1.5"), "i": Decimal(3)})) == {
+    assert json.loads(
+        dumps({"s": frozenset({"b", "a"}), "d": Decimal("1.5"), "i": Decimal(3)})
+    ) == {
         "s": ["a", "b"],
         "d": 1.5,
         "i": 3,
@@ -208,7 +210,11 @@ def _verdict(value: Any, ask_field: str | None = "ask") -> Any:
 
 def test_true_allows_and_false_denies() -> None:
     allowed = _verdict({"decision": True, "context": {"reasons": ["p1", "p2"]}})
-    assert (allowed.effect, allowed.reasons, allowed.evaluator) == ("allow", ("p1", "p2"), "authzen")
+    assert (allowed.effect, allowed.reasons, allowed.evaluator) == (
+        "allow",
+        ("p1", "p2"),
+        "authzen",
+    )
     denied = _verdict({"decision": False, "context": {"reason": "Subject is a viewer"}})
     assert (denied.effect, denied.message) == ("deny", "Subject is a viewer")
     assert _verdict({"decision": False}).message == "denied by the PDP"
@@ -219,7 +225,10 @@ def test_true_allows_and_false_denies() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ({"decision": False, "context": {"ask": "Manager approval needed"}}, "Manager approval needed"),
+        (
+            {"decision": False, "context": {"ask": "Manager approval needed"}},
+            "Manager approval needed",
+        ),
         ({"decision": True, "context": {"ask": True, "message": "check"}}, "check"),
         ({"decision": False, "context": {"ask": {"template": "mgr"}}}, "the PDP asks"),
         ({"decision": False, "context": {"ask": ""}}, "the PDP asks"),
