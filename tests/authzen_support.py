@@ -87,6 +87,8 @@ class RawPdp:
         self.url = f"http://127.0.0.1:{self.port}"
         self._threads: list[threading.Thread] = []
         self._conns: list[socket.socket] = []
+        self.ended = threading.Event()
+        """Set when a connection has ended (the client closed it, or the behaviour did)."""
         accept = threading.Thread(target=self._accept, daemon=True)
         accept.start()
         self._threads.append(accept)
@@ -134,6 +136,16 @@ class RawPdp:
             return
         finally:
             conn.close()
+            self.ended.set()
+
+    @property
+    def connections(self) -> int:
+        """Connections accepted so far."""
+        return len(self._conns)
+
+    def open_connections(self) -> int:
+        """Connections accepted and not ended."""
+        return sum(1 for conn in self._conns if conn.fileno() != -1)
 
     def close(self) -> None:
         self._stop.set()

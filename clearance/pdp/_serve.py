@@ -56,6 +56,7 @@ async def serve_pdp(
     tls_key: str | Path | None = None,
     plain_http: bool = False,
     ready: Callable[[PdpStarted], None] | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve ``app`` on ``host:port`` until cancelled (``port=0``: any free port).
 
@@ -67,6 +68,8 @@ async def serve_pdp(
         tls_key: its private key (PEM).
         plain_http: allow plain HTTP on an address that is not loopback.
         ready: called once the socket listens.
+        sock: a bound TCP socket to listen on instead of ``host:port`` (one a service
+            manager handed over); it is given ``TCP_NODELAY`` too, and closed at the end.
 
     Raises:
         MissingExtraError: uvicorn is not installed (the ``authzen`` extra).
@@ -77,23 +80,33 @@ async def serve_pdp(
     if (tls_cert is None) != (tls_key is None):
         raise ConfigError("TLS needs both a certificate and its key")
     tls = tls_cert is not None
-    if not tls and not plain_http and not is_loopback(host):
+    address = sock.getsockname()[0] if sock is not None else host
+    if not tls and not plain_http and not is_loopback(address):
+        if sock is not None:
+            sock.close()
         raise ConfigError(
-            f"serving plain HTTP on {host} would send bearer tokens and decisions in clear: "
-            "give a TLS certificate and key, or listen on 127.0.0.1"
+            f"serving plain HTTP on {address} would send bearer tokens and decisions in "
+            "clear: give a TLS certificate and key, or listen on 127.0.0.1"
         )
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    if sock is None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(
+                f"the PDP cannot listen on {host}:{port}: {exc.strerror or exc}"
+            ) from None
+    family = sock.family
+    host = sock.getsockname()[0]
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((host, port))
         sock.listen(512)
     except OSError as exc:
         sock.close()
-        raise ConfigError(
-            f"the PDP cannot listen on {host}:{port}: {exc.strerror or exc}"
-        ) from None
+        raise ConfigError(f"the PDP cannot listen on {host}: {exc.strerror or exc}") from None
     sock.setblocking(False)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host

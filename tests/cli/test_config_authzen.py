@@ -5,9 +5,10 @@ the CA file kept out of the agent's reach."""
 from __future__ import annotations
 
 import textwrap
-import time
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import pytest
 from authzen_support import RawPdp, http_response
 
@@ -60,7 +61,9 @@ def test_every_option_is_read(tmp_path: Path) -> None:
 
 
 def test_the_defaults(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, '[evaluator]\nkind = "authzen"\nurl = "http://127.0.0.1:8767"\n'))
+    config = load_config(
+        write(tmp_path, '[evaluator]\nkind = "authzen"\nurl = "http://127.0.0.1:8767"\n')
+    )
     assert config.evaluator.authzen == AuthZenConfig("http://127.0.0.1:8767")
     assert config.evaluator.authzen.token_env == "CLEARANCE_AUTHZEN_TOKEN"
     assert config.evaluator.authzen.timeout == 2.0
@@ -73,12 +76,24 @@ def test_the_defaults(tmp_path: Path) -> None:
         ('kind = "authzen"\nurl = "http://pdp.example.com"', "must use https://"),
         ('kind = "authzen"\nurl = "https://u:p@pdp.example.com"', "user or password"),
         ('kind = "authzen"\nurl = 7', "evaluator.url must be a non-empty string"),
-        ('kind = "authzen"\nurl = "https://p"\ntimeout = 0', "evaluator.timeout must be a positive number"),
+        (
+            'kind = "authzen"\nurl = "https://p"\ntimeout = 0',
+            "evaluator.timeout must be a positive number",
+        ),
         ('kind = "authzen"\nurl = "https://p"\ntimeout = 301', "at most 300 seconds"),
-        ('kind = "authzen"\nurl = "https://p"\nsend_arguments = "yes"', "send_arguments must be true or false"),
-        ('kind = "authzen"\nurl = "https://p"\nbatch_size = 0', "batch_size must be an integer >= 1"),
+        (
+            'kind = "authzen"\nurl = "https://p"\nsend_arguments = "yes"',
+            "send_arguments must be true or false",
+        ),
+        (
+            'kind = "authzen"\nurl = "https://p"\nbatch_size = 0',
+            "batch_size must be an integer >= 1",
+        ),
         ('kind = "authzen"\nurl = "https://p"\nca_file = "none.pem"', "does not exist"),
-        ('kind = "authzen"\nurl = "https://p"\npolicies = "x"', "does not apply to kind = 'authzen'"),
+        (
+            'kind = "authzen"\nurl = "https://p"\npolicies = "x"',
+            "does not apply to kind = 'authzen'",
+        ),
         ('kind = "authzen"\nurl = "https://p"\ntoken = "secret"', "token"),
         ('kind = "cedar"\npack = "coding"\nurl = "https://p"', "does not apply to kind = 'cedar'"),
         ('kind = "remote"', '"cedar", "local", "authzen" or "noop"'),
@@ -104,8 +119,6 @@ def test_the_evaluator_reads_its_token_from_the_named_variable(
         )
         evaluator = build_evaluator(config)
         assert isinstance(evaluator, AuthZenEvaluator)
-        import anyio
-
         from clearance.policy.base import AuthzRequest
         from clearance.types import SessionInfo, ToolInfo
 
@@ -153,12 +166,11 @@ async def test_the_harness_closes_the_evaluators_connections(tmp_path: Path) -> 
             session = await harness.create_session(principal=Principal("User", "a"))
             outcome = await session.call_tool("files.list_dir", {"path": "."}, call_id="c1")
             assert outcome.status == "ok", outcome
-            (conn,) = pdp._conns
-            assert conn.fileno() != -1
-        deadline = time.monotonic() + 10
-        while conn.fileno() != -1 and time.monotonic() < deadline:  # the server sees EOF
-            time.sleep(0.01)
-        assert conn.fileno() == -1
+            assert (pdp.connections, pdp.open_connections()) == (1, 1)
+            assert not pdp.ended.is_set()
+        # The pool closed its connection: the server reads the end of it.
+        assert await anyio.to_thread.run_sync(pdp.ended.wait, 10)
+        assert pdp.open_connections() == 0
 
 
 @pytest.mark.anyio

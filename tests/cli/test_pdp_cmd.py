@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
-import ssl
 import socket
+import ssl
 import subprocess
 import sys
-import types
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
@@ -20,8 +18,9 @@ from authzen_support import self_signed, start_pdp
 from console_script import env as cli_env
 
 from clearance import Harness, Principal, Tool, ToolRegistry
+from clearance.errors import ConfigError
 from clearance.harness.journal import MemoryJournal
-from clearance.pdp import AuthZenPdp, PdpStarted, _serve, serve_pdp
+from clearance.pdp import AuthZenPdp, PdpStarted, serve_pdp
 from clearance.policy import LocalEvaluator
 from clearance.policy.authzen import AuthZenEvaluator
 
@@ -42,7 +41,9 @@ def _project(tmp_path: Path, rules: str = RULES) -> Path:
     return tmp_path
 
 
-def _run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "clearance", "pdp", *args],
         cwd=cwd,
@@ -120,8 +121,14 @@ def test_a_policy_that_does_not_fit_the_tools_stops_the_start(tmp_path: Path) ->
     ("args", "words"),
     [
         (["--host", "0.0.0.0"], "would send bearer tokens and decisions in clear"),
-        (["--tls-cert", "missing.pem", "--tls-key", "missing.key"], "--tls-cert missing.pem: no such file"),
-        (["--public-url", "http://pdp.example.com"], "--public-url: the PDP's URL must use https://"),
+        (
+            ["--tls-cert", "missing.pem", "--tls-key", "missing.key"],
+            "--tls-cert missing.pem: no such file",
+        ),
+        (
+            ["--public-url", "http://pdp.example.com"],
+            "--public-url: the PDP's URL must use https://",
+        ),
     ],
 )
 def test_what_it_refuses_to_serve(tmp_path: Path, args: list[str], words: str) -> None:
@@ -213,36 +220,43 @@ def _bound_port(pid: int) -> int:
 
 
 @pytest.mark.anyio
-async def test_its_listening_socket_has_tcp_nodelay(monkeypatch: pytest.MonkeyPatch) -> None:
-    made: list[socket.socket] = []
-
-    class Recording(socket.socket):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    shim = types.SimpleNamespace(**{**vars(socket), "socket": Recording})
-    monkeypatch.setattr(_serve, "socket", shim)
+async def test_its_listening_socket_has_tcp_nodelay() -> None:
+    # The socket is handed over (as a service manager would): serve_pdp sets the option on
+    # it as on one it binds itself, and Linux hands it on to every connection accepted.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    assert listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
     registry = ToolRegistry()
     registry.register("notes", [Tool("write", lambda a, c: "", input_schema={"type": "object"})])
     app = AuthZenPdp(
         Harness(registry, evaluator=LocalEvaluator(allow=["notes.write"])), token="k" * 20
     )
     started = anyio.Event()
+    seen: list[PdpStarted] = []
 
     def ready(info: PdpStarted) -> None:
+        seen.append(info)
         started.set()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: serve_pdp(app, port=0, ready=ready))
+        tg.start_soon(lambda: serve_pdp(app, sock=listener, ready=ready))
         with anyio.fail_after(30):
             await started.wait()
-        (listener,) = made
         assert listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
-        # Linux hands the option on to the connections it accepts.
-        client = socket.create_connection(listener.getsockname()[:2])
-        client.close()
+        assert seen[0].port == listener.getsockname()[1]
+        assert seen[0].url == f"http://127.0.0.1:{seen[0].port}"
         tg.cancel_scope.cancel()
+    assert listener.fileno() == -1
+
+
+@pytest.mark.anyio
+async def test_a_handed_over_socket_elsewhere_needs_tls() -> None:
+    listener = socket.socket()
+    listener.bind(("0.0.0.0", 0))
+    app = AuthZenPdp(Harness(ToolRegistry(), evaluator=LocalEvaluator()), token="k" * 20)
+    with pytest.raises(ConfigError, match=r"plain HTTP on 0\.0\.0\.0"):
+        await serve_pdp(app, sock=listener)
+    assert listener.fileno() == -1
 
 
 SITECUSTOMIZE = """

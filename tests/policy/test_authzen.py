@@ -184,7 +184,7 @@ async def test_one_pooled_connection_serves_many_calls() -> None:
             assert (await evaluator.evaluate(request)).effect == "allow"
         await evaluator.aclose()
         assert len(pdp.requests) == 5
-        assert len(pdp._conns) == 1
+        assert pdp.connections == 1
 
 
 async def test_the_token_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
