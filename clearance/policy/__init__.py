@@ -49,7 +49,7 @@ def __getattr__(name: str) -> object:
 
         return getattr(cedar, name)
     if name == "AuthZenEvaluator":
-        # The AuthZEN client loads ssl and (when built) httpx: only when asked for.
+        # The AuthZEN client loads ssl and (when built) h11: only when asked for.
         from clearance.policy import authzen
 
         return authzen.AuthZenEvaluator

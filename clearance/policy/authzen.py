@@ -89,7 +89,7 @@ class AuthZenEvaluator(Evaluator):
         batch_size: evaluations sent in one ``evaluations`` request at most.
 
     Raises:
-        MissingExtraError: the ``authzen`` extra (httpx) is not installed.
+        MissingExtraError: the ``authzen`` extra (h11) is not installed.
         ValueError: an option is out of range, or the URL is not one a token may go to.
     """
 

@@ -427,3 +427,42 @@ def test_the_request_body_is_json_the_spec_reads() -> None:
 
     body = dumps(evaluation_request(_authz_request("é.txt")))
     assert json.loads(body.decode("utf-8"))["context"]["arguments"] == {"path": "é.txt"}
+
+
+HIDE_H11 = """
+import importlib.abc
+import sys
+
+
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "h11":
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Hide())
+"""
+
+
+def test_without_the_extra_building_it_says_how_to_install_it(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text(HIDE_H11)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    code = (
+        "from clearance.errors import MissingExtraError\n"
+        "from clearance.policy import AuthZenEvaluator\n"  # importing needs nothing
+        "try:\n"
+        "    AuthZenEvaluator('http://127.0.0.1:9')\n"
+        "except MissingExtraError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("pip install 'clearance[authzen]'")
+    assert "the AuthZEN evaluator needs" in done.stdout
