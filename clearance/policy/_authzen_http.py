@@ -22,7 +22,8 @@ denies (R1). What it refuses of an answer:
   refuses (not I-JSON); anything ``h11`` refuses as HTTP.
 
 A connection goes back to the pool only after a complete 200 exchange that both ends may
-continue; any error, refusal or cancellation closes it. Before a pooled connection is
+continue with nothing left over (bytes after the answer would be read as the next
+request's answer); any error, refusal or cancellation closes it. Before a pooled connection is
 reused, it is checked for an end the server sent while it was idle (then it is closed and
 another taken), and it is dropped after 4 s idle, below the 5 s most servers keep one: a
 call is not sent into a socket the server is closing. Nothing is read from the environment
@@ -235,6 +236,10 @@ class PdpClient:
         protocol = connection.protocol
         if protocol.our_state is not h11.DONE or protocol.their_state is not h11.DONE:
             return False
+        if protocol.trailing_data != (b"", False):
+            # Bytes after the answer (a second answer sent unasked): the next request
+            # would read them as its own. Never reuse such a connection.
+            return False
         try:
             protocol.start_next_cycle()
         except h11.LocalProtocolError:
@@ -265,10 +270,13 @@ class PdpClient:
         if self._token:
             headers.append(("Authorization", f"Bearer {self._token}"))
         protocol = connection.protocol
-        data = protocol.send(h11.Request(method=method, target=target, headers=headers))
-        if body:
-            data += protocol.send(h11.Data(data=body))
-        data += protocol.send(h11.EndOfMessage())
+        try:
+            data = protocol.send(h11.Request(method=method, target=target, headers=headers))
+            if body:
+                data += protocol.send(h11.Data(data=body))
+            data += protocol.send(h11.EndOfMessage())
+        except (h11.LocalProtocolError, UnicodeError) as exc:
+            raise PdpFailure(f"cannot send the request: {_text(exc)}") from None
         try:
             await connection.stream.send(data)  # headers and body in one write
             response = await self._next(connection, h11.Response)

@@ -125,6 +125,8 @@ def pdp_url(url: str) -> str:
         raise ValueError("the PDP's URL must be a non-empty string")
     if not url.isprintable() or any(ch.isspace() for ch in url):
         raise ValueError("the PDP's URL must not hold spaces or control characters")
+    if not url.isascii():
+        raise ValueError("the PDP's URL must be ASCII (a host in punycode, a path percent-encoded)")
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""

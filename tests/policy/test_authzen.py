@@ -176,6 +176,26 @@ async def test_an_allowing_pdp_runs_the_call_with_its_reasons() -> None:
     assert body["options"] == {"decision_context": True}
 
 
+async def test_an_answer_sent_unasked_is_never_read_as_the_next_ones() -> None:
+    # Two answers to one request, the second an allow: it must not answer the next request.
+    deny_then_allow = http_response(200, {"decision": False}) + http_response(
+        200, b'{"decision": true}'
+    )
+    seen: list[bytes] = []
+
+    def answer(request: bytes) -> bytes:
+        seen.append(request)
+        return deny_then_allow if len(seen) == 1 else http_response(200, {"decision": False})
+
+    with RawPdp(answer) as pdp:
+        evaluator = AuthZenEvaluator(pdp.url, token=TOKEN)
+        first = await evaluator.evaluate(_authz_request())
+        second = await evaluator.evaluate(_authz_request())
+        await evaluator.aclose()
+    assert (first.effect, second.effect) == ("deny", "deny")
+    assert len(pdp.requests) == 2 and pdp.connections == 2
+
+
 async def test_one_pooled_connection_serves_many_calls() -> None:
     with RawPdp(_allow) as pdp:
         evaluator = AuthZenEvaluator(pdp.url, token=TOKEN)

@@ -54,6 +54,8 @@ def test_a_pdp_url_is_https_or_loopback_http(url: str, expected: str) -> None:
         ("https://pdp.example.com:99999", "not a URL"),
         ("https://pdp.example.com/a b", "spaces or control"),
         ("https://pdp.example.com/\n", "spaces or control"),
+        ("https://pdp.exämple.com", "must be ASCII"),
+        ("https://pdp.example.com/é", "must be ASCII"),
         ("", "non-empty"),
     ],
 )
