@@ -145,7 +145,7 @@ WRONG_VALUES = {
     "no evaluator": ("[limits]\nmax_queue = 3\n", "no [evaluator] table"),
     "evaluator kind": (
         "[evaluator]\nkind = 'opa'\n",
-        'evaluator.kind must be "cedar", "local" or "noop"',
+        'evaluator.kind must be "cedar", "local", "authzen" or "noop"',
     ),
     "cedar without policies": ("[evaluator]\nkind = 'cedar'\n", "exactly one of policies"),
     "cedar pack and dir": (
