@@ -28,6 +28,7 @@ denied, and the journal says the variable was not set.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -178,7 +179,7 @@ class AuthZenEvaluator(Evaluator):
         try:
             endpoints = await self._found()
             answer = await self._http.exchange("POST", endpoints.evaluation, payload)
-            return verdict_from_decision(answer, evaluator=self.name, ask_field=self.ask_field)
+            return self._read(answer)
         except PdpFailure as failure:
             return self._failed(failure)
         except MalformedAnswer as exc:
@@ -224,7 +225,7 @@ class AuthZenEvaluator(Evaluator):
     async def _decide_one(self, url: str, body: dict[str, Any]) -> Verdict:
         try:
             answer = await self._http.exchange("POST", url, dumps({**body, "options": _OPTIONS}))
-            return verdict_from_decision(answer, evaluator=self.name, ask_field=self.ask_field)
+            return self._read(answer)
         except PdpFailure as failure:
             return self._failed(failure)
         except MalformedAnswer as exc:
@@ -250,10 +251,7 @@ class AuthZenEvaluator(Evaluator):
                 raise MalformedAnswer(
                     f"{len(items)} evaluations were asked and {len(decisions)} answered"
                 )
-            return [
-                verdict_from_decision(d, evaluator=self.name, ask_field=self.ask_field)
-                for d in decisions
-            ]
+            return [self._read(d) for d in decisions]
         except PdpFailure as failure:
             return [self._failed(failure) for _ in items]
         except MalformedAnswer as exc:
@@ -300,6 +298,18 @@ class AuthZenEvaluator(Evaluator):
         if evaluation is None:
             raise PdpFailure("its metadata names no access_evaluation_endpoint")
         return _Endpoints(evaluation, found["access_evaluations_endpoint"])
+
+    def _read(self, decision: Any) -> Verdict:
+        """A Decision as a verdict, the errors it reports named after this PDP.
+
+        Raises:
+            MalformedAnswer: ``decision`` is not a Decision.
+        """
+        verdict = verdict_from_decision(decision, evaluator=self.name, ask_field=self.ask_field)
+        if not verdict.errors:
+            return verdict
+        named = tuple(f"authzen {self.url}: {error}" for error in verdict.errors)
+        return dataclasses.replace(verdict, errors=named)
 
     def _failed(self, failure: PdpFailure) -> Verdict:
         """The deny verdict of a PDP that did not decide: the PDP and the cause in

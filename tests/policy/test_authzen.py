@@ -196,6 +196,18 @@ async def test_an_answer_sent_unasked_is_never_read_as_the_next_ones() -> None:
     assert len(pdp.requests) == 2 and pdp.connections == 2
 
 
+async def test_an_error_the_pdp_reports_is_named_after_it() -> None:
+    answer = http_response(
+        200, {"decision": True, "context": {"error": {"status": 503, "message": "store down"}}}
+    )
+    with RawPdp(answer) as pdp:
+        evaluator = AuthZenEvaluator(pdp.url, token=TOKEN)
+        verdict = await evaluator.evaluate(_authz_request())
+        await evaluator.aclose()
+    assert verdict.effect == "deny"
+    assert verdict.errors == (f"authzen {pdp.url}: the PDP reported an error: 503 store down",)
+
+
 async def test_one_pooled_connection_serves_many_calls() -> None:
     with RawPdp(_allow) as pdp:
         evaluator = AuthZenEvaluator(pdp.url, token=TOKEN)
