@@ -73,14 +73,17 @@ async def main(ws: Path) -> None:
         session = await harness.create_session(principal=Principal("User", "alice"))
         builder = StateGraph(MessagesState)
         builder.add_node("agent", agent)
-        builder.add_node("tools", ClearanceToolNode(tools, session=session, namespace="files"))
+        node = ClearanceToolNode(tools, session=session, namespace="files")
+        builder.add_node("tools", node)
         builder.add_edge(START, "agent")
         builder.add_conditional_edges("agent", tools_condition)
         builder.add_edge("tools", "agent")
         graph = builder.compile(checkpointer=InMemorySaver())
         config: Any = {"configurable": {"thread_id": "1"}}
 
-        state = await graph.ainvoke({"messages": [HumanMessage("Summarize the docs")]}, config)
+        # The run starts through the node: its input is the user's (rule R14).
+        start = {"messages": [HumanMessage("Summarize the docs")]}
+        state = await node.run(graph, start, config)
         while "__interrupt__" in state:  # clearance asked: nothing has run yet
             answers = {}
             for ask in state["__interrupt__"][0].value["clearance"]:

@@ -98,7 +98,8 @@ async def main(ws: Path) -> None:
         )
         agent = Agent(name="coder", model=model, tools=guard.wrap(tools, namespace="files"))
 
-        result = await Runner.run(agent, "Summarize the docs into docs/notes.md")
+        # The run starts through the guard: its input is the user's (rule R14).
+        result = await guard.run(agent, "Summarize the docs into docs/notes.md")
         while result.interruptions:  # clearance asked: a person answers through the SDK
             state = result.to_state()
             for item in result.interruptions:

@@ -75,7 +75,8 @@ async def main(ws: Path) -> None:
             FunctionModel(scripted), toolsets=[guarded], output_type=[str, DeferredToolRequests]
         )
 
-        result = await agent.run("Summarize the docs into docs/notes.md")
+        # The run starts through the toolset: its prompt is the user's (rule R14).
+        result = await guarded.run(agent, "Summarize the docs into docs/notes.md")
         while isinstance(result.output, DeferredToolRequests):  # clearance asked
             answers: dict[str, Any] = {}
             for call in result.output.approvals:

@@ -7,6 +7,7 @@ both names are importable from :mod:`clearance.harness.session`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -44,6 +45,12 @@ if TYPE_CHECKING:
     from clearance.harness.session import Harness
 
 log = logging.getLogger("clearance")
+
+_HOST_TEXTS = 4096
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +111,10 @@ class Session:
         self.provenance = Provenance(trust=harness.trust, enabled=harness.provenance_enabled)
         """The values that entered this session (messages, tool results) and where each
         came from (:mod:`clearance.provenance`)."""
+        self._host_texts: dict[str, None] = {}
+        """Digests of the messages the host gave (bounded, oldest forgotten first)."""
         if agent.instructions:
-            self.provenance.add_message("system", agent.instructions)
+            self.add_message("system", agent.instructions)
 
     @property
     def on_permission_ask(self) -> AskCallback | None:
@@ -147,22 +156,47 @@ class Session:
 
     def run(self, prompt: str, *, provider: Provider, max_turns: int = 50) -> Run:
         """Start an agent run: the provider's tool calls go through the pipeline. The
-        prompt is recorded as a user message (:meth:`add_message`)."""
-        self.add_message("user", prompt)
+        prompt is recorded as the user's (:meth:`add_user_message`)."""
+        self.add_user_message(prompt)
         return Run(self, prompt, provider, max_turns=max_turns)
 
+    def add_user_message(self, text: str) -> None:
+        """Record the user's own words, as the host received them (what she typed, the
+        prompt it hands the agent): the one way a value becomes the user's (rule R14).
+
+        Call it from the host's entry point, never with text a model or a framework
+        produced: an agent framework shows the tool layer "user" messages that a model
+        wrote (a sub-agent's input), so the adapters never read the user from there
+        (their ``run`` entry points call this with the run's input).
+
+        Raises:
+            TypeError: ``text`` is not a string.
+        """
+        self.add_message("user", text)
+
     def add_message(self, role: Role, text: str) -> None:
-        """Record a message of the conversation: the user's (``"user"``) or the
-        application's instructions (``"system"``). Its values count as the user's own
-        (system messages unless the trust list says otherwise): see
-        :mod:`clearance.provenance`. Tool results need no call: the pipeline records each
-        result it returns.
+        """Record a message the host gives: the user's (``"user"``, as
+        :meth:`add_user_message`) or the application's instructions (``"system"``). Its
+        values count as the user's own (system messages unless the trust list says
+        otherwise): see :mod:`clearance.provenance`. Tool results need no call: the
+        pipeline records each result it returns.
 
         Raises:
             ValueError: ``role`` is neither ``"user"`` nor ``"system"``.
             TypeError: ``text`` is not a string.
         """
         self.provenance.add_message(role, text)
+        texts = self._host_texts
+        if len(texts) >= _HOST_TEXTS:
+            del texts[next(iter(texts))]
+        texts[_digest(text)] = None
+
+    def is_host_message(self, text: str) -> bool:
+        """Whether the host gave ``text`` as a message of this session
+        (:meth:`add_user_message`, :meth:`add_message`, the agent's instructions; the
+        last 4096 of them): an adapter that sees it again in a framework's history has
+        nothing new to record."""
+        return isinstance(text, str) and _digest(text) in self._host_texts
 
     def add_tool_result(self, tool: str, call_id: str, value: Any) -> None:
         """Record a tool result clearance did not return (a replayed conversation, a tool

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from clearance.harness.session import Harness, Session
 
 __all__ = [
+    "AGENT_INPUT",
     "HostAnswer",
     "ToolSpec",
     "answer_ask",
@@ -35,7 +36,7 @@ __all__ = [
     "open_ask_id",
     "parse_answer",
     "qualified_name",
-    "record_messages",
+    "record_replayed",
 ]
 
 _NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -278,24 +279,34 @@ def model_value(outcome: CallOutcome) -> Any:
 
 _SEEN_LIMIT = 10_000
 
+AGENT_INPUT = "agent-input"
+"""Where the user-role messages a framework replays are recorded (the ledger's place
+``tool:agent-input``): not a qualified name, so no trust list's tool glob names it."""
 
-def record_messages(
-    session: Session, seen: set[str], messages: Iterable[tuple[str, str, str]]
-) -> None:
-    """Record the conversation's user and system messages a framework shows the tool
-    layer in the session's provenance (:mod:`clearance.provenance`), each once.
+
+def record_replayed(session: Session, seen: set[str], messages: Iterable[tuple[str, str]]) -> None:
+    """Record the user-role messages a framework shows the tool layer as a tool's values,
+    never as the user's (rule R14), each once.
+
+    A framework gives the "user" role to text a model wrote: a sub-agent's input
+    (``Agent.as_tool()``, a PydanticAI delegation), a ``HumanMessage`` a graph node made.
+    The user's own words enter only from the host (``session.add_user_message``, an
+    adapter's ``run``); a replayed message the host gave is skipped (it is the user's
+    already, and recording it again as a tool's would only make the ledger count an
+    untrusted result). Any other is recorded as a result of ``agent-input``: its values
+    count as from a tool, as the values of any text a model wrote from what it read.
 
     Args:
         session: the session the calls are decided in.
         seen: the keys already recorded (kept by the adapter, per session).
-        messages: ``(role, text, key)``: ``"user"`` or ``"system"``, the message's text,
-            and what identifies the message across attempts (its id, or its position and
-            text).
+        messages: ``(text, key)`` of each user-role message: its text, and what
+            identifies it across attempts (its id, or its position and text).
     """
-    for role, text, key in messages:
-        if key in seen or (role != "user" and role != "system") or not text:
+    for text, key in messages:
+        if key in seen or not text:
             continue
         if len(seen) >= _SEEN_LIMIT:
             seen.clear()  # recording a message again adds nothing new to the ledger
         seen.add(key)
-        session.add_message(role, text)  # type: ignore[arg-type]
+        if not session.is_host_message(text):
+            session.add_tool_result(AGENT_INPUT, key, text)

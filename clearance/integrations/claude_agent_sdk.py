@@ -300,7 +300,7 @@ class ClaudeAgentAdapter:
         data = cast(Mapping[str, Any], hook_input)
         prompt = data.get("prompt")
         if data.get("hook_event_name") == "UserPromptSubmit" and isinstance(prompt, str):
-            self.session.add_message("user", prompt)
+            self.session.add_user_message(prompt)
         return {}
 
     async def pre_tool_use(

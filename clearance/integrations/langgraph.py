@@ -10,12 +10,18 @@ clearance session, and whose asks are LangGraph interrupts.
                    facts={"read_file": {"/path": "path"}})
     async with Harness(registry, evaluator=evaluator, ask_store=SqliteAskStore("asks.db")) as harness:
         session = await harness.create_session(principal=Principal("User", "alice"))
-        builder.add_node("tools", ClearanceToolNode([read_file, send_mail], session=session,
-                                                    namespace="files"))
+        node = ClearanceToolNode([read_file, send_mail], session=session, namespace="files")
+        builder.add_node("tools", node)
         graph = builder.compile(checkpointer=checkpointer)
-        state = await graph.ainvoke({"messages": [...]}, config)
+        state = await node.run(graph, {"messages": [...]}, config)   # the user's input (R14)
         while "__interrupt__" in state:                       # asks nobody here answered
             state = await graph.ainvoke(Command(resume="allow_session"), config)
+
+Only the host's input is the user's (rule R14): :meth:`ClearanceToolNode.run` records the
+input's human messages with ``session.add_user_message``, then invokes the graph. The node
+reads no user from the state: a node may add a ``HumanMessage`` a model wrote (a
+supervisor's handoff), so a human message the host did not give is recorded as a tool's
+(``tool:agent-input``), never as hers; system messages are not read.
 
 :class:`ClearanceToolNode` stands where ``langgraph.prebuilt.ToolNode`` would (it runs one,
 inside). For the tool calls of the latest AI message (or one call sent with ``Send``), it
@@ -70,7 +76,15 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    convert_to_messages,
+)
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
@@ -92,7 +106,7 @@ from clearance.integrations._host import (
     declare_tools,
     parse_answer,
     qualified_name,
-    record_messages,
+    record_replayed,
 )
 
 __all__ = ["VIA", "ClearanceToolNode", "SessionSource", "register_tools"]
@@ -213,13 +227,55 @@ class ClearanceToolNode:
         # again, never run on the strength of the old decision.
         self._held: dict[tuple[str, str], tuple[str, Authorization]] = {}
         self._seen: dict[str, set[str]] = {}
-        """By session id: the state's user and system messages already recorded in its
-        provenance (:mod:`clearance.provenance`)."""
+        """By session id: the keys of the state's human messages already recorded in its
+        provenance as a tool's (:mod:`clearance.provenance`, rule R14)."""
+
+    # -- the run: the host's entry point ---------------------------------------------------
+
+    async def run(
+        self, graph: Any, input: Any, config: RunnableConfig | None = None, **options: Any
+    ) -> Any:
+        """``graph.ainvoke(input, config, **options)``, with the human messages of
+        ``input`` recorded as the user's own words first (:meth:`user_input`). Resuming
+        (``input`` a ``Command`` or ``None``) records nothing."""
+        await self.user_input(input, config)
+        return await graph.ainvoke(input, config, **options)
+
+    async def user_input(self, input: Any, config: RunnableConfig | None = None) -> None:
+        """Record the human messages of a graph's input (``{"messages": [...]}`` under
+        ``messages_key``, or a list of messages: ``HumanMessage``, ``("user", text)``,
+        ``{"role": "user", ...}``, a string) as the user's
+        (``session.add_user_message``), and its system messages as the application's
+        instructions, in the session ``config`` finds. Only the host's input is the
+        user's (rule R14): a ``HumanMessage`` a node adds to the state later (a
+        supervisor's handoff, written by a model) is not (see the module docstring).
+
+        Raises:
+            ValueError: a message of the input is not one langchain-core reads.
+        """
+        if input is None or isinstance(input, Command):
+            return
+        if isinstance(input, Mapping):
+            found = input.get(self.messages_key, [])
+        else:
+            found = input
+        if isinstance(found, str | BaseMessage | tuple | Mapping):
+            found = [found]
+        messages = convert_to_messages(list(found))
+        session = await self._session(config or {})
+        for message in messages:
+            text = _text(message)
+            if text and isinstance(message, HumanMessage):
+                session.add_user_message(text)
+            elif text and isinstance(message, SystemMessage):
+                session.add_message("system", text)
 
     async def __call__(self, state: Any, config: RunnableConfig) -> Any:
         session = await self._session(config)
         seen = self._seen.setdefault(session.id, set())
-        record_messages(session, seen, _prompts(self._messages(state)))
+        # The state's human messages count as a tool's (rule R14): a node may have made
+        # one from what a model wrote. The user's own enter through ``run``.
+        record_replayed(session, seen, _replayed(self._messages(state)))
         calls, turn_id = self._tool_calls(state)
         decided = await self._decide(session, calls, turn_id)
         token = _DECIDED.set((session, {_fingerprint(c): decided[c["id"] or ""] for c in calls}))
@@ -459,23 +515,19 @@ def _call_of(
     return None
 
 
-def _prompts(messages: list[Any]) -> list[tuple[str, str, str]]:
-    """The user and system messages among ``messages``, as ``record_messages`` takes them."""
+def _text(message: BaseMessage) -> str:
+    """A message's text (its text blocks, one a line)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content)
+
+
+def _replayed(messages: list[Any]) -> list[tuple[str, str]]:
+    """The human messages among ``messages``, as ``record_replayed`` takes them."""
     found = []
     for index, message in enumerate(messages):
         if isinstance(message, HumanMessage):
-            role = "user"
-        elif isinstance(message, SystemMessage):
-            role = "system"
-        else:
-            continue
-        content = message.content
-        text = (
-            content
-            if isinstance(content, str)
-            else "\n".join(
-                str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content
-            )
-        )
-        found.append((role, text, message.id or f"{index}:{role}:{hash(text)}"))
+            text = _text(message)
+            found.append((text, f"{message.id or index}:{hash(text)}"))
     return found

@@ -16,13 +16,24 @@ and resume hooks; split, its halves would only make sense together.)
         guard = AgentsGuard(session, approver="alice")
         agent = Agent(name="coder", model=model,
                       tools=guard.wrap([read_file], namespace="files") + guard.function_tools())
-        result = await Runner.run(agent, "Summarize the docs")
+        result = await guard.run(agent, "Summarize the docs")   # the input is the user's
         while result.interruptions:                       # clearance asked: a person answers
             state = result.to_state()
             for item in result.interruptions:
                 print(guard.pending_ask(item))            # reason, canonical facts, scopes
                 await guard.answer(state, item, "allow_session")   # or state.approve(item)
             result = await Runner.run(agent, state)
+
+Who the user is
+---------------
+
+Only the host's input is the user's (rule R14): :meth:`AgentsGuard.run` (or
+``run_streamed``) records the run's input with ``session.add_user_message``, then starts
+``Runner.run``. The guard reads no user from the SDK: its ``turn_input`` holds, in the
+user's role, text a model wrote (an ``Agent.as_tool()`` sub-agent's input), so a user-role
+item the host did not give is recorded as a tool's (``tool:agent-input``), never as hers.
+A run started with ``Runner.run`` directly has no user values unless the host called
+``session.add_user_message`` first.
 
 How a call goes
 ---------------
@@ -116,7 +127,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pydantic
-from agents import FunctionTool, RunContextWrapper, RunState, ToolOutputText
+from agents import (
+    Agent,
+    FunctionTool,
+    RunContextWrapper,
+    Runner,
+    RunResult,
+    RunResultStreaming,
+    RunState,
+    ToolOutputText,
+)
 from agents import Tool as SdkTool
 from agents.items import ToolApprovalItem
 from agents.tool_context import ToolContext
@@ -132,7 +152,7 @@ from clearance.integrations._host import (
     declare_tools,
     open_ask_id,
     qualified_name,
-    record_messages,
+    record_replayed,
 )
 
 __all__ = ["VIA", "AgentsGuard", "register_function_tools"]
@@ -247,8 +267,45 @@ class AgentsGuard:
         self._calls: dict[str, _Call] = {}
         self._swept: weakref.WeakSet[RunContextWrapper[Any]] = weakref.WeakSet()
         self._seen: set[str] = set()
-        """The run's user and system messages already recorded in the session's
-        provenance (:mod:`clearance.provenance`)."""
+        """The keys of the user-role input items already recorded in the session's
+        provenance as a tool's (:mod:`clearance.provenance`, rule R14)."""
+
+    # -- the run: the host's entry point --------------------------------------------------
+
+    async def run(
+        self, agent: Agent[Any], input: str | list[Any] | RunState[Any, Any], **options: Any
+    ) -> RunResult:
+        """``Runner.run(agent, input, **options)``, with ``input`` recorded as the user's
+        own words first (:meth:`user_input`). Resuming a paused run (``input`` a
+        ``RunState``) records nothing."""
+        self.user_input(input)
+        return await Runner.run(agent, input, **options)
+
+    def run_streamed(
+        self, agent: Agent[Any], input: str | list[Any] | RunState[Any, Any], **options: Any
+    ) -> RunResultStreaming:
+        """``Runner.run_streamed(agent, input, **options)``, with ``input`` recorded as the
+        user's own words first (:meth:`user_input`)."""
+        self.user_input(input)
+        return Runner.run_streamed(agent, input, **options)
+
+    def user_input(self, input: str | list[Any] | RunState[Any, Any]) -> None:
+        """Record a run's input as the user's (``session.add_user_message``): a string,
+        or the text of each ``user`` item of an input list (``system``/``developer``
+        items as the application's instructions). Only the host's input is the user's
+        (rule R14): what the SDK replays to the tools later (a sub-agent's input,
+        written by a model) is not (see the module docstring)."""
+        if isinstance(input, str):
+            self.session.add_user_message(input)
+            return
+        if isinstance(input, RunState):
+            return
+        for item in input:
+            role, text = _message(item)
+            if text and role == "user":
+                self.session.add_user_message(text)
+            elif text and role in ("system", "developer"):
+                self.session.add_message("system", text)
 
     # -- the tools the agent gets ---------------------------------------------------------
 
@@ -344,8 +401,9 @@ class AgentsGuard:
         async def needs_approval(
             ctx: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str
         ) -> bool:
-            # The turn's input (the user's messages) enters the session's provenance first.
-            record_messages(self.session, self._seen, _prompts(ctx.turn_input))
+            # The turn's user-role input counts as a tool's (rule R14): the SDK gives a
+            # sub-agent's input, which a model wrote, the user's role.
+            record_replayed(self.session, self._seen, _replayed(ctx.turn_input))
             call = await self._authorized(tool, sdk_name, arguments, call_id)
             if not call.is_for(tool, arguments):
                 return False  # the tool refuses to run it: see _invoke
@@ -650,30 +708,31 @@ def _as_result(output: Any) -> Any:
     return str(output)
 
 
-def _prompts(items: Any) -> list[tuple[str, str, str]]:
-    """The user and system (or developer) messages of a turn's input items, as
-    ``record_messages`` takes them."""
-    found: list[tuple[str, str, str]] = []
+def _message(item: Any) -> tuple[str | None, str]:
+    """The role and text of an input item (``(None, "")`` for an item that is not a
+    message)."""
+    if not isinstance(item, Mapping):
+        return None, ""
+    role = item.get("role")
+    content = item.get("content")
+    if isinstance(content, str):
+        return role, content
+    if isinstance(content, list):
+        return role, "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") in ("input_text", "text")
+        )
+    return role, ""
+
+
+def _replayed(items: Any) -> list[tuple[str, str]]:
+    """The user-role messages of a turn's input items, as ``record_replayed`` takes them."""
     if isinstance(items, str):
-        return [("user", items, f"input:{hash(items)}")]
+        return [(items, f"input:{hash(items)}")]
+    found: list[tuple[str, str]] = []
     for index, item in enumerate(items or ()):
-        if not isinstance(item, Mapping):
-            continue
-        role = item.get("role")
-        if role in ("system", "developer"):
-            role = "system"
-        elif role != "user":
-            continue
-        content = item.get("content")
-        if isinstance(content, str):
-            text = content
-        elif isinstance(content, list):
-            text = "\n".join(
-                str(part.get("text", ""))
-                for part in content
-                if isinstance(part, Mapping) and part.get("type") in ("input_text", "text")
-            )
-        else:
-            continue
-        found.append((role, text, f"{index}:{role}:{hash(text)}"))
+        role, text = _message(item)
+        if role == "user":
+            found.append((text, f"{index}:{hash(text)}"))
     return found

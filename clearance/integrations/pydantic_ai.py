@@ -10,13 +10,20 @@
     register_toolset(registry, "files", tools, root=workspace, facts={"read_file": {"/path": "path"}})
     async with Harness(registry, evaluator=evaluator) as harness:
         session = await harness.create_session(principal=Principal("User", "alice"))
-        agent = Agent(model, toolsets=[ClearanceToolset(tools, session=session, namespace="files")],
-                      output_type=[str, DeferredToolRequests])
-        result = await agent.run("...")
+        toolset = ClearanceToolset(tools, session=session, namespace="files")
+        agent = Agent(model, toolsets=[toolset], output_type=[str, DeferredToolRequests])
+        result = await toolset.run(agent, "...")          # the prompt is the user's (R14)
         while isinstance(result.output, DeferredToolRequests):   # asks nobody here answered
             answers = {call.tool_call_id: "allow_session" for call in result.output.approvals}
             result = await agent.run(message_history=result.all_messages(),
                                      deferred_tool_results=deferred_results(result.output, answers, by="alice"))
+
+Only the host's prompt is the user's (rule R14): :meth:`ClearanceToolset.run` records it
+with ``session.add_user_message``, then runs the agent. The toolset reads no user from the
+run's messages: a delegated agent's prompt (``await other.run(task)`` inside a tool) is
+written by a model, so a user prompt the host did not give is recorded as a tool's
+(``tool:agent-input``), never as hers; system prompts are not read (the host gives its
+instructions through the session).
 
 :class:`ClearanceToolset` wraps the toolset the agent would use. Each call is authorized
 (``session.authorize``: schema, canonical facts, guardrails, evaluator, grants, asks):
@@ -67,12 +74,11 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai import RunContext
+from pydantic_ai import Agent, AgentRunResult, RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
-    SystemPromptPart,
     ToolReturn,
     UserPromptPart,
 )
@@ -101,7 +107,7 @@ from clearance.integrations._host import (
     open_ask_id,
     parse_answer,
     qualified_name,
-    record_messages,
+    record_replayed,
 )
 
 __all__ = ["VIA", "ClearanceToolset", "deferred_results", "register_toolset"]
@@ -189,7 +195,26 @@ class ClearanceToolset(WrapperToolset[AgentDepsT]):
     names: Mapping[str, str] = field(default_factory=dict, kw_only=True)
     by: str | None = field(default=None, kw_only=True)
     _seen: set[str] = field(default_factory=set, init=False, repr=False)
-    """The run's user and system prompts already recorded in the session's provenance."""
+    """The keys of the run's user prompts already recorded in the session's provenance
+    as a tool's (rule R14)."""
+
+    async def run(
+        self,
+        agent: Agent[AgentDepsT, Any],
+        user_prompt: str | Sequence[Any] | None = None,
+        **options: Any,
+    ) -> AgentRunResult[Any]:
+        """``agent.run(user_prompt, **options)``, with ``user_prompt`` recorded as the
+        user's own words first (``session.add_user_message``; the text parts of a
+        sequence). Only the host's prompt is the user's (rule R14): a prompt PydanticAI
+        shows the tools later (a delegated agent's, written by a model) is not."""
+        if isinstance(user_prompt, str):
+            self.session.add_user_message(user_prompt)
+        elif user_prompt is not None:
+            for part in user_prompt:
+                if isinstance(part, str) and part:
+                    self.session.add_user_message(part)
+        return await agent.run(user_prompt, **options)
 
     async def call_tool(
         self,
@@ -201,7 +226,9 @@ class ClearanceToolset(WrapperToolset[AgentDepsT]):
         call_id = ctx.tool_call_id
         if not call_id:
             raise RuntimeError(f"PydanticAI called {name!r} without a tool call id")
-        record_messages(self.session, self._seen, _prompts(ctx.messages))
+        # The run's user prompts count as a tool's (rule R14): a delegated agent's prompt
+        # was written by a model. The user's own enter through ``run``.
+        record_replayed(self.session, self._seen, _replayed(ctx.messages))
         clearance_name = qualified_name(name, namespace=self.namespace, names=self.names)
         auth = await self._authorize(clearance_name, tool_args, ctx, call_id)
         if auth.pending:
@@ -327,22 +354,20 @@ def deferred_results(
     return DeferredToolResults(approvals=approvals, metadata=metadata)
 
 
-def _prompts(messages: Sequence[ModelMessage]) -> Iterator[tuple[str, str, str]]:
-    """The user and system prompts of a run's messages, as ``record_messages`` takes them."""
+def _replayed(messages: Sequence[ModelMessage]) -> Iterator[tuple[str, str]]:
+    """The user prompts of a run's messages, as ``record_replayed`` takes them: each text
+    part of a prompt, as the host would have given it."""
     for index, message in enumerate(messages):
         if not isinstance(message, ModelRequest):
             continue
         for part_index, part in enumerate(message.parts):
-            if isinstance(part, UserPromptPart):
-                role = "user"
-                content = part.content
-                text = (
-                    content
-                    if isinstance(content, str)
-                    else "\n".join(c for c in content if isinstance(c, str))
-                )
-            elif isinstance(part, SystemPromptPart):
-                role, text = "system", part.content
-            else:
+            if not isinstance(part, UserPromptPart):
                 continue
-            yield role, text, f"{index}:{part_index}:{role}:{hash(text)}"
+            content = part.content
+            texts = (
+                [content]
+                if isinstance(content, str)
+                else [c for c in content if isinstance(c, str)]
+            )
+            for text_index, text in enumerate(texts):
+                yield text, f"{index}:{part_index}:{text_index}:{hash(text)}"

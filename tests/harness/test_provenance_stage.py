@@ -128,6 +128,26 @@ async def test_run_prompt_instructions_and_replayed_results() -> None:
             session.add_message("tool", "x")
 
 
+async def test_add_user_message_is_the_users_and_the_host_messages_are_known() -> None:
+    """``add_user_message`` records the user's words (R14); the session knows which texts
+    the host gave (its messages and the agent's instructions), so that an adapter seeing
+    them again in a framework's history records nothing more."""
+    async with Harness(registry(), evaluator=LocalEvaluator(allow=["bank.*"])) as harness:
+        session = await session_of(harness, instructions="Support: help@corp.example")
+        session.add_user_message(f"Pay {USERS}")
+        assert session.provenance.origin(USERS)["sources"] == ["user"]
+        assert session.is_host_message(f"Pay {USERS}")
+        assert session.is_host_message("Support: help@corp.example")
+        assert not session.is_host_message(f"Pay {ATTACKER}")
+        assert not session.is_host_message(3)
+        with pytest.raises(TypeError):
+            session.add_user_message(3)
+        for n in range(5000):  # bounded: the oldest are forgotten first
+            session.add_user_message(f"message {n}")
+        assert not session.is_host_message(f"Pay {USERS}")
+        assert session.is_host_message("message 4999")
+
+
 async def test_the_trust_list_makes_a_tools_values_the_users() -> None:
     trust = TrustList(trusted_tools=("bank.read_statement",))
     async with Harness(
