@@ -21,6 +21,15 @@ HOSTILE = st.text(
 )
 
 
+INVISIBLE = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0"
+    + "".join(map(chr, range(0x180B, 0x1810)))
+    + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
+"""The letters and marks that show as nothing, as the module's docstring lists them."""
+
+
 def unsafe(text: str, *, newline_ok: bool = False) -> list[str]:
     return [
         ch
@@ -41,12 +50,24 @@ def test_printable_leaves_nothing_that_acts_or_hides(text: str) -> None:
     assert not unsafe(shown)
     assert is_printable(shown)
     assert not unsafe(printable(text, newlines=True), newline_ok=True)
-    # Safe text is left as it is.
-    if not unsafe(text) and "\ufe0f" not in text and "\u3164" not in text:
+    # Safe text is left as it is (the invisible letters and marks are escaped too: a
+    # generated text holding one of them, other than the two sampled above, once failed here).
+    if not unsafe(text) and not any(ch in INVISIBLE for ch in text):
         assert shown == text
+    elif not unsafe(text):
+        assert shown != text
 
 
-@given(st.recursive(HOSTILE, lambda inner: st.dictionaries(HOSTILE, inner, max_size=3)))
+@given(
+    st.recursive(
+        HOSTILE,
+        # Never empty: Hypothesis warns (an error here) when a run's containers held nothing.
+        lambda inner: (
+            st.lists(inner, min_size=1, max_size=3)
+            | st.dictionaries(HOSTILE, inner, min_size=1, max_size=3)
+        ),
+    )
+)
 def test_json_text_is_the_same_json_value_and_printable(value: object) -> None:
     for options in ({}, {"indent": 2}):
         text = json_text(value, **options)

@@ -16,6 +16,9 @@ from types import ModuleType
 
 import pytest
 
+# mutmut comes with the dev extra (`pip install -e '.[dev]'`, as CI installs), not with test.
+pytest.importorskip("mutmut", reason="needs mutmut: pip install -e '.[dev]'")
+
 ROOT = Path(__file__).resolve().parents[2]
 NUMBERS = "clearance.facts.numbers"
 

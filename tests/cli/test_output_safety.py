@@ -336,6 +336,7 @@ def test_on_a_real_terminal_only_colours_are_escape_sequences(workspace: Path) -
 
 @pytest.mark.parametrize("as_json", [False, True])
 def test_journal_follow_escapes_hostile_records(workspace: Path, as_json: bool) -> None:
+    import selectors
     import signal
     import time
 
@@ -349,12 +350,25 @@ def test_journal_follow_escapes_hostile_records(workspace: Path, as_json: bool) 
         stderr=subprocess.PIPE,
         env=env,
     )
+    # It never ends by itself: wait until it has printed the hostile record (it flushes
+    # each one), then stop it. A fixed sleep raced the CLI's own import on a loaded machine.
+    assert proc.stdout is not None
+    seen = b""
+    markers = (b"\\x1b]52", b"\\u001b]52")
+    deadline = time.monotonic() + 60
     try:
-        time.sleep(2)  # it never ends by itself: let it print what is there, then stop it
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            while not any(m in seen for m in markers) and time.monotonic() < deadline:
+                if selector.select(timeout=0.5):
+                    chunk = os.read(proc.stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    seen += chunk
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
-    text, errors = out.decode("utf-8"), err.decode("utf-8")
+    text, errors = (seen + out).decode("utf-8"), err.decode("utf-8")
     assert_clean(proc.returncode, text, errors)
     assert "\\x1b]52" in text or "\\u001b]52" in text
 
