@@ -70,6 +70,7 @@ __all__ = [
     "ConnectionLost",
     "DatabaseError",
     "PostgresDatabase",
+    "RowRefused",
     "Subscriber",
     "migrate",
     "open_database",
@@ -83,6 +84,9 @@ DatabaseError = psycopg.Error
 """Any error of the database driver (for the journal's modules, which import no driver)."""
 ConnectionLost = psycopg.OperationalError
 """The driver's error for a database that cannot be reached or a connection that broke."""
+RowRefused = (psycopg.DataError, ValueError, TypeError, OverflowError)
+"""What a value the server or the driver cannot take raises (a NUL in ``text``, a lone
+surrogate, an integer out of range): the row's fault, not the database's."""
 Subscriber = Callable[[str | None], None]
 """Called from the listener thread with a notice's payload, or ``None`` after a reconnect
 (anything may have changed). It must be quick and must not raise."""

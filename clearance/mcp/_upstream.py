@@ -29,6 +29,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+from clearance._limits import json_fault
 from clearance.errors import ConfigError
 from clearance.harness.tools import CallContext, CallToolResult
 from clearance.mcp._progress import current_relay
@@ -200,6 +201,11 @@ class Upstream:
     async def call(
         self, remote_name: str, arguments: dict[str, Any], ctx: CallContext
     ) -> CallToolResult:
+        fault = json_fault(arguments)
+        if fault is not None:
+            # The SDK's serializer would raise mid-write and tear down the connection
+            # every caller shares: refuse this call alone, before it is sent.
+            return _failure(f"the arguments cannot be sent to {self.describe}: {fault}")
         try:
             conn = await self.connection()
         except _Unavailable as exc:

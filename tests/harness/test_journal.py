@@ -39,6 +39,7 @@ from clearance import (
     Tool,
     ToolRegistry,
 )
+from clearance._limits import storable
 from clearance.config import default_journal_path
 from clearance.harness.journal import (
     EVENT_TYPES,
@@ -387,6 +388,11 @@ def start_log(path: Path) -> Path:
     return Path(f"{path}-starts")
 
 
+def rejected(path: Path) -> Path:
+    """Where the start-log lines an open could not restore are set aside."""
+    return Path(f"{path}-starts.rejected")
+
+
 def logged(path: Path) -> list[tuple[int, str]]:
     """``(seq, type)`` of each line of a journal's start log."""
     lines = start_log(path).read_bytes().splitlines()
@@ -546,7 +552,11 @@ def test_start_log_lines_give_back_the_row(
     row = (seq, ts, type_, *ids, 1, encode_data(data))
     line = row_line(row).encode("ascii")
     assert line.count(b"\n") == 1 and line.endswith(b"\n")
-    assert parse_line(line) == row
+    if all(i is None or storable(i) for i in ids):
+        assert parse_line(line) == row
+    else:  # append refuses such ids; a line holding one is set aside (issue 38)
+        with pytest.raises(ValueError, match="NUL or a lone surrogate"):
+            parse_line(line)
 
 
 async def test_a_torn_last_start_log_line_is_ignored(tmp_path: Path) -> None:
@@ -570,12 +580,99 @@ async def test_a_torn_last_start_log_line_is_ignored(tmp_path: Path) -> None:
         await reopened.aclose()
 
 
-async def test_a_corrupt_start_log_line_is_refused(tmp_path: Path) -> None:
+async def test_a_start_log_line_that_cannot_be_restored_is_set_aside(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 38: a start log holding a record the journal cannot restore (not a row; an id
+    with a lone surrogate or a NUL, as an older writer let through; a seq out of range)
+    never blocks a restart: each such line is reported and set aside, the others kept."""
     path = tmp_path / "j.db"
     await SqliteJournal(path).aclose()
-    start_log(path).write_bytes(b'{"not": "a row"}\n[1,1.5,"tool_started","s1",null,"c1",1,{}]\n')
-    with pytest.raises(JournalError, match=r"j\.db-starts:1: not a start-log record"):
-        SqliteJournal(path)
+    bad = [
+        b'{"not": "a row"}\n',
+        b'[2,1.5,"tool_started","s1",null,"mcp-\\ud800-1",1,{}]\n',
+        b'[3,1.5,"tool_started","s1",null,"c\\u0000",1,{}]\n',
+        b'[99999999999999999999,1.5,"tool_started","s1",null,"c9",1,{}]\n',
+    ]
+    good = b'[1,1.5,"tool_started","s1",null,"c1",1,{}]\n'
+    start_log(path).write_bytes(bad[0] + good + b"".join(bad[1:]))
+    reopened = SqliteJournal(path)
+    try:
+        assert [(e.seq, e.type, e.call_id) for e in reopened.events()] == [
+            (1, "tool_started", "c1"),
+            (2, "tool_finished", "c1"),  # the kept start, closed as interrupted (R7)
+        ]
+        await reopened.append(event("call_decided", "c2"))  # and the journal writes
+    finally:
+        await reopened.aclose()
+    assert rejected(path).read_bytes() == b"".join(bad)
+    assert os.stat(rejected(path)).st_mode & 0o777 == 0o600
+    assert caplog.text.count("set aside in j.db-starts.rejected") == 4
+    assert "line 3: not a start-log record (an id holds a NUL or a lone surrogate)" in caplog.text
+    assert not start_log(path).exists()  # closed cleanly: nothing left to restore
+
+
+@pytest.mark.parametrize("call_id", ["mcp-\ud800-1", "c\x00", "\udfff"])
+@pytest.mark.parametrize("durability", ["normal", "full", "off"])
+async def test_an_id_no_store_can_hold_fails_its_record_alone(
+    tmp_path: Path, call_id: str, durability: Any
+) -> None:
+    """Issue 38: a call id with a lone surrogate stopped the SQLite writer for good (every
+    later call denied) and poisoned the start log. Now that record alone is refused, at
+    append, and the journal goes on; a restart finds nothing to set aside."""
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path, durability=durability)
+    try:
+        await journal.append(event("call_decided", "c1"))
+        for type_ in ("call_decided", "tool_started", "tool_finished"):
+            with pytest.raises(JournalError, match="an id holds a NUL or a lone surrogate"):
+                await journal.append(event(type_, call_id))
+        with pytest.raises(JournalError, match="an id holds"):
+            await journal.append(JournalEvent("session_created", "s\ud800", None, None, {}))
+        await journal.append(event("tool_started", "c1"))
+        await journal.append(event("tool_finished", "c1"))
+        await journal.flush()
+    finally:
+        await journal.aclose()
+    # No gap: the refused records took no seq.
+    assert [(e.seq, e.call_id) for e in read_sqlite(path)] == [(1, "c1"), (2, "c1"), (3, "c1")]
+    reopened = SqliteJournal(path)
+    await reopened.aclose()
+    assert not rejected(path).exists()
+
+
+async def test_the_writer_refuses_a_row_it_cannot_bind_and_keeps_serving(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The writer never dies on a record (issue 38): a row the driver cannot bind (which
+    append's checks keep out, so only a bug could queue one) is refused, its waiter gets
+    the error, the rows of its batch are committed, and later appends are served."""
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path, durability="full")
+    try:
+        await journal.append(event("call_decided", "c1"))
+        waiter = sqlite_writer.Waiter()
+        writer = journal._writer
+        # Queued as append would queue them, in one batch: a good row, then a bad one.
+        good_row = (2, 1.5, "tool_progress", "s1", "t1", "c1", 1, "{}")
+        bad_row = (3, 1.5, "tool_started", "s1", "t1", "c\ud800", 1, "{}")
+        journal._seq = 3
+        writer.pending.append((good_row, None))
+        writer.put((bad_row, waiter))
+        with anyio.fail_after(5):
+            await waiter.done.wait()
+        assert waiter.error is not None and "refused" in str(waiter.error)
+        await journal.append(event("tool_started", "c1"))
+        await journal.append(event("tool_finished", "c1"))
+    finally:
+        await journal.aclose()
+    assert [(e.seq, e.type) for e in read_sqlite(path)] == [
+        (1, "call_decided"),
+        (2, "tool_progress"),
+        (4, "tool_started"),
+        (5, "tool_finished"),
+    ]
+    assert "refused record 3 (tool_started)" in caplog.text
 
 
 @pytest.mark.parametrize("writer", ["holding the GIL", "os.write"])

@@ -436,6 +436,40 @@ async def test_an_id_postgresql_cannot_hold_fails_that_record_alone(
         journal.close()
 
 
+@pytest.mark.parametrize("bad", ["c\x00", "c\ud800"])
+async def test_the_writer_refuses_a_row_postgresql_cannot_take_and_keeps_serving(
+    pg_url: tuple[str, str], bad: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The writer never dies on a record (issue 38): a row PostgreSQL or its driver
+    refuses (which append's checks keep out, so only a bug could queue one) is refused,
+    its waiter gets the error, the rows of its batch are committed, and later appends
+    are served."""
+    from clearance.harness.journal._sqlite_writer import Waiter
+
+    url, schema = pg_url
+    journal = _pg(url, "h1", durability="full")
+    try:
+        await journal.append(JournalEvent("session_created", "s1", None, None, {}))
+        writer = journal._writer
+        waiter = Waiter()
+        seq = journal._seqs.next("s1")
+        good = ("s1", seq, 1.5, "call_decided", None, "c1", 1, "{}")
+        seq = journal._seqs.next("s1")
+        row = ("s1", seq, 1.5, "call_decided", None, bad, 1, "{}")
+        writer.pending.append((good, None))
+        writer.put((row, waiter))
+        with anyio.fail_after(10):
+            await waiter.done.wait()
+        assert waiter.error is not None and "refused" in str(waiter.error)
+        await journal.append(JournalEvent("call_decided", "s1", None, "ok", {}))
+        await journal.flush()
+        rows = sql(schema, "SELECT seq, call_id FROM {s}.events ORDER BY seq")
+        assert rows == [(1, None), (2, "c1"), (4, "ok")]
+    finally:
+        journal.close()
+    assert "refused record s1/3 (call_decided)" in caplog.text
+
+
 @pytest.mark.parametrize("again", [False, True])
 def test_rows_are_inserted_alike_by_values_and_by_copy(
     pg_url: tuple[str, str], again: bool

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from clearance._limits import storable
 from clearance.errors import JournalError, StoreError
 from clearance.harness.journal._durable import Durability, FileLock, check_durability
 from clearance.harness.journal._event import JournalEvent, encode_data
@@ -244,10 +245,10 @@ class PostgresJournal:
         session_id = event.session_id
         turn_id, call_id, type_ = event.turn_id, event.call_id, event.type
         if not (
-            _storable(session_id)
-            and (turn_id is None or _storable(turn_id))
-            and (call_id is None or _storable(call_id))
-            and _storable(type_)
+            storable(session_id)
+            and (turn_id is None or storable(turn_id))
+            and (call_id is None or storable(call_id))
+            and storable(type_)
         ):
             # Refused here, for this record alone: in a batch it would fail every record
             # of the batch (and a model chooses its call ids).
@@ -577,14 +578,3 @@ class PostgresJournal:
         self._writer.put(control)
         with anyio.CancelScope(shield=True):
             return await anyio.to_thread.run_sync(control.future.result)
-
-
-def _storable(text: str) -> bool:
-    """Whether PostgreSQL can hold ``text``: no NUL, and valid UTF-8 (no lone surrogate)."""
-    if text.isascii():
-        return "\x00" not in text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in text

@@ -28,7 +28,7 @@ from pathlib import Path
 from clearance.errors import JournalError
 from clearance.harness.journal._postgres_host import PgRow
 from clearance.harness.journal._sqlite_writer import LOG_EVERY, LOG_MAX
-from clearance.harness.journal._start_log import StartLog, read_start_log, row_line
+from clearance.harness.journal._start_log import StartLog, read_start_log, row_line, set_aside
 
 __all__ = ["PgStartLog", "pg_line", "read_pg_start_log"]
 
@@ -46,12 +46,13 @@ def read_pg_start_log(path: Path) -> list[PgRow]:
     skipped.
 
     Raises:
-        JournalError: a file cannot be read, or a line other than a torn last one is not a
-            record, or an id is not a string.
+        JournalError: a file cannot be read, or a line that is not a record (or whose id
+            is not a string) cannot be set aside (see ``read_start_log``).
     """
     rows: list[PgRow] = []
     for part in (Path(f"{path}.old"), path):
-        for seq, ts, type_, session_id, turn_id, call_id, version, data in read_start_log(part):
+        for row in read_start_log(part):
+            seq, ts, type_, session_id, turn_id, call_id, version, data = row
             if not (
                 isinstance(session_id, str)
                 and isinstance(type_, str)
@@ -59,7 +60,8 @@ def read_pg_start_log(path: Path) -> list[PgRow]:
                 and (call_id is None or isinstance(call_id, str))
                 and type(version) is int
             ):
-                raise JournalError(f"{part}: not a start-log record of PostgresJournal")
+                set_aside(part, row_line(row).encode("ascii"), "not a record of PostgresJournal")
+                continue
             rows.append((session_id, seq, ts, type_, turn_id, call_id, version, data))
     return rows
 

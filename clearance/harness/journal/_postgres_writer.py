@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, TypeAlias
 
+from clearance._text import printable
 from clearance.errors import JournalError, StoreError
 from clearance.harness.journal._durable import Durability
 from clearance.harness.journal._event import encode_data
@@ -44,6 +45,7 @@ from clearance.harness.postgres import (
     ConnectionLost,
     DatabaseError,
     PostgresDatabase,
+    RowRefused,
 )
 
 __all__ = [
@@ -310,12 +312,20 @@ class PgWriter:
             self._lose_connection(exc)
             self._lost_rows(rows, waited, self.down or "the connection was lost")
             return
+        except RowRefused:
+            # A row the server or the driver cannot take (append checks ids, so only a
+            # bug gets here): commit the others, refuse that one, keep serving.
+            try:
+                rows, waited = self._commit_each(conn, rows, waited)
+            except ConnectionLost as exc:
+                self._lose_connection(exc)
+                self._lost_rows(rows, waited, self.down or "the connection was lost")
+                return
+            except DatabaseError as exc:
+                self._failed(exc, rows, waited)
+                return
         except DatabaseError as exc:
-            self.failure = JournalError(
-                f"{self.database.label}: cannot write the journal: {_line(exc)}"
-            )
-            _log.error("journal write failed (%d records lost): %s", len(rows), exc)
-            wake_waiters([w for _, w in waited], self.failure)
+            self._failed(exc, rows, waited)
             return
         self.committed += len(rows)
         self.commits += 1
@@ -323,6 +333,55 @@ class PgWriter:
         if waited:
             wake_waiters([w for _, w in waited], None)
         self._forget_closed(rows)
+
+    def _failed(
+        self, exc: BaseException, rows: list[PgRow], waited: list[tuple[PgRow, Waiter]]
+    ) -> None:
+        self.failure = JournalError(
+            f"{self.database.label}: cannot write the journal: {_line(exc)}"
+        )
+        _log.error("journal write failed (%d records lost): %s", len(rows), exc)
+        wake_waiters([w for _, w in waited], self.failure)
+
+    def _commit_each(
+        self, conn: Connection, rows: list[PgRow], waited: list[tuple[PgRow, Waiter]]
+    ) -> tuple[list[PgRow], list[tuple[PgRow, Waiter]]]:
+        """Write the rows again (and any to write again) one by one, each in a savepoint,
+        in one transaction; refuse those the server or the driver cannot take (their
+        waiters get the error). The rows written and their waiters.
+
+        Raises:
+            DatabaseError: as a commit.
+        """
+        schema, again = self.database.schema, self._again
+        kept: list[PgRow] = []
+        refused: dict[tuple[str, int], str] = {}
+        with conn.transaction():
+            for row, repeated in [(row, True) for row in again] + [(row, False) for row in rows]:
+                try:
+                    with conn.transaction():
+                        insert_rows(conn, schema, self.host, [row], again=repeated)
+                except RowRefused as exc:
+                    refused[(row[0], row[1])] = f"cannot record a record ({_line(exc)}); refused"
+                    _log.error(
+                        "%s: refused record %s/%d (%s): %s",
+                        self.database.label,
+                        printable(row[0]),
+                        row[1],
+                        printable(row[3]),
+                        printable(_line(exc)),
+                    )
+                else:
+                    if not repeated:
+                        kept.append(row)
+        self.committed += len(again)
+        self._again = []
+        bad = [w for row, w in waited if (row[0], row[1]) in refused]
+        if bad:
+            wake_waiters(
+                bad, JournalError(f"{self.database.label}: {next(iter(refused.values()))}")
+            )
+        return kept, [(row, w) for row, w in waited if (row[0], row[1]) not in refused]
 
     def _lost_rows(self, rows: list[PgRow], waited: list[tuple[PgRow, Waiter]], why: str) -> None:
         """Keep rows whose commit failed for later, answer their waiters with the error,

@@ -23,6 +23,8 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from clearance._limits import storable
+from clearance._text import printable
 from clearance.errors import JournalError
 from clearance.harness.journal._durable import Durability, FileLock, check_durability
 from clearance.harness.journal._event import JournalEvent, encode_data
@@ -94,8 +96,9 @@ class SqliteJournal:
 
     Raises:
         JournalError: the file is not a SQLite database, holds a newer schema, is open
-            in another writer, or cannot be written, or its start log is corrupt (a line
-            other than a torn last one is not a record).
+            in another writer, or cannot be written, or its start log cannot be read. A
+            start-log line that is not a record the journal can restore is reported and
+            set aside in ``<path>-starts.rejected``; the other records are restored.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "normal") -> None:
@@ -161,6 +164,13 @@ class SqliteJournal:
             data = encode_data(event.data)
         except (TypeError, ValueError) as exc:
             raise JournalError(f"cannot encode a {event.type} record: {exc}") from None
+        if not _ids_storable(event):
+            # Refused here, for this record alone: the writer would fail on it (and the
+            # start log would hold it for every later open). A model chooses call ids.
+            raise JournalError(
+                f"cannot record a {printable(event.type)} record: "
+                "an id holds a NUL or a lone surrogate"
+            )
         self._seq += 1
         event.seq = seq = self._seq
         row: Row = (
@@ -287,6 +297,14 @@ class SqliteJournal:
                     if not writer.is_alive():  # closed meanwhile
                         break
         return read_sqlite(self.path, session_id=session_id, call_id=call_id)
+
+
+def _ids_storable(event: JournalEvent) -> bool:
+    """Whether the event's text columns are text every store holds (see ``storable``)."""
+    for value in (event.type, event.session_id, event.turn_id, event.call_id):
+        if type(value) is str and not storable(value):
+            return False
+    return True
 
 
 async def _committed(waiter: Waiter) -> None:

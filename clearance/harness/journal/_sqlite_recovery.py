@@ -19,7 +19,7 @@ from clearance.harness.journal._sqlite_schema import (
     set_meta,
     sql_columns,
 )
-from clearance.harness.journal._start_log import read_start_log
+from clearance.harness.journal._start_log import read_start_log, row_line, set_aside
 
 __all__ = ["recover"]
 
@@ -32,8 +32,8 @@ def recover(db: sqlite3.Connection, path: Path, start_log: Path) -> tuple[int, i
     The start log is left for the caller to empty once this has committed.
 
     Raises:
-        JournalError: the database cannot be migrated or written, or the start log is
-            corrupt.
+        JournalError: the database cannot be migrated or written, or the start log
+            cannot be read (a record it holds that cannot be restored is set aside).
     """
     logged = read_start_log(start_log)
     try:
@@ -46,7 +46,21 @@ def recover(db: sqlite3.Connection, path: Path, start_log: Path) -> tuple[int, i
             if logged:
                 # Rows whose commit the crash lost; the others are already there.
                 before = db.total_changes
-                db.executemany(INSERT.replace("INSERT", "INSERT OR IGNORE"), logged)
+                restore = INSERT.replace("INSERT", "INSERT OR IGNORE")
+                try:
+                    db.executemany(restore, logged)
+                except (ValueError, TypeError, OverflowError):
+                    # A row the driver cannot bind (read_start_log checks rows, so only
+                    # a bug gets here): restore the others, set that one aside.
+                    for row in logged:
+                        try:
+                            db.execute(restore, row)
+                        except (ValueError, TypeError, OverflowError) as exc:
+                            set_aside(
+                                start_log,
+                                row_line(row).encode("ascii"),
+                                f"record {row[0]} cannot be restored ({type(exc).__name__})",
+                            )
                 restored = db.total_changes - before
                 scan_from = min(scan_from, min(row[0] for row in logged))
             seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]

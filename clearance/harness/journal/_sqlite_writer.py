@@ -24,6 +24,7 @@ from typing import Any, Final, TypeAlias
 import anyio
 import anyio.lowlevel
 
+from clearance._text import printable
 from clearance.errors import JournalError
 from clearance.harness.journal._sqlite_schema import INSERT, OPEN_STARTS, Row, set_meta
 from clearance.harness.journal._start_log import StartLog, row_line, write_all
@@ -187,12 +188,12 @@ class Writer:
                 self.urgent = False
                 items = [pending.popleft() for _ in range(min(len(pending), _BATCH))]
                 rows: list[Row] = []
-                waiters: list[Waiter] = []
+                waiters: list[tuple[Row, Waiter]] = []
                 for n, item in enumerate(items):
                     if type(item) is tuple:
                         rows.append(item[0])
                         if item[1] is not None:
-                            waiters.append(item[1])
+                            waiters.append(item)  # type: ignore[arg-type]
                         continue
                     self._commit(rows, waiters)
                     rows, waiters = [], []
@@ -211,7 +212,8 @@ class Writer:
             self._drain([])
             raise
 
-    def _commit(self, rows: list[Row], waiters: list[Waiter]) -> None:
+    def _commit(self, rows: list[Row], waiters: list[tuple[Row, Waiter]]) -> None:
+        refused: dict[int, str] = {}
         if rows and self.failure is None:
             db = self._db
             try:
@@ -221,12 +223,51 @@ class Writer:
                 self.committed = rows[-1][0]
                 self.commits += 1
             except sqlite3.Error as exc:
+                self._failed(db, exc, len(rows))
+            except (ValueError, TypeError, OverflowError):
+                # A row SQLite's driver cannot bind (append checks ids, so only a bug
+                # gets here): commit the others, refuse that one, keep serving.
                 if db.in_transaction:
                     db.execute("ROLLBACK")
-                self.failure = JournalError(f"{self.path}: cannot write the journal: {exc}")
-                _log.error("journal write failed (%d records lost): %s", len(rows), exc)
+                refused = self._commit_each(rows)
         if waiters:
-            wake_waiters(waiters, self.failure)
+            if refused:
+                bad = [w for row, w in waiters if row[0] in refused]
+                wake_waiters(bad, JournalError(f"{self.path}: {next(iter(refused.values()))}"))
+                waiters = [(row, w) for row, w in waiters if row[0] not in refused]
+            wake_waiters([w for _, w in waiters], self.failure)
+
+    def _commit_each(self, rows: list[Row]) -> dict[int, str]:
+        """Commit ``rows`` one by one in one transaction; the ones the driver refuses are
+        left out, reported, and returned (by ``seq``, with why)."""
+        db = self._db
+        refused: dict[int, str] = {}
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            for row in rows:
+                try:
+                    db.execute(INSERT, row)
+                except (ValueError, TypeError, OverflowError) as exc:
+                    refused[row[0]] = f"cannot record a record ({type(exc).__name__}); refused"
+                    _log.error(
+                        "%s: refused record %d (%s): %s",
+                        self.path,
+                        row[0],
+                        printable(row[2]),
+                        printable(exc),
+                    )
+            db.execute("COMMIT")
+            self.committed = rows[-1][0]
+            self.commits += 1
+        except sqlite3.Error as exc:
+            self._failed(db, exc, len(rows))
+        return refused
+
+    def _failed(self, db: sqlite3.Connection, exc: sqlite3.Error, lost: int) -> None:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        self.failure = JournalError(f"{self.path}: cannot write the journal: {exc}")
+        _log.error("journal write failed (%d records lost): %s", lost, exc)
 
     def _tend_start_log(self, start_log: StartLog) -> None:
         """Keep the start log small (called when every record taken is committed)."""

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 
+from clearance._limits import storable
 from clearance.errors import JournalError
 from clearance.harness.journal._durable import Durability
 from clearance.harness.journal._event import encode_data
@@ -35,11 +36,15 @@ __all__ = [
     "parse_line",
     "read_start_log",
     "row_line",
+    "set_aside",
     "write_all",
     "write_holding_gil",
 ]
 
 _log = logging.getLogger("clearance")
+
+_MAX_SEQ = 1 << 63
+"""SQLite's and PostgreSQL's integers are 64-bit."""
 
 
 def row_line(row: Row) -> str:
@@ -63,14 +68,26 @@ def parse_line(line: bytes) -> Row:
     """A start-log line back as the row it was written from.
 
     Raises:
-        ValueError: the line is not a row.
+        ValueError: the line is not a row, or a row no store can hold (an id with a NUL or
+            a lone surrogate, a ``seq`` out of range).
     """
     value = json.loads(line)
     if not (isinstance(value, list) and len(value) == 8 and type(value[0]) is int):
         raise ValueError("not a row")
     seq, ts, type_, session_id, turn_id, call_id, version, data = value
-    if not isinstance(ts, int | float):
+    if not 0 < seq < _MAX_SEQ:
+        raise ValueError("seq is out of range")
+    if not isinstance(ts, int | float) or isinstance(ts, bool):
         raise ValueError("ts is not a number")
+    if type(version) is not int or not -_MAX_SEQ < version < _MAX_SEQ:
+        raise ValueError("version is not an integer")
+    if not isinstance(type_, str) or not isinstance(session_id, str):
+        raise ValueError("type or session_id is not a string")
+    for column in (type_, session_id, turn_id, call_id):
+        if isinstance(column, str) and not storable(column):
+            raise ValueError("an id holds a NUL or a lone surrogate")
+        if isinstance(column, int) and not -_MAX_SEQ < column < _MAX_SEQ:
+            raise ValueError("an id is out of range")
     # Encoded by the same encoder as on append: the same text as the row had.
     return (seq, float(ts), type_, session_id, turn_id, call_id, version, encode_data(data))
 
@@ -78,8 +95,11 @@ def parse_line(line: bytes) -> Row:
 def read_start_log(path: Path) -> list[Row]:
     """The rows of a start log (none when it is missing); a torn last line is skipped.
 
+    A line that is not a row a store can hold never stops the journal from opening: it is
+    reported and set aside, appended to ``<path>.rejected``, and the other rows are kept.
+
     Raises:
-        JournalError: the file cannot be read or another line is not a row.
+        JournalError: the file cannot be read, or a line cannot be set aside.
     """
     try:
         raw = path.read_bytes()
@@ -94,15 +114,35 @@ def read_start_log(path: Path) -> list[Row]:
             continue
         try:
             rows.append(parse_line(line))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             if number == len(lines) and not line.endswith(b"\n"):
                 _log.warning("%s: ignoring a line torn by a crash", path)
                 break
-            raise JournalError(
-                f"{path}:{number}: not a start-log record ({exc}); move the file away to "
-                "open the journal without it"
-            ) from None
+            set_aside(path, line, f"line {number}: not a start-log record ({exc})")
     return rows
+
+
+def set_aside(path: Path, line: bytes, why: str) -> None:
+    """Keep a start-log line the journal cannot restore in ``<path>.rejected`` (mode
+    0600), and say so.
+
+    Raises:
+        JournalError: the file cannot be written.
+    """
+    rejected = Path(f"{path}.rejected")
+    if not line.endswith(b"\n"):
+        line += b"\n"
+    try:
+        fd = os.open(rejected, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            write_all(fd, line)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise JournalError(
+            f"{path}: {why}, and it cannot be set aside in {rejected.name}: {exc.strerror}"
+        ) from None
+    _log.error("%s: %s; set aside in %s, the other records are kept", path, why, rejected.name)
 
 
 def write_all(fd: int, data: bytes) -> int:

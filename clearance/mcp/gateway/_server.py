@@ -25,12 +25,14 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from clearance import __version__
+from clearance._text import printable
 from clearance.errors import ConfigError
 from clearance.harness.session import Harness, Session
 from clearance.mcp.gateway._asks import Asks, Rounds
 from clearance.mcp.gateway._auth import BearerAuth, PrincipalToken, principal_of
 from clearance.mcp.gateway._config import AskFallback
 from clearance.mcp.gateway._convert import arguments_key, listed_tools, mcp_result, relay_to
+from clearance.mcp.gateway._edge import check_call, request_label
 from clearance.mcp.gateway._pending import PendingCalls
 from clearance.mcp.gateway._sessions import SessionEnds, SessionKey, Sessions, session_key
 from clearance.mcp.gateway._stdio import process_pipes
@@ -278,14 +280,19 @@ class Gateway:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        # Checked before anything else: a value that cannot be recorded or sent on
+        # refuses this request alone (see _edge).
+        label = request_label(ctx.request_id)
+        check_call(params)
         async with self._serving(ctx) as session:
-            return await self._call_in(session, ctx, params)
+            return await self._call_in(session, ctx, params, label)
 
     async def _call_in(
         self,
         session: Session,
         ctx: ServerRequestContext[Any, Any],
         params: mcp_types.CallToolRequestParams,
+        label: str,
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         if params.request_state is not None or params.input_responses:
             return await self._asks.resume(
@@ -298,10 +305,13 @@ class Gateway:
         tool = session.tools.get(params.name)
         if tool is None:
             # Spec: an unknown tool is a protocol error, not a tool result.
-            raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+            raise MCPError(
+                code=mcp_types.INVALID_PARAMS, message=f"Unknown tool: {printable(params.name)}"
+            )
         arguments: Any = params.arguments if params.arguments is not None else {}
-        call_id = f"mcp-{ctx.request_id}-{secrets.token_hex(4)}"
-        context = {"mcp_request_id": ctx.request_id, "mcp_session_id": session_key(ctx)}
+        call_id = f"mcp-{label}-{secrets.token_hex(4)}"
+        request_id = ctx.request_id if label == str(ctx.request_id) else label
+        context = {"mcp_request_id": request_id, "mcp_session_id": session_key(ctx)}
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and self._asks.can_elicit(ctx.session):
             # 2026-07-28 forbids server-to-client requests: an ask becomes an
             # input_required result, answered by the client's retry. The call runs in a
