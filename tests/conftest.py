@@ -26,6 +26,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 _STATE = tempfile.mkdtemp(prefix="clearance-test-state-")
 os.environ["XDG_STATE_HOME"] = _STATE
 atexit.register(shutil.rmtree, _STATE, True)
+# Approver keys (rule R13) live in the user's config directory; tests, and the CLI
+# processes they start, use a private one.
+_CONFIG = tempfile.mkdtemp(prefix="clearance-test-config-")
+os.environ["XDG_CONFIG_HOME"] = _CONFIG
+os.environ.pop("CLEARANCE_APPROVERS_DIR", None)
+atexit.register(shutil.rmtree, _CONFIG, True)
 
 # What the CLI prints is fitted to the terminal (COLUMNS, LINES); the tests check the output
 # of a fixed width, whatever the shell that started pytest had set.

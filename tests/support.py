@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from clearance import CallContext, Harness, Principal, Tool, ToolRegistry
+from clearance.harness.approvers import Approvers, Credential
 from clearance.harness.journal import MemoryJournal
 
 ALICE = Principal("User", "alice")
@@ -96,3 +97,11 @@ TOOLS = ["files.read_file", "files.write_file", "files.list_dir", "shell.run"]
 def harness(registry: ToolRegistry, **options: Any) -> Harness:
     options.setdefault("journal", MemoryJournal())
     return Harness(registry, **options)
+
+
+def approver(name: str) -> Credential:
+    """The credential of the approver ``name`` in the tests' approver directory (the one
+    the CLI processes the tests start use too), registered on first use."""
+    keyring = Approvers.default()
+    found = keyring.credential(name)
+    return found if found is not None else keyring.add(name)

@@ -3,8 +3,13 @@
 Asks live in the SQLite ask store beside the grants (``[approvals] grants``, default the
 journal file in the state directory), or the file given with ``--db``. A host paused on an
 ask (``session.authorize`` came back pending) gets the answer when it tries the call
-again; a call waiting in another process goes on within a moment. The answer records who
-gave it (``--by``, default the login name) and that it came through the CLI.
+again; a call waiting in another process goes on within a moment.
+
+Only a person answers (rule R13): an answer is sealed with an approver's key
+(``clearance approvers add NAME``, kept outside every workspace), chosen with
+``--approver`` (default: the login name's, or the only one there is). The answer is
+recorded as that approver's, through the CLI; a host applies it only when the key is
+registered in its own approver directory.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from clearance.cli._store import store_url
 from clearance.cli.main import cli, fail
 from clearance.errors import AskError
 from clearance.harness.approvals import coerce_decision
+from clearance.harness.approvers import Approvers, Credential
 from clearance.harness.ask_display import ask_lines, deciding_fields
 from clearance.harness.ask_store import StoredAsk
 from clearance.harness.ask_store_sqlite import SqliteAskStore
@@ -55,6 +61,40 @@ def _open_store(db: str | None, config_path: str | None) -> Any:
     if not path.is_file():
         fail(f"no ask store at {str(path)!r} (give the file with --db)")
     return SqliteAskStore(path)
+
+
+def _approver_option(fn: click.decorators.FC) -> click.decorators.FC:
+    return click.option(
+        "--approver",
+        "--by",
+        "by",
+        metavar="NAME",
+        default=None,
+        help="The approver whose key seals the answer (see `clearance approvers`; default: "
+        "the login name's, or the only approver).",
+    )(fn)
+
+
+def _credential(name: str | None) -> Credential:
+    """The key an answer is sealed with: ``name``'s, else the login name's, else the only
+    approver's."""
+    keyring = Approvers.default()
+    if name is not None:
+        found = keyring.credential(name)
+        if found is None:
+            fail(f"no approver key for {name!r} on this machine; nothing answered")
+        return found
+    login = keyring.credential(_login())
+    if login is not None:
+        return login
+    names = keyring.names()
+    if len(names) == 1:
+        only = keyring.credential(names[0])
+        if only is not None:
+            return only
+    if names:
+        fail("several approvers are registered: choose one with --approver; nothing answered")
+    fail("no approver key on this machine; nothing answered")
 
 
 def _when(ts: float | None) -> str:
@@ -161,7 +201,7 @@ def show_command(ask_id: str, db: str | None, config_path: str | None, as_json: 
     help="For allow_session/allow_always: the number of a scope `asks show` lists "
     "(default: exactly this call).",
 )
-@click.option("--by", default=None, help="Who answers (default: the login name).")
+@_approver_option
 @click.option("--json", "as_json", is_flag=True, help="Print the answered ask as JSON.")
 def approve_command(
     ask_id: str,
@@ -180,7 +220,7 @@ def approve_command(
 @click.argument("ask_id", metavar="ID")
 @_db_option
 @config_option
-@click.option("--by", default=None, help="Who answers (default: the login name).")
+@_approver_option
 @click.option("--json", "as_json", is_flag=True, help="Print the answered ask as JSON.")
 def deny_command(
     ask_id: str, db: str | None, config_path: str | None, by: str | None, as_json: bool
@@ -198,6 +238,7 @@ def _answer(
     by: str | None,
     as_json: bool,
 ) -> None:
+    credential = _credential(by)
     store = _open_store(db, config_path)
     try:
         found = _find(store, ask_id)
@@ -208,12 +249,12 @@ def _answer(
             if not 1 <= scope_index <= len(found.suggestions):
                 fail(f"--scope: ask {ask_id} offers scopes 1 to {len(found.suggestions)}")
             scope = found.suggestions[scope_index - 1]
-        who = by or _login()
+        who = credential.name
         try:
             answered = store.answer(
                 ask_id,
                 coerce_decision(answer, scope=scope),
-                by=who,
+                credential=credential,
                 via="cli",
             )
         except AskError as exc:

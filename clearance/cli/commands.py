@@ -1,6 +1,7 @@
 """Imports every verb module so that each registers itself on the root group."""
 
 from clearance.cli import (  # noqa: F401
+    approvers_cmd,
     asks_cmd,
     demo_cmd,
     gateway_cmd,

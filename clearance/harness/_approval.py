@@ -8,6 +8,11 @@ A host that can pause (``authorize``) gets ``pending`` instead of waiting when n
 can answer. Nobody is asked to approve a call whose deciding argument is withheld. The ask,
 its suggestions and the grant an answer makes are rendered from the call's one view
 (:mod:`clearance.harness.view`).
+
+Only a person answers (rule R13): the ask store reports an answer only when its seal
+verifies under a registered approver's key or the host's (:mod:`clearance.harness.approvers`);
+an answer the host gives here (callback, stream) is recorded sealed with the host key. An
+answer is applied once per ask id in this harness, whatever the store says later.
 """
 
 from __future__ import annotations
@@ -20,19 +25,36 @@ from typing import Any
 
 import anyio
 
-from clearance.errors import AskError, ClearanceError
+from clearance.errors import AskError, ClearanceError, ConfigError
 from clearance.harness._call_state import CallState, elapsed_us
 from clearance.harness._recorder import Recorder
 from clearance.harness._redaction import scrub
 from clearance.harness.approvals import PermissionAsk, PermissionDecision, arguments_hash
-from clearance.harness.ask_store import StoredAsk
+from clearance.harness.ask_store import StoredAsk, host_credential
 from clearance.harness.outcomes import CallOutcome
 from clearance.policy.base import Verdict
 
-__all__ = ["Approval", "what_asks"]
+__all__ = ["Approval", "apply_once", "what_asks"]
 
 _STORE_POLL = 0.2
 """Seconds between looks at a shared ask store while a call waits for its answer."""
+
+_APPLIED_KEPT = 100_000
+"""How many applied ask ids a harness remembers (the oldest are forgotten first; an ask
+older than ``pending_ask_ttl`` is not applied anyway)."""
+
+
+def apply_once(harness: Any, store: Any, ask_id: str) -> bool:
+    """Mark the answer of ``ask_id`` as applied: True the first time only, in the store and
+    in this harness (a store whose row was set back to ``answered`` by hand does not make
+    one answer count twice here)."""
+    applied: dict[str, None] = harness.applied_answers
+    if ask_id in applied or not store.consume(ask_id):
+        return False
+    applied[ask_id] = None
+    if len(applied) > _APPLIED_KEPT:
+        del applied[next(iter(applied))]
+    return True
 
 
 def what_asks(
@@ -119,6 +141,10 @@ class Approval(Recorder):
             # An ask nobody answered (or applied) in time is not an answer for today's call.
             store.withdraw(stored.ask_id, "expired")
             stored = None
+        if stored is not None and stored.ask_id in h.applied_answers:
+            # Applied here already, yet found again (a store set back by hand): that
+            # answer is spent; the call is asked anew.
+            stored = None
         blind = view.unshowable
         if blind:
             # Nobody approves what they cannot see (issue 19): a deciding argument whose
@@ -156,7 +182,7 @@ class Approval(Recorder):
         if stored is not None and stored.status == "answered" and stored.decision is not None:
             # Answered while the call was paused (elsewhere, or before a restart): the
             # answer applies to this call, once.
-            if store.consume(stored.ask_id):
+            if apply_once(h, store, stored.ask_id):
                 ask.settle(stored.decision)
         elif call.host and (
             call.wait is False or (call.wait is None and not session.asks.answerable)
@@ -183,13 +209,23 @@ class Approval(Recorder):
         else:
             decision, how = await self._wait_for_answer(ask, session, store)
             if decision is not None:
-                # Recorded where it was not (an answer from the stream or the callback), and
-                # applied once wherever it came from: an answer given in the store
-                # (``answer_ask``) while a callback waited is "store" and still answered
-                # there; left so, the same call tried again would be allowed by it again.
-                with contextlib.suppress(AskError):
-                    store.answer(ask.ask_id, decision, via=decision.via or how)
-                store.consume(ask.ask_id)
+                # Recorded where it was not (an answer from the stream or the callback,
+                # sealed as the host's), and applied once wherever it came from: an answer
+                # given in the store (``answer_ask``) while a callback waited is "store" and
+                # still answered there; left so, the same call tried again would be
+                # allowed by it again.
+                try:
+                    with contextlib.suppress(AskError):
+                        store.answer(
+                            ask.ask_id,
+                            decision,
+                            credential=host_credential(store),
+                            via=decision.via or how,
+                        )
+                except ConfigError as exc:  # no host key here: the ask cannot stay open
+                    self._diagnose(call, exc, stage="ask")
+                    store.withdraw(ask.ask_id, "answered in process")
+                apply_once(h, store, ask.ask_id)
             else:
                 store.withdraw(ask.ask_id, how)
         if session.closed and decision is not None:
@@ -260,7 +296,7 @@ class Approval(Recorder):
                     # bounds the wait).
                     continue
                 if stored is not None and stored.status == "answered" and stored.decision:
-                    if ask.open and store.consume(ask.ask_id):
+                    if ask.open and apply_once(self.harness, store, ask.ask_id):
                         found.append(stored.decision)
                         ask.settle(stored.decision)
                     return

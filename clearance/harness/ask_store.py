@@ -11,6 +11,14 @@ call id with other arguments, is a different ask). Its life:
 pipeline applied it to the call: an ``allow_once`` answer authorizes that call once);
 or ``pending`` → ``closed`` (withdrawn, timed out, the session closed).
 
+Only a person answers (rule R13): an answer is given with a
+:class:`~clearance.harness.approvers.Credential` (a registered approver's key, or the
+host's) and kept with its :class:`~clearance.harness.approvers.Seal`, an HMAC over
+:func:`answer_message`. A store refuses a credential its keyring does not know, and
+:func:`verified` is how a store reports an answer it reads: one whose seal does not verify
+(written into the store by something without a key, or by an approver since removed) is
+no answer: the ask reads as ``closed`` (``unverified answer``) and is never applied.
+
 Stores: :class:`MemoryAskStore` (this process) and
 :class:`~clearance.harness.ask_store_sqlite.SqliteAskStore` (a file shared by processes:
 the CLI keeps it beside the grants).
@@ -18,6 +26,8 @@ the CLI keeps it beside the grants).
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -26,6 +36,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from clearance.errors import AskError
 from clearance.harness.approvals import PermissionAsk, PermissionDecision
+from clearance.harness.approvers import Approvers, Credential, Seal
 from clearance.harness.grants import GrantScope
 
 __all__ = [
@@ -33,9 +44,15 @@ __all__ = [
     "AskStore",
     "MemoryAskStore",
     "StoredAsk",
+    "answer_message",
+    "host_credential",
     "decision_from_json",
     "decision_to_json",
+    "sealed_answer",
+    "verified",
 ]
+
+log = logging.getLogger("clearance")
 
 AskStatus = Literal["pending", "answered", "consumed", "closed"]
 
@@ -68,6 +85,8 @@ class StoredAsk:
     via: str | None = None
     answered_at: float | None = None
     closed_why: str | None = None
+    seal: Seal | None = None
+    """The answer's seal (see :mod:`clearance.harness.approvers`)."""
 
     @classmethod
     def of(
@@ -117,6 +136,109 @@ class StoredAsk:
         }
 
 
+def answer_message(ask: StoredAsk, decision: PermissionDecision, approver: str) -> bytes:
+    """What an answer's seal is the HMAC of: the ask it answers (its id, and what the
+    call it is found again by is: principal, tool, call, arguments hash, when it was
+    asked) and the whole answer (decision, scope, message, expiry, who, through what), and
+    the name of the key that seals it. Changing any of these in a store breaks the seal."""
+    body = {
+        "v": 1,
+        "ask_id": ask.ask_id,
+        "principal": ask.principal,
+        "tool": ask.tool,
+        "call_id": ask.call_id,
+        "session_id": ask.session_id,
+        "arguments_hash": ask.arguments_hash,
+        "created_at": ask.created_at,
+        "answer": decision_to_json(decision),
+        "answered_by": ask.answered_by,
+        "via": ask.via,
+        "answered_at": ask.answered_at,
+        "approver": approver,
+    }
+    text = json.dumps(body, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    return b"clearance-answer\n" + text.encode("ascii")
+
+
+def sealed_answer(
+    ask: StoredAsk,
+    decision: PermissionDecision,
+    credential: Credential,
+    approvers: Approvers,
+    *,
+    by: str | None = None,
+    via: str | None = None,
+) -> StoredAsk:
+    """``ask`` answered with ``decision`` by the holder of ``credential``, sealed.
+
+    An approver answers as themselves: the answer records the credential's name. The host
+    answers for whoever it names (``by``).
+
+    Raises:
+        AskError: the ask is not pending, the credential is not one ``approvers`` knows,
+            or ``by`` names someone else than the approver whose key answers.
+    """
+    if ask.status != "pending":
+        raise AskError(f"ask {ask.ask_id} is {ask.status}, not pending")
+    if not isinstance(credential, Credential) or not approvers.knows(credential):
+        name = getattr(credential, "name", None)
+        raise AskError(
+            f"{name!r} is not a registered approver here; nothing answered"
+            if name
+            else "an answer needs an approver's credential; nothing answered"
+        )
+    if credential.is_host:
+        who = by or decision.decided_by
+    else:
+        if by is not None and by != credential.name:
+            raise AskError(f"answering as {by!r} needs {by!r}'s key; nothing answered")
+        who = credential.name
+    how = via or decision.via
+    answered = replace(
+        ask,
+        status="answered",
+        decision=replace(decision, decided_by=who, via=how),
+        answered_by=who,
+        via=how,
+        answered_at=time.time(),
+    )
+    assert answered.decision is not None
+    return replace(
+        answered,
+        seal=credential.seal(answer_message(answered, answered.decision, credential.name)),
+    )
+
+
+def verified(ask: StoredAsk, approvers: Approvers) -> StoredAsk:
+    """``ask`` as a store may report it: an answer (answered or consumed) whose seal does
+    not verify under ``approvers`` is no answer, and the ask reads as ``closed``."""
+    if ask.status not in ("answered", "consumed") and ask.decision is None:
+        return ask
+    if ask.status not in ("answered", "consumed"):
+        return replace(ask, decision=None, seal=None)  # a decision on an unanswered ask
+    seal = ask.seal
+    if (
+        ask.decision is not None
+        and seal is not None
+        and approvers.verify(seal, answer_message(ask, ask.decision, seal.approver))
+    ):
+        return ask
+    log.warning(
+        "ask %s: an answer in the store has no valid seal (approver %r); it is not applied",
+        ask.ask_id,
+        seal.approver if seal is not None else None,
+    )
+    return replace(
+        ask,
+        status="closed",
+        decision=None,
+        answered_by=None,
+        via=None,
+        seal=None,
+        closed_why="unverified answer",
+    )
+
+
 def decision_to_json(decision: PermissionDecision) -> dict[str, Any]:
     return {
         "decision": decision.decision,
@@ -147,14 +269,20 @@ class AskStore(Protocol):
     shared: bool
     """Whether other processes see this store (then a waiting call polls it)."""
 
+    approvers: Approvers
+    """The keys whose answers this store takes and reports (rule R13)."""
+
     def put(self, ask: StoredAsk) -> None: ...
 
-    def get(self, ask_id: str) -> StoredAsk | None: ...
+    def get(self, ask_id: str) -> StoredAsk | None:
+        """The ask with this id (an answer whose seal does not verify reads ``closed``)."""
+        ...
 
     def find(
         self, principal: str, tool: str, call_id: str, arguments_hash: str
     ) -> StoredAsk | None:
-        """The newest ask of that call that is pending or answered (not consumed)."""
+        """The newest ask of that call that is pending or answered (not consumed), with a
+        verified answer if answered."""
         ...
 
     def pending(self) -> list[StoredAsk]: ...
@@ -164,13 +292,16 @@ class AskStore(Protocol):
         ask_id: str,
         decision: PermissionDecision,
         *,
+        credential: Credential,
         by: str | None = None,
         via: str | None = None,
     ) -> StoredAsk:
-        """Record the answer of a pending ask.
+        """Record the answer of a pending ask, sealed with ``credential`` (see
+        :func:`sealed_answer`).
 
         Raises:
-            AskError: no such ask, or it is not pending (answered, consumed or closed).
+            AskError: no such ask, it is not pending (answered, consumed or closed), or the
+                credential is not one of :attr:`approvers`.
         """
         ...
 
@@ -184,12 +315,35 @@ class AskStore(Protocol):
         ...
 
 
+def host_credential(store: Any) -> Credential:
+    """The host's credential for answers it gives into ``store`` (see
+    :mod:`clearance.harness.approvers`); a store without a keyring gets this process's
+    in-memory one.
+
+    Raises:
+        ConfigError: the host key cannot be read or made.
+    """
+    approvers = getattr(store, "approvers", None)
+    if not isinstance(approvers, Approvers):
+        return _PROCESS_KEYRING.host()
+    return approvers.host()
+
+
+_PROCESS_KEYRING = Approvers(None)
+
+
 class MemoryAskStore:
-    """Asks in this process's memory."""
+    """Asks in this process's memory.
+
+    Args:
+        approvers: the keys whose answers it takes (default: an in-memory keyring, whose
+            only key is this process's host key).
+    """
 
     shared = False
 
-    def __init__(self) -> None:
+    def __init__(self, *, approvers: Approvers | None = None) -> None:
+        self.approvers = approvers if approvers is not None else Approvers(None)
         self._asks: dict[str, StoredAsk] = {}
         self._lock = threading.Lock()
 
@@ -224,6 +378,7 @@ class MemoryAskStore:
         ask_id: str,
         decision: PermissionDecision,
         *,
+        credential: Credential,
         by: str | None = None,
         via: str | None = None,
     ) -> StoredAsk:
@@ -231,18 +386,7 @@ class MemoryAskStore:
             ask = self._asks.get(ask_id)
             if ask is None:
                 raise AskError(f"no ask {ask_id!r}")
-            if ask.status != "pending":
-                raise AskError(f"ask {ask_id} is {ask.status}, not pending")
-            answered = replace(
-                ask,
-                status="answered",
-                decision=replace(
-                    decision, decided_by=by or decision.decided_by, via=via or decision.via
-                ),
-                answered_by=by or decision.decided_by,
-                via=via or decision.via,
-                answered_at=time.time(),
-            )
+            answered = sealed_answer(ask, decision, credential, self.approvers, by=by, via=via)
             self._asks[ask_id] = answered
             return answered
 

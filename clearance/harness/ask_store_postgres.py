@@ -15,19 +15,23 @@ even without notices.
 When the database is unreachable every method raises
 :class:`~clearance.errors.StoreError` naming the store: a call that needs to ask is
 denied (rule R1). Schema: :mod:`clearance.harness.postgres`.
+
+Answers are sealed and checked as in the SQLite store (rule R13,
+:mod:`clearance.harness.approvers`): an answer whose seal does not verify under this
+store's keyring reads as ``closed`` (``unverified answer``) and is closed in the table.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from clearance.errors import AskError
 from clearance.harness.approvals import PermissionDecision
-from clearance.harness.ask_store import StoredAsk
-from clearance.harness.ask_store_sqlite import ask_body, ask_from_row
+from clearance.harness.approvers import Approvers, Credential
+from clearance.harness.ask_store import StoredAsk, sealed_answer, verified
+from clearance.harness.ask_store_sqlite import ask_body, ask_from_row, matches
 from clearance.harness.postgres import Connection, PostgresDatabase, open_database
 
 __all__ = ["PostgresAskStore"]
@@ -42,6 +46,8 @@ class PostgresAskStore:
         database: a ``postgresql://`` URL (the store opens and closes its own
             connections) or a :class:`~clearance.harness.postgres.PostgresDatabase` shared
             with other stores.
+        approvers: the keys whose answers it takes and reports (default: the keyring of
+            :func:`~clearance.harness.approvers.approvers_directory`).
 
     Raises:
         ConfigError: the URL is not a PostgreSQL URL.
@@ -49,7 +55,10 @@ class PostgresAskStore:
 
     shared = True
 
-    def __init__(self, database: str | PostgresDatabase) -> None:
+    def __init__(
+        self, database: str | PostgresDatabase, *, approvers: Approvers | None = None
+    ) -> None:
+        self.approvers = approvers if approvers is not None else Approvers.default()
         self.database, self._owned = open_database(database)
         self.path = self.database.name
         self._table = f"{self.database.schema}.asks"
@@ -106,28 +115,21 @@ class PostgresAskStore:
         ask_id: str,
         decision: PermissionDecision,
         *,
+        credential: Credential,
         by: str | None = None,
         via: str | None = None,
     ) -> StoredAsk:
-        """Record the answer of a pending ask.
+        """Record the answer of a pending ask, sealed with ``credential``.
 
         Raises:
-            AskError: no such ask, or it is not pending.
+            AskError: no such ask, it is not pending, or the credential is not one of
+                this store's keyring.
             StoreError: the database is unreachable.
         """
         found = self.get(ask_id)
         if found is None:
             raise AskError(f"no ask {ask_id!r}")
-        answered = replace(
-            found,
-            status="answered",
-            decision=replace(
-                decision, decided_by=by or decision.decided_by, via=via or decision.via
-            ),
-            answered_by=by or decision.decided_by,
-            via=via or decision.via,
-            answered_at=time.time(),
-        )
+        answered = sealed_answer(found, decision, credential, self.approvers, by=by, via=via)
         done = self._change("record an answer", answered, "pending")
         if not done:
             now = self.get(ask_id)
@@ -195,7 +197,9 @@ class PostgresAskStore:
             "AND status IN ('pending', 'answered') ORDER BY created_at DESC LIMIT 1",
             (principal, tool, call_id, arguments_hash),
         )
-        return rows[0] if rows else None
+        if not rows or not matches(rows[0], principal, tool, call_id, arguments_hash):
+            return None
+        return rows[0]
 
     def pending(self) -> list[StoredAsk]:
         """The asks waiting for an answer, oldest first.
@@ -203,7 +207,8 @@ class PostgresAskStore:
         Raises:
             StoreError: the database is unreachable.
         """
-        return self._select("WHERE status = 'pending' ORDER BY created_at", ())
+        found = self._select("WHERE status = 'pending' ORDER BY created_at", ())
+        return [a for a in found if a.status == "pending"]
 
     def all(self, *, limit: int = 100) -> list[StoredAsk]:
         """The newest asks, whatever their status.
@@ -214,8 +219,29 @@ class PostgresAskStore:
         return self._select("ORDER BY created_at DESC LIMIT %s", (limit,))
 
     def _select(self, where: str, params: tuple[Any, ...]) -> list[StoredAsk]:
-        def query(conn: Connection) -> list[StoredAsk]:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM {self._table} {where}", params)
-            return [ask_from_row(tuple(row)) for row in rows.fetchall()]
+        """The asks of the rows ``where`` selects, as this store reports them: an answer
+        whose seal does not verify is no answer (and its row is closed, unless it changed
+        meanwhile)."""
 
-        return self.database.run("read the asks", query, read=True)
+        def query(conn: Connection) -> list[tuple[Any, ...]]:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM {self._table} {where}", params)
+            return [tuple(row) for row in rows.fetchall()]
+
+        reported = []
+        for row in self.database.run("read the asks", query, read=True):
+            ask = ask_from_row(row)
+            shown = verified(ask, self.approvers)
+            if shown.status != ask.status:
+                self._close_unverified(shown, row)
+            reported.append(shown)
+        return reported
+
+    def _close_unverified(self, shown: StoredAsk, row: tuple[Any, ...]) -> None:
+        self.database.run(
+            "close an unverified answer",
+            lambda conn: conn.execute(
+                f"UPDATE {self._table} SET status = %s, body = %s "
+                "WHERE ask_id = %s AND status = %s AND body = %s",
+                (shown.status, ask_body(shown), shown.ask_id, row[1], row[2]),
+            ),
+        )

@@ -9,6 +9,11 @@ Schema::
 Every method is one small transaction; an answer is recorded with a conditional update
 (``... WHERE status = 'pending'``), so two processes answering at once cannot both win, and
 an answer is consumed once (``... WHERE status = 'answered'``).
+
+An answer is recorded only with a credential of the store's keyring, sealed, and an answer
+is reported only when its seal verifies (rule R13, :mod:`clearance.harness.approvers`): a
+row whose answer does not verify (written into the file by hand) reads as ``closed``
+(``unverified answer``), and is closed in the file too.
 """
 
 from __future__ import annotations
@@ -16,21 +21,23 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from clearance.errors import AskError, ConfigError
 from clearance.harness.approvals import PermissionDecision
+from clearance.harness.approvers import Approvers, Credential, Seal
 from clearance.harness.ask_store import (
     StoredAsk,
     decision_from_json,
     decision_to_json,
+    sealed_answer,
+    verified,
 )
 from clearance.harness.grants import GrantScope
 
-__all__ = ["SqliteAskStore", "ask_body", "ask_from_row"]
+__all__ = ["SqliteAskStore", "ask_body", "ask_from_row", "matches"]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS asks (ask_id TEXT PRIMARY KEY, principal TEXT NOT NULL, "
@@ -45,14 +52,20 @@ _COLUMNS = "ask_id, status, body"
 class SqliteAskStore:
     """Durable asks in a SQLite file (see the module docstring).
 
+    Args:
+        path: the file.
+        approvers: the keys whose answers it takes and reports (default: the keyring of
+            :func:`~clearance.harness.approvers.approvers_directory`).
+
     Raises:
         ConfigError: the file cannot be opened or is not a SQLite database.
     """
 
     shared = True
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, approvers: Approvers | None = None) -> None:
         self.path = str(path)
+        self.approvers = approvers if approvers is not None else Approvers.default()
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(
@@ -90,6 +103,7 @@ class SqliteAskStore:
         ask_id: str,
         decision: PermissionDecision,
         *,
+        credential: Credential,
         by: str | None = None,
         via: str | None = None,
     ) -> StoredAsk:
@@ -97,16 +111,7 @@ class SqliteAskStore:
             found = self.get(ask_id)
             if found is None:
                 raise AskError(f"no ask {ask_id!r}")
-            answered = replace(
-                found,
-                status="answered",
-                decision=replace(
-                    decision, decided_by=by or decision.decided_by, via=via or decision.via
-                ),
-                answered_by=by or decision.decided_by,
-                via=via or decision.via,
-                answered_at=time.time(),
-            )
+            answered = sealed_answer(found, decision, credential, self.approvers, by=by, via=via)
             done = self._db.execute(
                 "UPDATE asks SET status = 'answered', body = ? "
                 "WHERE ask_id = ? AND status = 'pending'",
@@ -145,7 +150,7 @@ class SqliteAskStore:
         row = self._db.execute(
             f"SELECT {_COLUMNS} FROM asks WHERE ask_id = ?", (ask_id,)
         ).fetchone()
-        return ask_from_row(row) if row is not None else None
+        return self._reported(row) if row is not None else None
 
     def find(
         self, principal: str, tool: str, call_id: str, arguments_hash: str
@@ -156,20 +161,35 @@ class SqliteAskStore:
             "ORDER BY created_at DESC LIMIT 1",
             (principal, tool, call_id, arguments_hash),
         ).fetchone()
-        return ask_from_row(row) if row is not None else None
+        found = self._reported(row) if row is not None else None
+        if found is None or not matches(found, principal, tool, call_id, arguments_hash):
+            return None
+        return found
 
     def pending(self) -> list[StoredAsk]:
         rows = self._db.execute(
             f"SELECT {_COLUMNS} FROM asks WHERE status = 'pending' ORDER BY created_at"
         ).fetchall()
-        return [ask_from_row(r) for r in rows]
+        return [a for a in map(self._reported, rows) if a.status == "pending"]
 
     def all(self, *, limit: int = 100) -> list[StoredAsk]:
         """The newest asks, whatever their status."""
         rows = self._db.execute(
             f"SELECT {_COLUMNS} FROM asks ORDER BY created_at DESC LIMIT ?", (limit,)
         ).fetchall()
-        return [ask_from_row(r) for r in rows]
+        return [self._reported(r) for r in rows]
+
+    def _reported(self, row: tuple[Any, ...]) -> StoredAsk:
+        """The ask of a row as this store reports it: an answer whose seal does not
+        verify is no answer (and its row is closed, unless it changed meanwhile)."""
+        ask = ask_from_row(row)
+        shown = verified(ask, self.approvers)
+        if shown.status != ask.status:
+            self._db.execute(
+                "UPDATE asks SET status = ?, body = ? WHERE ask_id = ? AND status = ? AND body = ?",
+                (shown.status, ask_body(shown), ask.ask_id, row[1], row[2]),
+            )
+        return shown
 
 
 def ask_body(ask: StoredAsk) -> str:
@@ -178,6 +198,7 @@ def ask_body(ask: StoredAsk) -> str:
     raw["arguments_hash"] = ask.arguments_hash
     raw["suggestions"] = [s.to_json() for s in ask.suggestions]
     raw["decision"] = decision_to_json(ask.decision) if ask.decision is not None else None
+    raw["seal"] = ask.seal.to_json() if ask.seal is not None else None
     return json.dumps(raw, ensure_ascii=True, sort_keys=True)
 
 
@@ -186,6 +207,7 @@ def ask_from_row(row: tuple[Any, ...]) -> StoredAsk:
     ask_id, status, body = row
     raw = json.loads(body)
     decision = raw.get("decision")
+    seal = raw.get("seal")
     return StoredAsk(
         ask_id=ask_id,
         principal=raw["principal"],
@@ -207,4 +229,24 @@ def ask_from_row(row: tuple[Any, ...]) -> StoredAsk:
         via=raw.get("via"),
         answered_at=raw.get("answered_at"),
         closed_why=raw.get("closed_why"),
+        seal=Seal(str(seal.get("approver")), str(seal.get("mac")))
+        if isinstance(seal, dict)
+        else None,
+    )
+
+
+def matches(ask: StoredAsk, principal: str, tool: str, call_id: str, arguments_hash: str) -> bool:
+    """Whether ``ask`` is the open ask of that call, as ``find`` reports it: pending or
+    answered (an unverified answer reads closed), and its sealed body, not the row's index
+    columns (which nothing seals), names that call."""
+    return ask.status in ("pending", "answered") and (
+        ask.principal,
+        ask.tool,
+        ask.call_id,
+        ask.arguments_hash,
+    ) == (
+        principal,
+        tool,
+        call_id,
+        arguments_hash,
     )

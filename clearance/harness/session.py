@@ -30,7 +30,8 @@ from clearance.harness.approvals import (
     PermissionDecision,
     coerce_decision,
 )
-from clearance.harness.ask_store import AskStore, MemoryAskStore, StoredAsk
+from clearance.harness.approvers import Credential
+from clearance.harness.ask_store import AskStore, MemoryAskStore, StoredAsk, host_credential
 from clearance.harness.asks import Diagnostics
 from clearance.harness.dispatch import Dispatcher
 from clearance.harness.journal import EventHub, EventStream, Journal, JournalEvent, MemoryJournal
@@ -157,6 +158,10 @@ class Harness:
         self._closed = False
         self._task_group: TaskGroup | None = None
         self._decide_sessions: dict[tuple[str, str, int | None], Session] = {}
+        self.applied_answers: dict[str, None] = {}
+        """The asks whose answers this harness applied (newest last): a store rolled back
+        by hand (an answer set from ``consumed`` to ``answered`` again) cannot make one
+        answer authorize twice here (R5)."""
         self.close_hooks: list[Callable[[], Awaitable[None]]] = []
         """Async callables run (last first) when the harness closes, before the journal."""
 
@@ -280,10 +285,15 @@ class Harness:
         scope: GrantScope | None = None,
         by: str | None = None,
         via: str | None = None,
+        credential: Credential | None = None,
     ) -> StoredAsk:
         """Answer a pending ask from anywhere: a call waiting for it (here, or in another
         process sharing the ask store) goes on, and a paused ``authorize`` with the same
         call id sees the answer when it is tried again.
+
+        The host answers (rule R13): the answer is sealed with the host key and recorded
+        as given by ``by``, whom the host vouches for. With an approver's ``credential``
+        it is sealed with their key and recorded as theirs.
 
         Args:
             ask_id: the ask.
@@ -293,9 +303,12 @@ class Harness:
                 ``suggestions`` (default: the exact call).
             by: who answered (recorded with the answer and any grant).
             via: through what (``cli``, ``inbox``, ``openai-agents``...).
+            credential: an approver's key to seal the answer with (default: the host's).
 
         Raises:
-            AskError: no such ask, it is not pending, or the answer is not valid.
+            AskError: no such ask, it is not pending, the answer is not valid, or the
+                credential is not a registered approver's.
+            ConfigError: the host key cannot be read or made.
         """
         answer = coerce_decision(decision, scope=scope)
         stored_ask = self.ask_store.get(ask_id)
@@ -316,7 +329,10 @@ class Harness:
                 decided_by=by or answer.decided_by,
                 via=via or answer.via,
             )
-        stored = self.ask_store.answer(ask_id, answer, by=by, via=via)
+        key = credential if credential is not None else host_credential(self.ask_store)
+        stored = self.ask_store.answer(ask_id, answer, credential=key, by=by, via=via)
+        assert stored.decision is not None
+        answer = stored.decision  # who answered, as recorded (an approver: their name)
         for session in list(self.sessions.values()):
             live = session.asks.find(ask_id)
             if live is not None and live.open:

@@ -350,7 +350,11 @@ _SIGNED_OUT = "Signed out. Restart clearance inbox for a new login link."
 
 
 def _answer_in_store(store: AskStore, ask_id: str, answer: Any, by: str) -> None:
-    store.answer(ask_id, answer, by=by, via=_VIA)
+    """Answer as ``by``, sealed with their approver key (rule R13)."""
+    credential = store.approvers.credential(by)
+    if credential is None:
+        raise AskError(f"{by!r} has no approver key on this machine")
+    store.answer(ask_id, answer, credential=credential, via=_VIA)
 
 
 def _not_pending(ask: StoredAsk) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 from store_backends import Stores, stores_fixture
+from support import approver
 
 from clearance import Harness, Principal, Tool, ToolRegistry
 from clearance.policy import LocalEvaluator
@@ -67,16 +68,17 @@ def test_list_show_approve_and_deny(cli: Any, stores: Stores) -> None:
     assert entry["ask_id"] == paused.ask_id and entry["tool"] == "mail.send"
     shown = cli("asks", "show", paused.ask_id, "--db", str(db))
     assert shown.code == 0 and 'to: "bob@example.com"' in shown.out
-    approved = cli("asks", "approve", paused.ask_id, "--db", str(db), "--by", "carol")
+    approver("carol")
+    approved = cli("asks", "approve", paused.ask_id, "--db", str(db), "--approver", "carol")
     assert approved.code == 0, approved.err
     assert cli("asks", "list", "--db", str(db)).out.strip() == "no pending asks"
-    again = cli("asks", "approve", paused.ask_id, "--db", str(db))
+    again = cli("asks", "approve", paused.ask_id, "--db", str(db), "--by", "carol")
     assert again.code == 2 and "not pending" in again.err
     resumed = anyio.run(authorize, stores, "c1")  # a restarted host tries the call again
     assert resumed.allowed and resumed.answered_by == "carol"
     second = anyio.run(authorize, stores, "c2")
     assert second.pending
-    denied = cli("asks", "deny", second.ask_id, "--db", str(db), "--json")
+    denied = cli("asks", "deny", second.ask_id, "--db", str(db), "--json", "--by", "carol")
     assert denied.code == 0 and json.loads(denied.out)["answer"] == "deny"
     assert anyio.run(authorize, stores, "c2").status == "denied"
 
@@ -84,8 +86,9 @@ def test_list_show_approve_and_deny(cli: Any, stores: Stores) -> None:
 def test_unknown_asks_and_bad_scopes_exit_2(cli: Any, stores: Stores, tmp_path: Path) -> None:
     db = stores.target
     paused = anyio.run(authorize, stores, "c1")
-    assert cli("asks", "approve", "ask_nope", "--db", db).code == 2
-    bad = cli("asks", "approve", paused.ask_id, "--db", db, "--scope", "1")
+    approver("carol")
+    assert cli("asks", "approve", "ask_nope", "--db", db, "--by", "carol").code == 2
+    bad = cli("asks", "approve", paused.ask_id, "--db", db, "--scope", "1", "--by", "carol")
     assert bad.code == 2 and "--scope goes with" in bad.err
     missing = cli("asks", "list", "--db", str(tmp_path / "none.db"))
     assert missing.code == 2 and "no ask store" in missing.err

@@ -13,10 +13,12 @@ from typing import Any
 import anyio
 import pytest
 from store_backends import Stores, stores_fixture
+from support import approver
 
 from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
 from clearance.errors import AskError, StoreError
 from clearance.harness.approvals import Answer, PermissionDecision
+from clearance.harness.approvers import Credential
 from clearance.harness.ask_store import MemoryAskStore, StoredAsk
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.policy import LocalEvaluator
@@ -134,11 +136,14 @@ async def test_another_process_answers_a_waiting_call_and_a_restart_resumes(
     answer = stores.ask_store_code() + textwrap.dedent(
         """
         from clearance.harness.approvals import PermissionDecision
+        from clearance.harness.approvers import Approvers
         (ask,) = store.pending()
-        store.answer(ask.ask_id, PermissionDecision("allow_once"), by="carol", via="cli")
+        key = Approvers.default().credential("carol")
+        store.answer(ask.ask_id, PermissionDecision("allow_once"), credential=key, via="cli")
         store.close()
         """
     )
+    approver("carol")
     done = await anyio.run_process([sys.executable, "-c", answer], check=False)
     assert done.returncode == 0, done.stderr.decode()
     async with harness(ask_store=stores.asks(), grant_store=stores.grants()) as h:
@@ -162,7 +167,7 @@ async def test_another_process_answers_a_waiting_call_and_a_restart_resumes(
                 while not h.pending_asks():  # noqa: ASYNC110 (a store another process shares)
                     await anyio.sleep(0.05)
             (waiting,) = h.pending_asks()
-            stores.asks().answer(waiting.ask_id, _once(), by="dave", via="inbox")
+            stores.asks().answer(waiting.ask_id, _once(), credential=approver("dave"), via="inbox")
             with anyio.fail_after(10):
                 while not outcomes:  # noqa: ASYNC110 (the call ends when the store is read)
                     await anyio.sleep(0.05)
@@ -241,7 +246,7 @@ async def test_a_waiting_call_reads_its_answer_from_a_shared_store_that_was_away
                     await anyio.sleep(0.05)
             (waiting,) = h.pending_asks()
             SqliteAskStore(tmp_path / "asks.db").answer(
-                waiting.ask_id, _once(), by="dave", via="inbox"
+                waiting.ask_id, _once(), credential=approver("dave"), via="inbox"
             )
             with anyio.fail_after(10):
                 while not outcomes:  # noqa: ASYNC110 (the call ends when the store is read)
@@ -440,6 +445,7 @@ class _AnsweredElsewhere(MemoryAskStore):
         ask_id: str,
         decision: PermissionDecision,
         *,
+        credential: Credential,
         by: str | None = None,
         via: str | None = None,
     ) -> StoredAsk:

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from postgres_support import Outage, fresh_schema
+from support import approver
 
 from clearance import CallContext, Harness, Principal, StoreError, Tool, ToolRegistry
 from clearance.errors import AskError
@@ -57,18 +58,21 @@ class Backend:
             import sys, time
             from {module} import {cls}
             from clearance.harness.approvals import PermissionDecision
+            from clearance.harness.approvers import Approvers
             store = {cls}(sys.argv[1])
+            key = Approvers.default().credential(sys.argv[2])
             deadline = time.monotonic() + 30
             while not store.pending():
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
             (ask,) = store.pending()
-            store.answer(ask.ask_id, PermissionDecision("allow_once"), by=sys.argv[2], via="cli")
+            store.answer(ask.ask_id, PermissionDecision("allow_once"), credential=key, via="cli")
             store.close()
             """
         )
         import subprocess
 
+        approver(by)
         subprocess.run([sys.executable, "-c", code, self.target, by], check=True, timeout=60)
 
 
@@ -132,10 +136,12 @@ def test_an_answer_is_given_once_and_applied_once(stores: Callable[[], Any]) -> 
     a, b = stores(), stores()
     a.put(_ask())
     scope = GrantScope.tool()
-    answered = b.answer("ask_1", PermissionDecision("allow_always", scope=scope), by="carol")
+    answered = b.answer(
+        "ask_1", PermissionDecision("allow_always", scope=scope), credential=approver("carol")
+    )
     assert answered.status == "answered" and answered.answered_by == "carol"
     with pytest.raises(AskError, match="not pending"):
-        a.answer("ask_1", PermissionDecision("deny"), by="mallory")
+        a.answer("ask_1", PermissionDecision("deny"), credential=approver("mallory"))
     got = a.get("ask_1")
     assert got is not None and got.decision is not None
     assert got.decision.decision == "allow_always" and got.decision.scope == scope
@@ -143,7 +149,7 @@ def test_an_answer_is_given_once_and_applied_once(stores: Callable[[], Any]) -> 
     assert a.consume("ask_1") and not b.consume("ask_1")
     assert a.find(str(ALICE), "mail.send", "c1", arguments_hash(ARGS)) is None
     with pytest.raises(AskError, match="no ask"):
-        a.answer("ask_nope", PermissionDecision("deny"))
+        a.answer("ask_nope", PermissionDecision("deny"), credential=approver("carol"))
 
 
 def test_a_withdrawn_ask_cannot_be_answered(stores: Callable[[], Any]) -> None:
@@ -153,7 +159,7 @@ def test_a_withdrawn_ask_cannot_be_answered(stores: Callable[[], Any]) -> None:
     got = a.get("ask_1")
     assert got is not None and got.status == "closed" and got.closed_why == "timeout"
     with pytest.raises(AskError):
-        a.answer("ask_1", PermissionDecision("allow_once"))
+        a.answer("ask_1", PermissionDecision("allow_once"), credential=approver("carol"))
     assert not a.consume("ask_1")
 
 
@@ -161,13 +167,14 @@ def test_two_answerers_racing_cannot_both_win(stores: Callable[[], Any]) -> None
     first = stores()
     first.put(_ask())
     answerers = [stores() for _ in range(6)]
+    keys = [approver(f"p{n}") for n in range(len(answerers))]
     won: list[str] = []
     barrier = threading.Barrier(len(answerers))
 
     def answer(n: int) -> None:
         barrier.wait()
         try:
-            answerers[n].answer("ask_1", PermissionDecision("allow_once"), by=f"p{n}")
+            answerers[n].answer("ask_1", PermissionDecision("allow_once"), credential=keys[n])
             won.append(f"p{n}")
         except AskError:
             pass
@@ -270,7 +277,7 @@ def test_every_host_hears_of_a_new_ask_and_its_answer_within_a_second(
         assert [a.ask_id for a in inbox.pending()] == ["ask_1"]
         changed.clear()
         answered = time.monotonic()
-        inbox.answer("ask_1", PermissionDecision("allow_once"), by="carol")
+        inbox.answer("ask_1", PermissionDecision("allow_once"), credential=approver("carol"))
         assert changed.wait(1.0) and heard[-1][0] - answered < 1.0
         got = raiser.get("ask_1")
         assert got is not None and got.status == "answered"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from inbox_support import Running, start_inbox
+from support import approver
 
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 
@@ -23,3 +24,11 @@ def inbox_process(tmp_path: Path) -> Iterator[Running]:
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(autouse=True)
+def approvers() -> None:
+    """alice and bob are approvers (rule R13): the inbox seals their answers with their
+    keys."""
+    approver("alice")
+    approver("bob")

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from inbox_support import ALICE, Host, hostile_ask, sign_in
 
+from clearance.harness.approvers import Approvers
 from clearance.harness.ask_store import MemoryAskStore, StoredAsk
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.inbox import Inbox
@@ -304,7 +305,7 @@ CARD_ATTRIBUTES = {
 
 
 async def test_hostile_store_text_is_shown_as_text() -> None:
-    store = MemoryAskStore()
+    store = MemoryAskStore(approvers=Approvers.default())
     ask_id = "ask_\"><b>&amp;'x"  # markup in the id too: it goes back in the form
     store.put(hostile_ask(ask_id))
     inbox = Inbox(store, users=["alice"])

@@ -320,7 +320,8 @@ async def test_http_gateway_tokens_and_calls(tmp_path: Path, upstream: Upstream)
                 assert not echoed.is_error and text(echoed) == "over http"
                 fallback = await client.call_tool("up__write_note", {"text": "nobody asked"})
                 assert fallback.is_error and status(fallback) == "pending"
-                assert "clearance asks approve ask_" in text(fallback)
+                assert "needs a person's approval (ask ask_" in text(fallback)
+                assert "clearance asks" not in text(fallback)  # R13: never how to answer
 
             # Sessionless (2026-era) requests share one clearance session for the gateway's
             # life, so an allow_session answer is taken as allow_once: the next call asks again.

@@ -1,6 +1,7 @@
 """MCP clients without elicitation (issue 14): an ask stays pending, a person answers it
 with the real ``clearance asks`` console script, and the client's next identical call gets
-the answer.
+the answer. The pending result never says how to answer (rule R13); the gateway's log
+does, for the person.
 
 The official MCP client, without an ``elicitation_callback`` (so it declares no
 elicitation), talks to ``python -m clearance gateway`` over stdio and HTTP, with the test
@@ -11,6 +12,7 @@ reaches it: a call that was not approved must never show up there.
 from __future__ import annotations
 
 import functools
+import os
 import secrets
 import shlex
 import subprocess
@@ -26,6 +28,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from support import approver
 
 from clearance import CallContext, ConfigError, Harness, Principal, Tool, ToolRegistry
 from clearance.config import load_gateway_config
@@ -95,15 +98,16 @@ def pending(result: types.CallToolResult) -> str:
     return ask_id
 
 
-def command(result: types.CallToolResult, verb: str) -> list[str]:
-    """The ``clearance asks <verb>`` command line a pending result gives, as argv."""
-    (line,) = [
-        line.strip()
-        for line in text(result).splitlines()
-        if line.strip().startswith(f"clearance asks {verb} ")
-    ]
-    argv = shlex.split(line)
-    return [str(CLI), *argv[1:]]
+def command(ask_id: str, verb: str, *, db: Path | None = None) -> list[str]:
+    """``clearance asks <verb> ASK [--db DB]`` as argv, as a person types it."""
+    return [str(CLI), "asks", verb, ask_id, *(["--db", str(db)] if db is not None else [])]
+
+
+def tells_nothing_of_how_to_answer(result: types.CallToolResult) -> None:
+    """R13: nothing the model sees tells it how to answer."""
+    body = text(result)
+    for hint in ("clearance", "asks approve", "inbox", "--db", "answer_ask", "approvers"):
+        assert hint not in body, body
 
 
 def notes(upstream: Upstream) -> list[str]:
@@ -128,6 +132,9 @@ async def stdio_gateway(config: Path, **options: Any) -> AsyncIterator[Client]:
         command=sys.executable,
         args=["-m", "clearance", "gateway", "--config", str(config)],
         cwd=config.parent,
+        # This environment (the SDK passes only a few variables by default): the gateway
+        # then reads the tests' approver directory, as the CLI processes do.
+        env=dict(os.environ),
     )
     async with Client(params, **options) as client:
         yield client
@@ -145,10 +152,8 @@ async def test_stdio_ask_is_pending_then_answered_with_the_cli(
             body = text(first)
             assert "up__write_note needs a person's approval" in body
             assert '  text: "one"' in body
-            # The gateway runs from the configuration's directory: there `clearance asks`
-            # finds the store by itself, so the commands need no --db.
-            assert f"  clearance asks approve {ask_id}\n" in body
-            assert f"  clearance asks deny {ask_id}\n" in body
+            assert "do not try to approve it" in body
+            tells_nothing_of_how_to_answer(first)
             assert "call up__write_note again with the same arguments" in body
             assert notes(upstream) == []
 
@@ -158,7 +163,10 @@ async def test_stdio_ask_is_pending_then_answered_with_the_cli(
             assert ask_id in listed and listed.count("ask_") == 1
             assert notes(upstream) == []
 
-            await run_cli([*command(first, "approve"), "--by", "carol"], cwd=tmp_path)
+            approver("carol")
+            # The gateway runs from the configuration's directory: there `clearance asks`
+            # finds the store by itself, without --db.
+            await run_cli([*command(ask_id, "approve"), "--by", "carol"], cwd=tmp_path)
             ran = await client.call_tool("up__write_note", {"text": "one"})
             assert not ran.is_error and text(ran) == "one"
             assert outcome(ran)["status"] == "ok"
@@ -304,17 +312,23 @@ async def test_http_pending_names_the_store_and_sessions_keep_their_rules(
             async with http_client(url, token) as client:
                 first = await client.call_tool("up__write_note", {"text": "http"})
                 ask_id = pending(first)
-                assert f"clearance asks approve {ask_id} --db {shlex.quote(str(store))}" in text(
-                    first
-                )
-                await run_cli([*command(first, "approve"), "--by", "dana"], cwd=shell)
+                tells_nothing_of_how_to_answer(first)
+                # The person's view: the gateway's log (stderr) names the store.
+                err = elsewhere / "gateway.err"
+                wanted = f"clearance asks approve|deny {ask_id} --db "
+                with anyio.fail_after(10):
+                    while wanted not in err.read_text():  # noqa: ASYNC110 (a child's stderr)
+                        await anyio.sleep(0.05)
+                assert f"--db {shlex.quote(str(store))}" in err.read_text()
+                approver("dana")
+                await run_cli([*command(ask_id, "approve", db=store), "--by", "dana"], cwd=shell)
                 ran = await client.call_tool("up__write_note", {"text": "http"})
                 assert not ran.is_error and text(ran) == "http"
 
                 # Sessionless: allow_session has no session to live in, so it counts once.
                 asked = await client.call_tool("up__write_note", {"text": "session"})
-                argv = command(asked, "approve")
-                await run_cli([*argv, "--answer", "allow_session"], cwd=shell)
+                argv = command(pending(asked), "approve", db=store)
+                await run_cli([*argv, "--answer", "allow_session", "--by", "dana"], cwd=shell)
                 ran = await client.call_tool("up__write_note", {"text": "session"})
                 assert not ran.is_error, text(ran)
                 pending(await client.call_tool("up__write_note", {"text": "session"}))
@@ -324,7 +338,8 @@ async def test_http_pending_names_the_store_and_sessions_keep_their_rules(
             async with http_client(url, token, mode="legacy") as client:
                 assert client.protocol_version == "2025-11-25"
                 asked = await client.call_tool("up__write_note", {"text": "legacy"})
-                await run_cli([*command(asked, "approve"), "--answer", "allow_session"], cwd=shell)
+                argv = command(pending(asked), "approve", db=store)
+                await run_cli([*argv, "--answer", "allow_session", "--by", "dana"], cwd=shell)
                 for _ in range(2):
                     ran = await client.call_tool("up__write_note", {"text": "legacy"})
                     assert not ran.is_error, text(ran)
@@ -385,8 +400,8 @@ async def in_process(
 
 
 async def test_an_answer_is_for_its_principal_only(tmp_path: Path) -> None:
-    """Alice's approved ask never lets Bob's identical call run; with the asks in memory,
-    the text says only the gateway's process can answer (here: its inbox, in-process)."""
+    """Alice's approved ask never lets Bob's identical call run (asks in memory: only the
+    gateway's process answers, here in-process)."""
     ran: list[str] = []
     async with in_process(tmp_path, ran) as (harness, url, tokens):
         with anyio.fail_after(60):
@@ -396,8 +411,7 @@ async def test_an_answer_is_for_its_principal_only(tmp_path: Path) -> None:
             ):
                 asked = await alice.call_tool("t__note", {"text": "same"})
                 alice_ask = pending(asked)
-                assert "keeps its asks in memory" in text(asked)
-                assert "clearance asks approve" not in text(asked)
+                tells_nothing_of_how_to_answer(asked)
                 bob_ask = pending(await bob.call_tool("t__note", {"text": "same"}))
                 assert bob_ask != alice_ask
 
@@ -425,9 +439,12 @@ async def test_an_answer_is_for_its_principal_only(tmp_path: Path) -> None:
     assert ran == ["same", "same"]
 
 
-async def test_a_store_path_is_quoted_for_the_shell(tmp_path: Path) -> None:
-    """A store file whose path has a space and a quote: the ``--db`` the text gives works
-    when pasted into a shell (here: split as a shell would, then run)."""
+async def test_a_store_path_is_quoted_for_the_shell(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store file whose path has a space and a quote: the ``--db`` the gateway's log
+    gives the person works when pasted into a shell (here: split as a shell would, then
+    run); the result the model sees names none of it."""
     folder = tmp_path / "my asks"
     folder.mkdir()
     store_path = folder / "it's.db"
@@ -437,9 +454,18 @@ async def test_a_store_path_is_quoted_for_the_shell(tmp_path: Path) -> None:
         with anyio.fail_after(60):
             async with http_client(url, tokens[ALICE]) as alice:
                 asked = await alice.call_tool("t__note", {"text": "quoted"})
-                pending(asked)
-                assert f"--db {shlex.quote(str(store_path))}" in text(asked)
-                await run_cli([*command(asked, "approve"), "--by", "erin"], cwd=tmp_path)
+                ask_id = pending(asked)
+                tells_nothing_of_how_to_answer(asked)
+                (logged,) = [
+                    r.getMessage() for r in caplog.records if f"ask {ask_id} " in r.getMessage()
+                ]
+                argv = shlex.split(logged.split(", then ")[1].split(" (or ")[0])
+                assert argv[:3] == ["clearance", "asks", "approve|deny"]
+                assert argv[4:] == ["--db", str(store_path)]
+                approver("erin")
+                await run_cli(
+                    [str(CLI), "asks", "approve", *argv[3:], "--by", "erin"], cwd=tmp_path
+                )
                 done = await alice.call_tool("t__note", {"text": "quoted"})
                 assert not done.is_error, text(done)
     store.close()

@@ -11,8 +11,8 @@ choice: allow once, for the session, always, or deny) — as an ``elicitation/cr
 request on a handshake-era (2025) connection, or as an ``input_required`` result that the
 client answers by retrying the call on a 2026-07-28 connection. For a client that cannot
 elicit, the ask stays pending by default (``ask_fallback = "pending"``): the call's result
-says how a person answers it (``clearance asks approve ID``) and the same call tried again
-then runs; another ``ask_fallback`` answers such asks at once.
+says that a person must answer it, never how (the gateway's log tells the person:
+``clearance asks approve ID``, ``clearance inbox``), and the same call tried again then runs; another ``ask_fallback`` answers such asks at once.
 
 Over stdio the gateway serves the one client that started it, acting for the configured
 principal. Over Streamable HTTP it listens on 127.0.0.1 by default and every request must

@@ -10,9 +10,11 @@ that cannot carry the request) goes through ``session.authorize(..., wait=False)
   client gets the usual result;
 - denied (a policy, or a person who answered ``deny``): the usual denied result;
 - pending: an ``isError`` result whose text says what waits (the ask id, the tool, its
-  arguments, deciding ones first), how to answer it (``clearance asks approve ID`` /
-  ``clearance asks deny ID``) and that calling the tool again with the same arguments
-  runs it once it is approved.
+  arguments, deciding ones first), that a person answers it, and that calling the tool
+  again with the same arguments runs it once it is approved. It never says how to answer
+  (rule R13: nothing the model sees tells it how): the person learns that from the
+  gateway's log (``clearance.mcp``, on stderr, which the model never sees), which names
+  the ``clearance asks`` commands, and from ``clearance inbox``.
 
 The client's next call is a new request with a new call id: the ask is found again by its
 principal, the tool and the call's canonical arguments (``resume_key``), so an answer
@@ -61,8 +63,8 @@ class PendingCalls:
 
     Args:
         harness: the gateway's harness (its ask store holds the asks).
-        show_ask_store: name the ask store's file (``--db PATH``) in the commands a
-            pending result gives; ``False`` when ``clearance asks`` finds it on its own.
+        show_ask_store: name the ask store's file (``--db PATH``) in the commands the log
+            gives; ``False`` when ``clearance asks`` finds it on its own.
         is_sessionless: whether a clearance session serves requests without an MCP
             session (an ``allow_session`` answer there counts once).
     """
@@ -98,6 +100,7 @@ class PendingCalls:
             resume_key=resume_key(tool),
         )
         if auth.pending:
+            self._tell_the_person(auth)
             return self.result(auth)
         if not auth.allowed:
             assert auth.outcome is not None
@@ -143,14 +146,16 @@ class PendingCalls:
         )
 
     def message(self, auth: Authorization) -> str:
-        """What the client (its model, then the user) is told: what waits, how to answer
-        it, and that the same call runs once it is approved."""
+        """What the client (its model, then the user) is told: what waits, that a person
+        answers it, and that the same call runs once it is approved; never how to answer
+        it (rule R13)."""
         ask_id = printable(auth.ask_id or "")
         tool = printable(auth.tool)
         stored = self.harness.ask_store.get(auth.ask_id) if auth.ask_id else None
         lines = [
             f"Not run yet: {tool} needs a person's approval (ask {ask_id}).",
-            "Tell the user how to answer it; do not answer it yourself.",
+            "Tell the user that this call waits for their approval. Only the user can give "
+            "it, outside this conversation; do not try to approve it.",
         ]
         if stored is not None:
             arguments = dict(stored.arguments)
@@ -160,28 +165,37 @@ class PendingCalls:
                 "Arguments:",
                 *(f"  {line}" for line in shown or ["(no arguments)"]),
             ]
-        lines += self._how_to_answer(ask_id)
         lines.append(
             f"Once it is approved, call {tool} again with the same arguments: it runs then "
             "(once, for an allow_once approval). Until then the call asks again and does not run."
         )
         return "\n".join(lines)
 
-    def _how_to_answer(self, ask_id: str) -> list[str]:
+    def _tell_the_person(self, auth: Authorization) -> None:
+        """Log (for the person running the gateway, never the model) how the ask is
+        answered."""
+        ask_id = printable(auth.ask_id or "")
         store = self.harness.ask_store
         if not store.shared:
-            return [
-                "This gateway keeps its asks in memory: only its own process can answer "
-                f"ask {ask_id} (harness.answer_ask)."
-            ]
+            _log.warning(
+                "ask %s (%s) waits; this gateway keeps its asks in memory: only its own "
+                "process can answer it (harness.answer_ask)",
+                ask_id,
+                printable(auth.tool),
+            )
+            return
         db = ""
         path = getattr(store, "path", None)
         if self.show_ask_store and isinstance(path, str):
             db = " --db " + printable(shlex.quote(os.path.abspath(path)))
-        return [
-            "To answer, run one of:",
-            f"  clearance asks approve {ask_id}{db}",
-            f"  clearance asks deny {ask_id}{db}",
-            f"(`clearance asks show {ask_id}{db}` shows the ask whole; approving with "
-            "`--answer allow_always` also lets later identical calls run without asking.)",
-        ]
+        _log.warning(
+            "ask %s (%s) waits for a person: clearance asks show %s%s, then "
+            "clearance asks approve|deny %s%s (or clearance inbox%s)",
+            ask_id,
+            printable(auth.tool),
+            ask_id,
+            db,
+            ask_id,
+            db,
+            db,
+        )

@@ -54,12 +54,12 @@ class Gateway:
         principal: who stdio clients act for.
         ask_fallback: what an ask becomes when the client cannot elicit: ``pending``
             (default) leaves it open in the harness's ask store and gives the client a
-            result that says how to answer it (``clearance asks approve ID``) and to call
-            again once it is (see :mod:`._pending`); ``deny``, ``allow_once``,
+            result that says it waits for a person (never how to answer it: the log says
+            that) and to call again once it is answered (see :mod:`._pending`); ``deny``, ``allow_once``,
             ``allow_session`` or ``allow_always`` answers it at once.
         elicitation: send asks to clients that support elicitation.
         show_ask_store: name the ask store's file (``--db PATH``) in the commands a
-            pending result gives. ``clearance gateway`` turns it off when ``clearance
+            pending ask's log line gives. ``clearance gateway`` turns it off when ``clearance
             asks`` run in the gateway's directory finds that file without it.
         name: the server name reported to clients.
         telemetry: keep the SDK's OpenTelemetry middleware (a span per request).
