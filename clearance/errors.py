@@ -20,7 +20,9 @@ Every exception derives from one root, so ``except ClearanceError`` catches them
     │                              whose call was cancelled or timed out (.call_id)
     ├── AskError                   a permission ask was answered wrongly (e.g. twice)
     ├── NotAuthorizedError         a host reports a result for a call that was not
-    │                              authorized, or was already recorded (.call_id)
+    │   │                          authorized, or was already recorded (.call_id)
+    │   └── StaleAuthorizationError  an authorization no longer holds when the host runs
+    │                              the call: expired, or its grant revoked (.reason, rule R12)
     ├── JournalError               the journal cannot record or read
     ├── StoreError                 a shared store (PostgreSQL) is unreachable or refused a
     │                              read or write (.store); calls that need it are denied
@@ -49,6 +51,7 @@ __all__ = [
     "PolicyError",
     "RuleError",
     "ScriptError",
+    "StaleAuthorizationError",
     "StoreError",
     "ToolRegistrationError",
     "UnknownToolError",
@@ -241,6 +244,26 @@ class NotAuthorizedError(ClearanceError):
             "recorded"
         )
         self.call_id = call_id
+
+
+class StaleAuthorizationError(NotAuthorizedError):
+    """An allowed authorization no longer holds when the host comes to run the call (rule
+    R12): it was not used within the harness's ``authorization_ttl`` (``reason``
+    ``"expired"``), or the grant that allowed it no longer covers it (``"revoked"``). The
+    call did not run, the authorization is withdrawn (the journal's
+    ``authorization_withdrawn``) and its call id is free: authorize the call again.
+
+    Attributes:
+        call_id: the call.
+        reason: ``"expired"`` or ``"revoked"``.
+        message: what the model may be shown.
+    """
+
+    def __init__(self, call_id: str, reason: str, message: str) -> None:
+        ClearanceError.__init__(self, message)
+        self.call_id = call_id
+        self.reason = reason
+        self.message = message
 
 
 class JournalError(ClearanceError):

@@ -63,6 +63,9 @@ class CallState:
     wait: bool | None = None
     """For ``authorize``: wait for an ask's answer (True), come back pending (False), or
     wait only when someone here can answer (None)."""
+    authorized_at: float = 0.0
+    """When ``authorize`` allowed the call (``time.monotonic()``): it expires
+    ``authorization_ttl`` seconds later (rule R12)."""
     pending: bool = False
     """The call's ask waits in the store: ``authorize`` comes back pending."""
     resume_key: str | None = None

@@ -1,18 +1,27 @@
 """The second way in: a host that runs its own tools reports the run of a call that
 ``authorize`` allowed (``record_result``, or ``execution`` around its own run); clearance
 journals the start and the end and applies the result guardrails (rule R7: one start and one
-end per run; a result for a call that was not allowed is refused)."""
+end per run; a result for a call that was not allowed is refused).
+
+An allowed authorization is checked again when the call comes to run (rule R12):
+``execution`` and ``run_authorized`` refuse one that no longer holds, because it was not
+used within the harness's ``authorization_ttl`` (``expired``) or the grant that allowed it
+no longer covers the call (``revoked``: a fresh lookup in the grant store, so a revocation
+made in another process counts; a store that cannot be read counts as revoked). The refused
+authorization is withdrawn: an ``authorization_withdrawn`` record, no ``tool_started``, and
+its call id is free to be decided again. ``record_result`` reports a run that already
+happened and checks nothing (hosts that can should run inside ``execution``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from clearance.errors import ClosedError, NotAuthorizedError
+from clearance.errors import ClosedError, NotAuthorizedError, StaleAuthorizationError
 from clearance.harness._call_state import CallState
 from clearance.harness._redaction import scrub, visible
 from clearance.harness._running import Running
@@ -22,7 +31,18 @@ from clearance.harness.tools import ResultError, normalize_result
 if TYPE_CHECKING:
     from clearance.harness.session import Session
 
-__all__ = ["Execution", "HostRuns"]
+__all__ = ["Execution", "HostRuns", "Withdrawal"]
+
+Withdrawal = Literal["expired", "revoked", "withdrawn"]
+"""Why an allowed authorization was withdrawn before it was used."""
+
+_WITHDRAWN: dict[str, str] = {
+    "expired": "the call's authorization expired before it ran (not used within {ttl} "
+    "seconds); it did not run: decide it again",
+    "revoked": "the grant that allowed this call no longer covers it (revoked before the "
+    "call ran); it did not run",
+    "withdrawn": "the call's authorization was withdrawn before it ran; it did not run",
+}
 
 
 class HostRuns(Running):
@@ -34,11 +54,66 @@ class HostRuns(Running):
             raise NotAuthorizedError(call_id)
         return call
 
+    def stale(self, call: CallState) -> Withdrawal | None:
+        """Why the allowed, unused authorization of ``call`` no longer holds, if it does
+        not (see the module docstring)."""
+        harness = self.harness
+        if time.monotonic() - call.authorized_at > harness.authorization_ttl:
+            return "expired"
+        if call.grant is None:
+            return None
+        tool = call.tool
+        assert tool is not None
+        principal = call.view.principal if call.view is not None else call.session.principal_text
+        try:
+            found = harness.grants.find(
+                principal, tool.qualified_name, call.arguments, call.session.id
+            )
+        except Exception as exc:  # fail closed: an unreadable store authorizes nothing
+            self._diagnose(call, exc, stage="grant")
+            return "revoked"
+        return None if found is not None else "revoked"
+
+    async def withdraw(self, session: Session, call_id: str, reason: Withdrawal) -> str:
+        """Withdraw the allowed, unused authorization of ``call_id``: it is dropped, the
+        journal records ``authorization_withdrawn`` and the call id is free to be decided
+        again. Returns what the model may be shown.
+
+        Raises:
+            NotAuthorizedError: no such authorization (never allowed, or already used).
+        """
+        call = self._authorized(session, call_id)
+        del session.authorized[call_id]
+        session.call_ids.discard(call_id)
+        message = _WITHDRAWN[reason].format(ttl=f"{self.harness.authorization_ttl:g}")
+        grant = call.grant.grant_id if call.grant is not None else None
+        if self.telemetry is not None:
+            self.telemetry.end(call, "denied", call.record.get("decision"), ())
+        try:
+            await self._record(
+                call,
+                "authorization_withdrawn",
+                {
+                    **call.identity(),
+                    "reason": reason,
+                    "grant": grant,
+                    "message": message,
+                    "correlation_id": call.correlation_id,
+                },
+            )
+        except Exception as exc:  # nothing runs either way: the withdrawal stands
+            self._diagnose(call, exc, stage="journal")
+        return message
+
     @asynccontextmanager
     async def execution(self, session: Session, call_id: str) -> AsyncIterator[Execution]:
         """Record the run of an authorized call around the host's own execution: the start
         on entry, the end (with result guardrails) on exit; see ``Session.execution``."""
         call = self._authorized(session, call_id)
+        stale = self.stale(call)
+        if stale is not None:
+            message = await self.withdraw(session, call_id, stale)
+            raise StaleAuthorizationError(call_id, stale, message)
         del session.authorized[call_id]
         execution = Execution(call)
         await self._start(call)

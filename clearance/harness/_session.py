@@ -302,7 +302,8 @@ class Session:
         """Run a call that :meth:`authorize` allowed as :meth:`call_tool` would: clearance
         runs its handler (queue, limits, cancellation, result guardrails, journal). For a
         host that decides first and lets clearance run the tool after (``call_tool`` is
-        ``authorize`` then this).
+        ``authorize`` then this). An authorization that no longer holds (see
+        :meth:`holds`) is withdrawn and the call ends ``denied`` without running.
 
         Raises:
             NotAuthorizedError: the call was not authorized here, or already run.
@@ -335,6 +336,29 @@ class Session:
             self, call_id, result, error=error, status=status
         )
 
+    def holds(self, call_id: str) -> bool:
+        """Whether :meth:`authorize` allowed ``call_id``, it has not run, and its
+        authorization still holds (rule R12): it is younger than the harness's
+        ``authorization_ttl``, and the grant that allowed it (if one did) still covers
+        it. A host that kept an authorization a while (across a pause for another ask)
+        asks this, and decides the call again (:meth:`withdraw`, then :meth:`authorize`)
+        when it does not: :meth:`execution` and :meth:`run_authorized` would refuse it."""
+        call = self.authorized.get(call_id)
+        return call is not None and self.harness.pipeline.stale(call) is None
+
+    async def withdraw(self, call_id: str) -> None:
+        """Give up the allowed, unused authorization of ``call_id``: nothing of it runs,
+        the journal records ``authorization_withdrawn``, and the call id is free, so the
+        same call may be decided again with :meth:`authorize` (its grants, revocations
+        and policies as they are then).
+
+        Raises:
+            NotAuthorizedError: the call was not authorized here, or already run.
+        """
+        call = self.authorized.get(call_id)
+        stale = self.harness.pipeline.stale(call) if call is not None else None
+        await self.harness.pipeline.withdraw(self, call_id, stale or "withdrawn")
+
     def execution(self, call_id: str) -> AbstractAsyncContextManager[Execution]:
         """Record the run of an authorized call around the host's own execution::
 
@@ -344,8 +368,12 @@ class Session:
 
         The start is journaled on entry (before the tool runs: R7), the end with result
         guardrails on exit; an exception that leaves the block is recorded as a failure.
+        An authorization that no longer holds (see :meth:`holds`) is refused on entry,
+        before the block runs.
 
         Raises:
+            StaleAuthorizationError: the authorization expired or its grant was revoked
+                (rule R12): the call did not run; decide it again.
             NotAuthorizedError: the call was not authorized here, or already recorded.
         """
         return self.harness.pipeline.execution(self, call_id)

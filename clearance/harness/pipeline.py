@@ -144,6 +144,7 @@ class Pipeline(Stages, Approval, HostRuns):
             )
         tool = call.tool
         assert tool is not None
+        call.authorized_at = time.monotonic()
         session.authorized[call.call_id] = call
         return Authorization(
             status="allowed",
@@ -164,6 +165,12 @@ class Pipeline(Stages, Approval, HostRuns):
         ``tool_started``, the handler, result guardrails, ``tool_finished``); see
         ``Session.run_authorized``."""
         call = self._authorized(session, call_id)
+        stale = self.stale(call)
+        if stale is not None:
+            message = await self.withdraw(session, call_id, stale)
+            return self._outcome(
+                call, "denied", message, call.record.get("decision"), call.record.get("reasons", ())
+            )
         del session.authorized[call_id]
         call.running = running = CallHandle()
         session._enter()

@@ -75,6 +75,9 @@ class Harness:
         ask_timeout: seconds an ask waits for an answer before it is denied.
         pending_ask_ttl: seconds a stored ask (one ``authorize`` left pending) stays
             answerable; an older one, answered or not, no longer applies (default a day).
+        authorization_ttl: seconds an allowed ``authorize`` stays usable (rule R12): a
+            call not run (``execution``, ``run_authorized``) within it is refused and
+            must be decided again (default 300).
         max_argument_bytes: the largest serialized arguments accepted (default 1 MiB).
         max_argument_depth: the deepest nesting accepted (default 64).
         diagnostics: ``(correlation_id, exception, info)``, called with the exceptions
@@ -108,6 +111,7 @@ class Harness:
         max_queue: int = 256,
         ask_timeout: float = 300.0,
         pending_ask_ttl: float = 86_400.0,
+        authorization_ttl: float = 300.0,
         max_argument_bytes: int = 1 << 20,
         max_argument_depth: int = 64,
         diagnostics: Diagnostics | None = None,
@@ -125,6 +129,8 @@ class Harness:
             )
         if ask_timeout <= 0:
             raise ValueError("ask_timeout must be positive")
+        if not authorization_ttl > 0:
+            raise ValueError("authorization_ttl must be positive")
         self.registry = registry
         self.evaluator = evaluator
         self.argument_guardrails = tuple(
@@ -137,6 +143,8 @@ class Harness:
         self.shadow_evaluator = shadow_evaluator
         self.ask_timeout = ask_timeout
         self.pending_ask_ttl = pending_ask_ttl
+        self.authorization_ttl = float(authorization_ttl)
+        """Seconds an allowed authorization stays usable (see ``authorization_ttl``)."""
         self.max_argument_bytes = max_argument_bytes
         self.max_argument_depth = max_argument_depth
         self.diagnostics = diagnostics

@@ -45,6 +45,12 @@ evaluator, grants, asks), then runs the allowed ones:
   Each answer goes to the ask (journaled with ``via="langgraph"`` and who answered), the
   calls are decided again with the same call ids, and asks still open interrupt again.
 
+A call allowed before the graph paused for another ask is held, not decided again, when
+the node runs again, as long as its authorization still holds (``session.holds``): one
+whose grant was revoked while the graph waited, or that expired (the harness's
+``authorization_ttl``), is decided again (rule R12), so the revocation counts and a new
+ask may interrupt. Each call is checked once more as it runs (``session.execution``).
+
 The asks live in the harness's ask store and the paused graph in its checkpointer, so a
 graph resumed in a new process (a new harness over the same ask store, a new session, a new
 node, the same checkpointer and thread) goes on where it stopped; an ask may also be answered
@@ -93,7 +99,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 
-from clearance.errors import AskError
+from clearance.errors import AskError, StaleAuthorizationError
 from clearance.harness.outcomes import Authorization
 from clearance.harness.session import Session
 from clearance.harness.tools import CallToolResult, ToolRegistry
@@ -377,10 +383,15 @@ class ClearanceToolNode:
         if not call_id:
             raise ValueError(f"the tool call of {call['name']!r} has no id")
         key = (session.id, call_id)
-        held = self._held.get(key)
+        held = self._held.pop(key, None)
         if held is not None and held[0] == _fingerprint(call):
-            if not held[1].allowed or call_id in session.authorized:
+            if not held[1].allowed or session.holds(call_id):
+                self._held[key] = held
                 return held[1]
+            if call_id in session.authorized:
+                # Allowed before the graph paused, and no longer so now (rule R12): its
+                # grant was revoked while the graph waited, or it expired. Decided again.
+                await session.withdraw(call_id)
         name = qualified_name(call["name"], namespace=self.namespace, names=self.names)
         auth = await session.authorize(name, call["args"], call_id=call_id, turn_id=turn_id)
         if not auth.pending:
@@ -417,14 +428,22 @@ class ClearanceToolNode:
         session = current[0]
         assert auth.arguments is not None
         authorized = request.override(tool_call={**call, "args": auth.arguments})
-        async with session.execution(auth.call_id) as run:
-            output = await execute(authorized)
-            if isinstance(output, ToolMessage):
-                run.result(
-                    _result(output.content), status="error" if output.status == "error" else None
-                )
-            else:
-                run.fail("the tool returned a state update (Command), which clearance refuses")
+        try:
+            async with session.execution(auth.call_id) as run:
+                output = await execute(authorized)
+                if isinstance(output, ToolMessage):
+                    status = "error" if output.status == "error" else None
+                    run.result(_result(output.content), status=status)
+                else:
+                    run.fail("the tool returned a state update (Command), which clearance refuses")
+        except StaleAuthorizationError as exc:
+            # Checked again as it comes to run (rule R12): expired, or its grant revoked.
+            return ToolMessage(
+                content=exc.message,
+                name=call["name"],
+                tool_call_id=call["id"] or "",
+                status="error",
+            )
         outcome = run.outcome
         assert outcome is not None
         return ToolMessage(

@@ -68,6 +68,11 @@ An allowed or denied call is evaluated once. An asked call is evaluated again wh
 answer comes (the same call id, so the pipeline applies the stored answer once, and a deny
 added meanwhile still wins).
 
+An allowed call is checked again as it runs (rule R12): one whose grant was revoked, or
+whose authorization expired (the harness's ``authorization_ttl``), between
+``needs_approval`` and the tool body is decided again there, and does not run unless that
+decision allows it (an ask it makes waits in the store: the model is told so).
+
 *Answering.* A person answers an interruption in the SDK:
 
 - ``state.approve(item)``: ``allow_once``;
@@ -141,7 +146,7 @@ from agents import Tool as SdkTool
 from agents.items import ToolApprovalItem
 from agents.tool_context import ToolContext
 
-from clearance.errors import AskError, UnknownToolError
+from clearance.errors import AskError, StaleAuthorizationError, UnknownToolError
 from clearance.harness.approvals import ANSWERS, Answer, GrantScope, PermissionDecision
 from clearance.harness.ask_store import StoredAsk
 from clearance.harness.outcomes import Authorization
@@ -481,11 +486,23 @@ class AgentsGuard:
                 f"this call needs a person's approval (ask {auth.ask_id}) and has none; it did "
                 "not run"
             )
+        if auth.allowed and not self.session.holds(call_id) and call_id in self.session.authorized:
+            # Decided a while ago (rule R12): its grant was revoked or it expired since.
+            # Decided again; an ask that comes of it cannot interrupt the run from here.
+            await self.session.withdraw(call_id)
+            call.auth = auth = await self._authorize(call.tool, call.arguments, call_id)
+            if auth.pending:
+                return (
+                    f"this call's authorization no longer held and it needs a person's "
+                    f"approval now (ask {auth.ask_id}); it did not run"
+                )
         if not auth.allowed:
             self._calls.pop(call_id, None)
             return auth.outcome.text if auth.outcome is not None else auth.message or "denied"
         try:
             return await self._run(call, sdk_tool, ctx)
+        except StaleAuthorizationError as exc:
+            return exc.message  # checked again as it came to run (rule R12)
         finally:
             self._calls.pop(call_id, None)
 

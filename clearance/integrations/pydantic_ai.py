@@ -31,7 +31,9 @@ instructions through the session).
 - allowed: the tool runs once, with the *canonical* arguments (a path fact's resolved path,
   not what the model wrote), inside ``session.execution``: the journal records its start and
   end, and result guardrails decide what the model sees;
-- denied: the tool does not run; the model sees the denial (a ``ToolDenied`` return);
+- denied: the tool does not run; the model sees the denial (a ``ToolDenied`` return); so
+  too when the authorization no longer holds as the tool comes to run (its grant revoked
+  meanwhile, or expired: rule R12);
 - asked, and the session has an ``on_permission_ask`` callback or a ``permission_asks()``
   listener: they answer, in-process;
 - asked, and nobody here can answer: the call becomes a PydanticAI deferred call that needs
@@ -94,7 +96,7 @@ from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import to_jsonable_python
 
-from clearance.errors import AskError
+from clearance.errors import AskError, StaleAuthorizationError
 from clearance.harness.outcomes import Authorization
 from clearance.harness.session import Session
 from clearance.harness.tools import ToolRegistry
@@ -249,17 +251,21 @@ class ClearanceToolset(WrapperToolset[AgentDepsT]):
             auth.arguments, context=ctx.validation_context
         )
         retry = False
-        async with self.session.execution(call_id) as run:
-            try:
-                result = await super().call_tool(name, arguments, ctx, tool)
-            except ModelRetry as exc:
-                # The retry message is the tool's output too: result guardrails see it.
-                retry = True
-                run.result(exc.message, status="error")
-            else:
-                if isinstance(result, ToolReturn):
-                    result = result.return_value
-                run.result(to_jsonable_python(result))
+        try:
+            async with self.session.execution(call_id) as run:
+                try:
+                    result = await super().call_tool(name, arguments, ctx, tool)
+                except ModelRetry as exc:
+                    # The retry message is the tool's output too: result guardrails see it.
+                    retry = True
+                    run.result(exc.message, status="error")
+                else:
+                    if isinstance(result, ToolReturn):
+                        result = result.return_value
+                    run.result(to_jsonable_python(result))
+        except StaleAuthorizationError as exc:
+            # Checked again as it comes to run (rule R12): expired, or its grant revoked.
+            return ToolDenied(exc.message)
         outcome = run.outcome
         assert outcome is not None
         if retry:

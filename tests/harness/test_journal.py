@@ -36,6 +36,7 @@ from clearance import (
     MemoryJournal,
     Principal,
     SqliteGrantStore,
+    StaleAuthorizationError,
     Tool,
     ToolRegistry,
 )
@@ -128,8 +129,9 @@ def open_sink(kind: str, tmp_path: Path, durability: Durability = "normal") -> J
     return MemoryJournal()
 
 
-async def mixed_run(journal: Journal) -> None:
-    """One of every kind of record: allowed, failing, asked, denied, invalid calls."""
+async def mixed_run(journal: Journal, *, withdrawn: bool = False) -> None:
+    """Allowed, failing, asked, denied, invalid calls; with ``withdrawn``, one of every
+    kind of record (a host's authorization withdrawn when its grant is revoked too)."""
     async with Harness(registry(), evaluator=evaluator(), journal=journal) as harness:
         session = await harness.create_session(
             principal=ALICE, session_id="s1", on_permission_ask=lambda ask: "allow_session"
@@ -140,6 +142,15 @@ async def mixed_run(journal: Journal) -> None:
         await session.call_tool("t__denied", {"n": 4}, call_id="c4")
         await session.call_tool("t__ok", {"n": "four"}, call_id="c5")
         await session.call_tool("t__nope", {}, call_id="c6")
+        if not withdrawn:
+            return
+        # An authorization whose grant is revoked before it runs is withdrawn (R12).
+        auth = await session.authorize("t__asked", {"n": 3}, call_id="c7")
+        assert auth.allowed and auth.grant is not None
+        harness.grants.revoke(auth.grant)
+        with pytest.raises(StaleAuthorizationError):
+            async with session.execution("c7"):
+                raise AssertionError("ran on a revoked grant")
 
 
 # --- every sink ----------------------------------------------------------------------------
@@ -234,7 +245,7 @@ async def test_closed_journal_refuses_appends_but_reads(kind: str, tmp_path: Pat
 @pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite", "postgres"])
 async def test_records_have_the_documented_form(kind: str, tmp_path: Path) -> None:
     journal = open_sink(kind, tmp_path)
-    await mixed_run(journal)
+    await mixed_run(journal, withdrawn=True)
     events = list(open_sink(kind, tmp_path).events()) if kind != "memory" else journal.events()
     assert {e.type for e in events} == set(EVENT_TYPES)
     for e in events:

@@ -21,6 +21,8 @@ from langgraph.prebuilt import tools_condition
 from langgraph.types import Command, Send
 
 from clearance import (
+    Grant,
+    GrantScope,
     Harness,
     JournalEvent,
     MemoryJournal,
@@ -744,3 +746,80 @@ async def test_input_given_to_the_graph_directly_is_not_the_users() -> None:
         assert bank.paid == []
         origin = session.provenance.origin(USERS_IBAN)
         assert origin["user"] is False and origin["sources"] == ["tool:agent-input"]
+
+
+# -- how long a decision holds (rule R12) ------------------------------------------------------
+
+
+async def test_a_grant_revoked_while_the_graph_waits_on_another_ask_is_not_run(
+    workspace: Path,
+) -> None:
+    """Issue 28: Bob's mail is allowed by a grant, Carol's is asked; the graph pauses on
+    Carol's ask, and meanwhile the grant is revoked. When the graph resumes, Bob's mail,
+    authorized before the pause, is decided again: it is asked about now, and does not run
+    on the old authorization. (Before the fix the node reused it and the mail went.)"""
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    bob = {"to": "bob@example.com", "body": "hi"}
+    script = Script(
+        ai(("send_mail", "m1", bob), ("send_mail", "m2", {"to": "carol@example.com", "body": "hi"}))
+    )
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        grant = Grant("g_bob", str(ALICE), "files.send_mail", GrantScope.exact(bob), "always")
+        h.grants.add(grant)
+        session = await h.create_session(principal=ALICE)
+        node = ClearanceToolNode(tools, session=session, namespace="files", by="ops")
+        app = graph(script, node, InMemorySaver())
+        paused = await app.ainvoke(start(), THREAD)
+        assert [a["call_id"] for a in asks_of(paused)] == ["m2"]  # Bob's: the grant allows
+        assert h.grants.revoke("g_bob")  # while the graph waits for Carol's answer
+        paused = await app.ainvoke(Command(resume={"m2": "allow_once"}), THREAD)
+        assert ran == []
+        assert [a["call_id"] for a in asks_of(paused)] == ["m1"]  # Bob's, asked now
+        state = await app.ainvoke(Command(resume={"m1": "deny"}), THREAD)
+    assert "__interrupt__" not in state
+    assert ran == [("send_mail", "carol@example.com")]
+    [withdrawn] = [
+        e.data for e in journal.events(call_id="m1") if e.type == "authorization_withdrawn"
+    ]
+    assert withdrawn["reason"] == "revoked" and withdrawn["grant"] == "g_bob"
+    # Decided before the pause (authorized), then again (asked, a person denied it).
+    outcomes = [e.data["outcome"] for e in journal.events(call_id="m1") if e.type == "call_decided"]
+    assert [o for o in outcomes if o != "pending"] == ["authorized", "denied"]
+
+
+async def test_an_authorization_that_expired_while_the_graph_waited_is_decided_again(
+    workspace: Path,
+) -> None:
+    """The read allowed before the pause is older than ``authorization_ttl`` when the
+    graph resumes: it is decided again (allowed again by the policy) and runs once."""
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        ai(
+            ("read_file", "r1", {"path": "docs/a.md"}),
+            ("send_mail", "m1", {"to": "b@x.io", "body": "x"}),
+        )
+    )
+    harness = Harness(
+        registry(workspace, tools), evaluator=evaluator(), journal=journal, authorization_ttl=1e-9
+    )
+    async with harness as h:
+        session = await h.create_session(principal=ALICE)
+        node = ClearanceToolNode(tools, session=session, namespace="files")
+        app = graph(script, node, InMemorySaver())
+        await app.ainvoke(start(), THREAD)
+        state = await app.ainvoke(Command(resume={"m1": "deny"}), THREAD)
+    assert "__interrupt__" not in state
+    reasons = [
+        e.data["reason"]
+        for e in journal.events(call_id="r1")
+        if e.type == "authorization_withdrawn"
+    ]
+    assert reasons[0] == "expired"
+    # With a bound this short nothing can run: every authorization expires before its run.
+    assert ran == []
+    read = next(m for m in script.tool_messages() if m.tool_call_id == "r1")
+    assert read.status == "error" and "expired" in str(read.content)

@@ -32,10 +32,18 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from clearance import CallContext, Harness, MemoryJournal, Principal, Tool, ToolRegistry
+from clearance import (
+    CallContext,
+    Grant,
+    GrantScope,
+    Harness,
+    MemoryJournal,
+    Principal,
+    Tool,
+    ToolRegistry,
+)
 from clearance.errors import AskError, UnknownToolError
 from clearance.guardrails import SecretScanner
-from clearance.harness.approvals import GrantScope
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.harness.grants_sqlite import SqliteGrantStore
 from clearance.integrations.openai_agents import AgentsGuard, register_function_tools
@@ -856,3 +864,44 @@ async def test_input_given_to_the_sdk_directly_is_not_the_users() -> None:
         assert bank.paid == []
         origin = guard.session.provenance.origin(USERS_IBAN)
         assert origin["user"] is False and origin["sources"] == ["tool:agent-input"]
+
+
+# -- how long a decision holds (rule R12) ------------------------------------------------------
+
+
+async def test_a_grant_revoked_between_the_decision_and_the_run_runs_nothing(
+    setup: Setup,
+) -> None:
+    """The guard decides a call in ``needs_approval`` and runs it when the SDK invokes the
+    tool; a grant revoked in between (here, or in another process) is checked again
+    there: the deploy is decided again, asked about, and does not run."""
+    from agents import RunContextWrapper
+    from agents.tool_context import ToolContext
+
+    prod = {"env": "prod"}
+    setup.harness.grants.add(
+        Grant("g_prod", str(ALICE), "app.deploy", GrantScope.exact(prod), "always")
+    )
+    guard = await setup.guard()
+    [deploy] = guard.function_tools(["app.deploy"])
+    assert isinstance(deploy, FunctionTool) and callable(deploy.needs_approval)
+    assert await deploy.needs_approval(RunContextWrapper(context=None), prod, "c1") is False
+    assert setup.harness.grants.revoke("g_prod")
+    raw = json.dumps(prod)
+    ctx = ToolContext(context=None, tool_name="app__deploy", tool_call_id="c1", tool_arguments=raw)
+    shown = await deploy.on_invoke_tool(ctx, raw)
+    assert "needs a person's approval" in shown
+    assert setup.ran.of("deploy") == []
+    assert [r["reason"] for r in setup.records("c1") if r["type"] == "authorization_withdrawn"] == [
+        "revoked"
+    ]
+
+
+async def test_an_authorization_not_used_in_time_runs_nothing(workspace: Path) -> None:
+    setup = Setup(workspace, authorization_ttl=1e-9)
+    async with setup.harness:
+        guard = await setup.guard()
+        model = ScriptedModel([call("read_file", {"path": "docs/a.md"}, "c1")], [say("done")])
+        await guard.run(setup.agent(guard, model), "Read docs/a.md")
+    assert setup.ran.of("read_file") == []
+    assert "expired" in model.outputs()["c1"]

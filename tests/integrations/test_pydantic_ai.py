@@ -26,6 +26,8 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 from pydantic_ai.toolsets import FunctionToolset
 
 from clearance import (
+    Grant,
+    GrantScope,
     Harness,
     JournalEvent,
     MemoryJournal,
@@ -721,3 +723,66 @@ async def test_a_prompt_given_to_pydantic_ai_directly_is_not_the_users() -> None
         assert bank.paid == []
         origin = session.provenance.origin(USERS_IBAN)
         assert origin["user"] is False and origin["sources"] == ["tool:agent-input"]
+
+
+# -- how long a decision holds (rule R12) ------------------------------------------------------
+
+
+class RevokingJournal(MemoryJournal):
+    """Revokes every grant of the store the moment a call is recorded authorized: another
+    process revoking it between the decision and the run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.grants: Any = None
+
+    async def append(self, event: JournalEvent) -> JournalEvent:
+        if event.type == "call_decided" and event.data.get("outcome") == "authorized":
+            for grant in self.grants.list():
+                self.grants.revoke(grant.grant_id)
+        return await super().append(event)
+
+
+async def test_a_grant_revoked_between_the_decision_and_the_run_runs_nothing(
+    workspace: Path,
+) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    journal = RevokingJournal()
+    script = Script([call("send_mail", "p1", to="bob@x.example", body="hi")])
+    async with Harness(registry(workspace, toolset), evaluator=evaluator(), journal=journal) as h:
+        journal.grants = h.grants
+        h.grants.add(
+            Grant(
+                "g_bob",
+                str(ALICE),
+                "files.send_mail",
+                GrantScope.exact({"to": "bob@x.example", "body": "hi"}),
+                "always",
+            )
+        )
+        session = await h.create_session(principal=ALICE)
+        clearance = ClearanceToolset(toolset, session=session, namespace="files")
+        agent = Agent(script.model(), toolsets=[clearance], output_type=OUTPUT)
+        await clearance.run(agent, "Mail bob@x.example")
+    assert ran == []
+    [(_, shown, outcome)] = script.seen
+    assert outcome == "denied" and "no longer covers" in str(shown)
+    [withdrawn] = [
+        e.data for e in journal.events(call_id="p1") if e.type == "authorization_withdrawn"
+    ]
+    assert withdrawn["reason"] == "revoked" and withdrawn["grant"] == "g_bob"
+
+
+async def test_an_authorization_not_used_in_time_runs_nothing(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    script = Script([call("read_file", "p1", path="docs/a.md")])
+    harness = Harness(registry(workspace, toolset), evaluator=evaluator(), authorization_ttl=1e-9)
+    async with harness as h:
+        session = await h.create_session(principal=ALICE)
+        clearance = ClearanceToolset(toolset, session=session, namespace="files")
+        await clearance.run(Agent(script.model(), toolsets=[clearance]), "Read docs/a.md")
+    assert ran == []
+    [(_, shown, outcome)] = script.seen
+    assert outcome == "denied" and "expired" in str(shown)

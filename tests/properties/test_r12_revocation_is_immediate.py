@@ -5,6 +5,11 @@ Two ``SqliteGrantStore`` objects (two connections, as two processes would have) 
 ``sqlite3`` connection (a writer that knows nothing of clearance) add and revoke grants on
 one real file in random order; after every step each store's ``find`` and ``list`` must
 agree with the set of grants that are live at that moment.
+
+At run time too (issue 28): a session authorizes calls whose grant allows them and keeps
+the authorizations unused while grants are added and revoked through another store on the
+same file (another process); a kept authorization runs exactly when a grant covers its call
+at the moment it comes to run, and runs nothing otherwise.
 """
 
 from __future__ import annotations
@@ -15,10 +20,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import anyio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance import Grant, GrantScope, SqliteGrantStore
+from clearance import (
+    CallContext,
+    Grant,
+    GrantScope,
+    Harness,
+    Principal,
+    SqliteGrantStore,
+    Tool,
+    ToolRegistry,
+)
+from clearance.policy import LocalEvaluator
 
 PRINCIPAL = 'User::"alice"'
 CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -101,3 +117,90 @@ def test_r12_a_revoked_grant_never_authorizes_at_the_next_lookup(
             raw.close()
             for store in stores:
                 store.close()
+
+
+ENVS = ["prod", "staging"]
+run_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.sampled_from(ENVS), st.booleans()),
+        st.tuples(st.just("revoke"), st.sampled_from(ENVS), st.booleans()),
+        st.tuples(st.just("authorize"), st.sampled_from(ENVS), st.just(False)),
+        st.tuples(st.just("run"), st.integers(0, 7), st.booleans()),
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+@given(steps=run_steps)
+def test_r12_a_kept_authorization_runs_only_while_a_grant_covers_it(
+    steps: list[tuple[str, Any, bool]],
+) -> None:
+    ran: list[str] = []
+
+    def deploy(arguments: dict[str, Any], ctx: CallContext) -> str:
+        ran.append(arguments["env"])
+        return "deployed"
+
+    registry = ToolRegistry()
+    registry.register(
+        "app",
+        [
+            Tool(
+                "deploy",
+                deploy,
+                input_schema={
+                    "type": "object",
+                    "properties": {"env": {"type": "string"}},
+                    "required": ["env"],
+                },
+            )
+        ],
+    )
+
+    async def main(path: Path) -> None:
+        other = SqliteGrantStore(path)  # another process's store on the same file
+        harness = Harness(
+            registry,
+            evaluator=LocalEvaluator(ask=["app.deploy"]),
+            grant_store=SqliteGrantStore(path),
+        )
+        async with harness:
+            session = await harness.create_session(principal=Principal("User", "alice"))
+            live: set[str] = set()
+            kept: list[tuple[str, str]] = []  # (call id, env) of unused authorizations
+            for n, (action, value, elsewhere) in enumerate(steps):
+                store = other if elsewhere else harness.grants
+                if action == "add":
+                    grant = Grant(
+                        f"g_{value}",
+                        PRINCIPAL,
+                        "app.deploy",
+                        GrantScope.exact({"env": value}),
+                        "always",
+                    )
+                    store.add(grant)
+                    live.add(value)
+                elif action == "revoke":
+                    store.revoke(f"g_{value}")
+                    live.discard(value)
+                elif action == "authorize":
+                    auth = await session.authorize(
+                        "app__deploy", {"env": value}, call_id=f"c{n}", wait=False
+                    )
+                    assert auth.allowed == (value in live)
+                    if auth.allowed:
+                        kept.append((auth.call_id, value))
+                elif kept:
+                    call_id, env = kept.pop(value % len(kept))
+                    before = len(ran)
+                    outcome = await session.run_authorized(call_id)
+                    if env in live:
+                        assert outcome.status == "ok" and ran[before:] == [env]
+                    else:
+                        assert outcome.status == "denied" and len(ran) == before
+        other.close()
+        harness.grants.close()  # type: ignore[attr-defined]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        anyio.run(main, Path(tmp) / "grants.db")

@@ -10,7 +10,9 @@ Each record has ``version``, ``seq`` (monotonic per journal, continued after a r
 - ``permission_asked`` / ``permission_decided``;
 - ``tool_started`` (final arguments, withheld values replaced), ``tool_progress``,
   ``tool_finished`` (status ``ok | error | failed | blocked | cancelled | timeout |
-  interrupted``).
+  interrupted``);
+- ``authorization_withdrawn``: an allowed authorization the host never used that no longer
+  holds (expired, its grant revoked, or given up; rule R12): the call did not run.
 
 Rule R7: a call that started has exactly one ``tool_started`` and one ``tool_finished``.
 Opening a durable journal (:class:`JsonlJournal`, :class:`SqliteJournal`) appends a
@@ -78,6 +80,8 @@ from clearance.harness.journal._reading import (
 )
 from clearance.harness.journal._records import (
     AskRecord,
+    AuthorizationWithdrawnData,
+    AuthorizationWithdrawnRecord,
     CallDecidedData,
     CallDecidedRecord,
     EventRecord,
@@ -131,6 +135,8 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "AskRecord",
+    "AuthorizationWithdrawnData",
+    "AuthorizationWithdrawnRecord",
     "CallDecidedData",
     "CallDecidedRecord",
     "Durability",

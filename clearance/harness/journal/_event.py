@@ -37,6 +37,7 @@ EventType = Literal[
     "tool_started",
     "tool_progress",
     "tool_finished",
+    "authorization_withdrawn",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
 

@@ -15,6 +15,8 @@ from clearance.harness.journal._event import JournalEvent
 
 __all__ = [
     "AskRecord",
+    "AuthorizationWithdrawnData",
+    "AuthorizationWithdrawnRecord",
     "CallDecidedData",
     "CallDecidedRecord",
     "EventRecord",
@@ -256,6 +258,21 @@ class PermissionDecidedData(_ToolIdentity):
     grant: str | None = None
 
 
+class AuthorizationWithdrawnData(_ToolIdentity):
+    """``authorization_withdrawn``: an allowed authorization that was never used, and no
+    longer holds (rule R12); the call did not run (no ``tool_started`` follows)."""
+
+    reason: Literal["expired", "revoked", "withdrawn"]
+    """``expired``: not used within the harness's ``authorization_ttl``; ``revoked``: the
+    grant that allowed it no longer covers the call; ``withdrawn``: the host gave it up
+    (``session.withdraw``)."""
+    grant: str | None = None
+    """The grant that had allowed the call, if one did."""
+    message: str
+    """What the model may be shown."""
+    correlation_id: str
+
+
 class _Envelope(_Model):
     version: int
     seq: int
@@ -321,6 +338,13 @@ class ToolFinishedRecord(_Envelope):
     data: ToolFinishedData
 
 
+class AuthorizationWithdrawnRecord(_Envelope):
+    """An ``authorization_withdrawn`` record."""
+
+    type: Literal["authorization_withdrawn"]
+    data: AuthorizationWithdrawnData
+
+
 EventRecord: TypeAlias = Annotated[
     SessionCreatedRecord
     | SessionClosedRecord
@@ -329,7 +353,8 @@ EventRecord: TypeAlias = Annotated[
     | PermissionDecidedRecord
     | ToolStartedRecord
     | ToolProgressRecord
-    | ToolFinishedRecord,
+    | ToolFinishedRecord
+    | AuthorizationWithdrawnRecord,
     Field(discriminator="type"),
 ]
 """One validated record; the ``type`` field selects the model."""
