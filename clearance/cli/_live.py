@@ -7,7 +7,12 @@
     c2  ok       wrote 120 bytes to src/greet.py
 
 :class:`EchoJournal` hands each journal record to the :class:`LivePrinter` right after it
-is committed, which keeps the lines in the order the pipeline took its steps. An ask is
+is committed, which keeps the lines in the order the pipeline took its steps. Calls that
+run side by side (read-only ones) keep their lines together: the lines of the earliest call
+still running are printed as they come, a later call's lines wait until the calls before it
+have ended (an ask is printed at once: a person may have to answer it). Lines fit the
+terminal's width (80 columns when there is no terminal): a call's arguments and result are
+cut to one line, decisions and answers wrap under their text. An ask is
 shown with the fields that decide what the call does first and in full
 (:func:`clearance.harness.ask_display.ask_lines`). Everything the model chose is printed
 with control and invisible characters escaped (:func:`clearance._text.printable`).
@@ -23,13 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance._text import json_text, printable
-from clearance.cli._render import style, styled
+from clearance.cli._render import style, styled, wrap_cell
 from clearance.harness.ask_display import ask_lines, deciding_fields
 from clearance.harness.journal import Journal, JournalEvent
 from clearance.harness.providers import ProviderTurn, ScriptedProvider
 from clearance.harness.tools import Tool, ToolRegistry
 
-__all__ = ["EchoJournal", "EchoProvider", "LivePrinter", "ask_text"]
+__all__ = ["EchoJournal", "EchoProvider", "LivePrinter", "ask_text", "terminal_columns"]
 
 _log = logging.getLogger("clearance")
 
@@ -59,14 +64,25 @@ def _brief(value: Any, deciding: Sequence[str] = (), limit: int = 120) -> str:
 
 
 def _first_line(text: str, limit: int = 100) -> str:
+    """The first non-blank line of ``text``, with how many follow, in ``limit`` characters."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return ""
     first = printable(lines[0].strip())
     more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-    if len(first) > limit:
-        first = first[: limit - 3] + "..."
+    room = max(12, limit - len(more))
+    if len(first) > room:
+        first = first[: room - 3] + "..."
     return first + more
+
+
+def terminal_columns() -> int:
+    """The terminal's width: ``COLUMNS``, else the terminal's, else 80 (a pipe, a file)."""
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def _cut(text: str, room: int) -> str:
+    return text if len(text) <= room else text[: max(0, room - 3)] + "..."
 
 
 def ask_text(
@@ -78,21 +94,31 @@ def ask_text(
     notes: Mapping[str, str] | None = None,
 ) -> list[str]:
     """An ask's arguments as lines indented by ``indent`` (see :func:`ask_lines`), elided
-    to the terminal's width (100 columns when it has none) unless ``full``."""
+    to the terminal's width (80 columns when it has none) unless ``full``."""
     if not isinstance(arguments, Mapping):
         return [" " * indent + "(arguments withheld)"]
-    width = max(60, shutil.get_terminal_size((100, 24)).columns - indent)
+    width = max(60, terminal_columns() - indent)
     lines = ask_lines(arguments, deciding, width=width, elide_values=not full, notes=notes)
     return [" " * indent + line for line in lines]
 
 
 class LivePrinter:
-    """Turns journal events into the live call lines (one place formats them)."""
+    """Turns journal events into the live call lines (one place formats them).
 
-    def __init__(self, echo: Callable[[str], None] | None, width: int = 4) -> None:
+    Lines are grouped by call: those of the earliest call that has not ended are printed
+    at once, a later call's are held until every call before it has ended, then printed
+    together. A call whose ask arrives is printed from then on as its lines come (the
+    person answering must see the ask). :meth:`flush` prints whatever is held.
+    """
+
+    def __init__(
+        self, echo: Callable[[str], None] | None, width: int = 4, columns: int | None = None
+    ) -> None:
         self.echo = echo
         self.width = width
         """Call ids are right-aligned to this width."""
+        self.columns = columns if columns is not None else terminal_columns()
+        """The width lines are fitted to."""
         self.headed: set[str] = set()
         self.decided: dict[str, dict[str, Any]] = {}
         """call id → its ``call_decided`` data, for the summary."""
@@ -107,6 +133,14 @@ class LivePrinter:
         self.lock = threading.RLock()
         """Held while a block of lines is printed (an ask and its arguments), so that the
         prompt, in its own thread, and the live log never interleave inside one."""
+        self._order: list[str] = []
+        """Calls with lines printed or held, that have not ended, earliest first."""
+        self._held: dict[str, list[str]] = {}
+        """call id → its lines not printed yet."""
+        self._released: set[str] = set()
+        """Calls printed as their lines come, wherever they are in the order (asked)."""
+        self._ended: set[str] = set()
+        """Calls in the order that have ended behind one still running."""
 
     def bind(self, registry: ToolRegistry) -> None:
         self.tools = {t.qualified_name: t for t in registry}
@@ -130,20 +164,84 @@ class LivePrinter:
         """Where the text of a call line starts (``call id  label    text``)."""
         return self.width + 11
 
-    def line(self, call_id: str, label: str, text: str) -> None:
-        """``call id  label  text``, the id and the text printed through :func:`printable`."""
-        if self.echo is not None:
-            cid = printable(call_id)
-            with self.lock:
-                self.last_ask = None
-                self.echo(f"{cid:>{self.width}}  {styled(label)} {printable(text)}".rstrip())
+    def room(self, label: str = "") -> int:
+        """The columns left for the text of a call line with ``label`` (at least 20)."""
+        return max(20, self.columns - self.indent - max(0, len(label) - 8))
 
-    def raw(self, text: str) -> None:
-        """A line already made printable."""
+    def line(self, call_id: str, label: str, text: str, *, cut: bool = False) -> None:
+        """``call id  label  text``, the id and the text printed through :func:`printable`;
+        a text longer than the room left is wrapped under itself, or ``cut`` to one line."""
+        if self.echo is None:
+            return
+        cid = printable(call_id)
+        body, room = printable(text), self.room(label)
+        parts = [_cut(body, room)] if cut else wrap_cell(body, room)
+        pad = " " * (self.indent + max(0, len(label) - 8))
+        with self.lock:
+            self._emit(call_id, f"{cid:>{self.width}}  {styled(label)} {parts[0]}".rstrip())
+            for part in parts[1:]:
+                self._emit(call_id, pad + part)
+
+    def say(self, text: str) -> None:
+        """What the agent says (already printable; its lines kept), wrapped to the width,
+        after everything held is printed."""
+        if self.echo is None:
+            return
+        room = max(20, self.columns - 7)
+        parts = [p for line in (text.splitlines() or [""]) for p in wrap_cell(line, room)]
+        with self.lock:
+            self.flush()
+            self._echo(style("agent", dim=True) + f"  {parts[0]}".rstrip())
+            for part in parts[1:]:
+                self._echo((" " * 7 + part).rstrip())
+
+    def flush(self) -> None:
+        """Print every held line, call by call."""
+        with self.lock:
+            for cid in self._order:
+                for text in self._held.pop(cid, ()):
+                    self._echo(text)
+            self._order.clear()
+            self._released.clear()
+            self._ended.clear()
+
+    def _echo(self, text: str) -> None:
         if self.echo is not None:
-            with self.lock:
-                self.last_ask = None
-                self.echo(text)
+            self.last_ask = None
+            self.echo(text)
+
+    def _emit(self, call_id: str, text: str) -> None:
+        """Print a line of ``call_id`` now, or hold it behind the calls before it."""
+        if call_id not in self._order:
+            self._order.append(call_id)
+        if call_id == self._order[0] or call_id in self._released:
+            self._echo(text)
+        else:
+            self._held.setdefault(call_id, []).append(text)
+
+    def _release(self, call_id: str) -> None:
+        """Print ``call_id``'s held lines now, and its next lines as they come."""
+        if call_id not in self._order:
+            self._order.append(call_id)
+        if call_id == self._order[0]:
+            return
+        self._released.add(call_id)
+        for text in self._held.pop(call_id, ()):
+            self._echo(text)
+
+    def _end(self, call_id: str) -> None:
+        """``call_id`` has ended: when it was the earliest, print the held lines of the
+        calls after it, up to the first that is still running."""
+        if call_id not in self._order:
+            return
+        self._ended.add(call_id)
+        while self._order and self._order[0] in self._ended:
+            done = self._order.pop(0)
+            self._ended.discard(done)
+            self._released.discard(done)
+            if self._order:
+                for text in self._held.pop(self._order[0], ()):
+                    self._echo(text)
 
     def header(self, call_id: str, data: Mapping[str, Any]) -> None:
         if call_id in self.headed:
@@ -151,8 +249,9 @@ class LivePrinter:
         self.headed.add(call_id)
         name = str(data.get("qualified_name") or data.get("tool") or "?")
         args = data.get("arguments")
-        brief = _brief(args, self.deciding(name, args)) if args is not None else "(withheld)"
-        self.line(call_id, "call", f"{name} {brief}")
+        limit = max(20, self.room("call") - len(printable(name)) - 1)
+        brief = _brief(args, self.deciding(name, args), limit) if args is not None else "(withheld)"
+        self.line(call_id, "call", f"{name} {brief}", cut=True)
 
     def __call__(self, event: JournalEvent) -> None:
         with self.lock:
@@ -163,6 +262,7 @@ class LivePrinter:
         if cid is None:
             return
         if event.type == "permission_asked":
+            self._release(cid)
             self.header(cid, data)
             policies = ", ".join(data.get("policies") or ())
             reason = data.get("reason") or "approval required"
@@ -175,8 +275,9 @@ class LivePrinter:
             deciding = self.deciding(name, arguments, data.get("deciding") or ())
             notes = data.get("notes")
             notes = notes if isinstance(notes, Mapping) else None
-            for text in ask_text(arguments, deciding, indent=self.indent, notes=notes):
-                self.raw(text)
+            if self.echo is not None:
+                for text in ask_text(arguments, deciding, indent=self.indent, notes=notes):
+                    self._emit(cid, text)
             self.last_ask = str(data.get("ask_id"))
         elif event.type == "permission_decided":
             note = self.notes.get(str(data.get("ask_id")), "")
@@ -188,9 +289,12 @@ class LivePrinter:
             self.decided[cid] = data
             self.header(cid, data)
             self.line(cid, *_decision_text(data))
+            if data.get("outcome") != "dispatched":
+                self._end(cid)
         elif event.type == "tool_finished":
             status = str(data.get("status"))
-            self.line(cid, status, _result_text(data))
+            self.line(cid, status, _result_text(data, self.room(status)), cut=True)
+            self._end(cid)
 
 
 def _decision_text(data: Mapping[str, Any]) -> tuple[str, str]:
@@ -216,7 +320,7 @@ def _decision_text(data: Mapping[str, Any]) -> tuple[str, str]:
     return str(outcome), message
 
 
-def _result_text(data: Mapping[str, Any]) -> str:
+def _result_text(data: Mapping[str, Any], limit: int = 100) -> str:
     result = data.get("result")
     if isinstance(result, Mapping):
         texts = [
@@ -224,7 +328,7 @@ def _result_text(data: Mapping[str, Any]) -> str:
             for b in result.get("content") or ()
             if isinstance(b, Mapping) and b.get("type") == "text"
         ]
-        summary = _first_line("\n".join(texts))
+        summary = _first_line("\n".join(texts), limit)
         if summary:
             return summary
     return str(data.get("message") or "")
@@ -271,6 +375,7 @@ class EchoProvider:
     def __init__(self, provider: ScriptedProvider, echo: Callable[[str], None] | None) -> None:
         self.provider = provider
         self.echo = echo
+        """Takes the text alone (:meth:`LivePrinter.say`)."""
 
     def check(self, tool_names: Any) -> None:
         self.provider.check(tool_names)
@@ -278,5 +383,5 @@ class EchoProvider:
     def next_turn(self, conversation: list[dict[str, Any]]) -> ProviderTurn:
         turn = self.provider.next_turn(conversation)
         if self.echo is not None and turn.text and turn.tool_calls:
-            self.echo(style("agent", dim=True) + f"  {printable(turn.text)}")
+            self.echo(printable(turn.text))
         return turn

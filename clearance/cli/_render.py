@@ -38,6 +38,7 @@ __all__ = [
     "set_colour",
     "style",
     "styled",
+    "wrap_cell",
 ]
 
 ColourMode = Literal["auto", "always", "never"]
@@ -96,16 +97,47 @@ def print_json(value: Any) -> None:
     click.echo(json_text(value, indent=2, default=str))
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, width: int | None = None
+) -> None:
     """A plain aligned table (no colour when not on a terminal); every cell is printed
-    through :func:`printable`."""
+    through :func:`printable`.
+
+    With ``width``, a last column that would make a line longer is wrapped onto
+    continuation lines under itself (after a comma or a space where it can, anywhere in a
+    word longer than the room), so that no line is longer than ``width`` while the other
+    columns leave at least 12 columns for it."""
     cells = [[printable(h) for h in headers]] + [
         ["" if c is None else printable(c) for c in row] for row in rows
     ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    start = sum(w + 2 for w in widths[:-1])
+    room = None if width is None or width - start < 12 else width - start
     for n, row in enumerate(cells):
-        line = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        click.echo(style(line, bold=True) if n == 0 else line)
+        last = [row[-1]] if room is None else wrap_cell(row[-1], room)
+        for k, part in enumerate(last):
+            head = row[:-1] if k == 0 else [""] * (len(row) - 1)
+            line = "  ".join(c.ljust(w) for c, w in zip([*head, part], widths, strict=True))
+            line = line.rstrip()
+            click.echo(style(line, bold=True) if n == 0 else line)
+
+
+def wrap_cell(text: str, room: int) -> list[str]:
+    """``text`` cut into lines of at most ``room`` characters, after a comma or a space
+    where it can (the separator stays at the end of its line, a space is dropped)."""
+    lines: list[str] = []
+    while len(text) > room:
+        cut = max(text.rfind(",", 0, room), text.rfind(" ", 0, room + 1))
+        if cut <= 0:
+            lines.append(text[:room])
+            text = text[room:]
+        elif text[cut] == ",":
+            lines.append(text[: cut + 1])
+            text = text[cut + 1 :].lstrip(" ")
+        else:
+            lines.append(text[:cut])
+            text = text[cut + 1 :]
+    return [*lines, text]
 
 
 def plain_rows(rows: list[list[str]]) -> None:

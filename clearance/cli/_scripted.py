@@ -75,10 +75,15 @@ async def drive(
         raise
     async with harness:
         session = await harness.create_session(principal=principal, on_permission_ask=answerer)
-        run = session.run(prompt, provider=EchoProvider(provider, echo))
-        result = await run.result()
+        says = printer.say if echo is not None else None
+        run = session.run(prompt, provider=EchoProvider(provider, says))
+        try:
+            result = await run.result()
+        finally:
+            printer.flush()
         session_id = session.id
         await session.aclose()
+        printer.flush()
         events = list(inner.events(session_id=session_id))
     arguments = {c.id: c.arguments for turn in provider.turns for c in turn.tool_calls}
     return ScriptedRun(result, session_id, dict(printer.decided), arguments, events)

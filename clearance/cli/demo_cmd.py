@@ -69,14 +69,19 @@ def _seed(workspace: Path) -> None:
         target.write_text(text, encoding="utf-8")
 
 
-_JOURNAL_HEADERS = ("time", "principal", "tool", "decision", "policies", "status", "duration")
-"""The columns of ``clearance journal``, which the demo's journal table repeats."""
+_JOURNAL_HEADERS = ("call", "tool", "decision", "status", "duration", "policies")
+"""The demo's journal table: ``clearance journal``'s columns without the time and the
+principal (one session, one principal, named above it), with the call ids of the live log,
+and the policies last, wrapped to the terminal's width."""
 
 
-def _print_journal(events: Sequence[JournalEvent]) -> None:
-    """The journal as ``clearance journal`` shows it: one row per call."""
-
-    print_table(_JOURNAL_HEADERS, [row.cells() for row in calls_from_events(events)])
+def _print_journal(events: Sequence[JournalEvent], columns: int) -> None:
+    """The journal read back, one row per call, in ``columns`` columns."""
+    rows = []
+    for row in calls_from_events(events):
+        _time, _principal, tool, decision, by, status, duration = row.cells()
+        rows.append((row.call_id or "-", tool, decision, status, duration, by))
+    print_table(_JOURNAL_HEADERS, rows, width=columns)
 
 
 def demo_config(workspace: Path, db: Path) -> Config:
@@ -183,17 +188,20 @@ def demo(db: str | None, approve: Approve | None, as_json: bool) -> None:
             )
             return
         click.echo()
-        click.echo(click.style("agent", dim=True) + f"  {printable(s.result.text, newlines=True)}")
+        printer.say(printable(s.result.text, newlines=True))
         click.echo()
         where = printable(db_path) if db else "the temporary journal"
         click.echo(
             click.style("journal", bold=True)
             + f": {len(s.journal)} records in {where}, one row per call"
-            + (f" (clearance journal --db {printable(db)})" if db else "")
         )
-        _print_journal(s.journal)
+        if db:
+            click.echo(f"         clearance journal --db {printable(db)} shows them all")
+        _print_journal(s.journal, printer.columns)
         click.echo()
-        click.echo(f"Next: clearance policy test {printable(pack_path('coding'))}")
-        click.echo(
-            "      runs the pack's decision tests; clearance run SCRIPT runs your own script."
-        )
+        next_command = f"clearance policy test {printable(pack_path('coding'))}"
+        if len(next_command) + 6 > printer.columns:
+            next_command = f"clearance policy test \\\n        {printable(pack_path('coding'))}"
+        click.echo(f"Next: {next_command}")
+        click.echo("      runs the pack's decision tests;")
+        click.echo("      clearance run SCRIPT runs your own script.")

@@ -17,6 +17,7 @@ calls that ended before the evaluator (unknown tool, invalid arguments) have
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -53,6 +54,23 @@ class CallRow:
     message: str | None = None
     correlation_id: str | None = None
     finished: bool = field(default=False)
+    stage: str | None = None
+    """The stage that ended the call before it ran, or that decided it (``facts``,
+    ``guardrail``, ``schema``, ``evaluator``, ``ask``...)."""
+    stopped_by: str | None = None
+    """What stopped a call before any policy decided it: ``facts /path`` (the argument
+    that could not be canonicalized), ``guardrail NAME``, or the stage's name."""
+
+    @property
+    def decided(self) -> tuple[str, str]:
+        """The decision and what decided it, as the table shows them: the evaluator's
+        decision and policies, or, for a call stopped before the evaluator, ``deny`` and
+        what stopped it (a refusal is a denial whatever stage gives it)."""
+        if self.decision is not None:
+            return self.decision, ",".join(self.reasons) or "-"
+        if self.stopped_by is not None:
+            return "deny", self.stopped_by
+        return "-", "-"
 
     @property
     def duration_us(self) -> int | None:
@@ -80,12 +98,13 @@ class CallRow:
 
     def cells(self) -> tuple[str, ...]:
         """The row of the ``clearance journal`` table."""
+        decision, by = self.decided
         return (
             datetime.fromtimestamp(self.ts).strftime("%Y-%m-%d %H:%M:%S"),
             self.principal or "-",
             self.tool,
-            self.decision or "-",
-            ",".join(self.reasons) or "-",
+            decision,
+            by,
             self.status,
             _duration(self.duration_us),
         )
@@ -124,6 +143,8 @@ class CallFolder:
                 withheld=withheld,
                 message=data.get("message"),
                 correlation_id=data.get("correlation_id"),
+                stage=data.get("stage"),
+                stopped_by=None if outcome == "dispatched" else _stopped_by(data),
             )
             self.rows.append(row)
             if outcome == "dispatched":
@@ -180,6 +201,30 @@ def corpus_record(row: CallRow) -> dict[str, Any]:
         ts=row.ts,
     )
     return record
+
+
+_REFUSED_ARGUMENT = re.compile(r"argument (/\S*) \(")
+
+
+def _stopped_by(data: dict[str, Any]) -> str | None:
+    """What ended a call before the evaluator decided it (see :attr:`CallRow.stopped_by`);
+    ``None`` when the evaluator (or an ask) decided."""
+    stage = data.get("stage")
+    if not isinstance(stage, str) or stage in ("evaluator", "ask") or data.get("decision"):
+        return None
+    if stage == "facts":
+        facts = data.get("facts")
+        error = facts.get("error") if isinstance(facts, dict) else None
+        found = _REFUSED_ARGUMENT.match(error) if isinstance(error, str) else None
+        return f"facts {found.group(1)}" if found else "facts"
+    if stage == "guardrail":
+        names = [
+            str(g.get("name"))
+            for g in data.get("guardrails") or ()
+            if isinstance(g, dict) and (g.get("action") == "block" or g.get("error"))
+        ]
+        return f"guardrail {','.join(names)}" if names else "guardrail"
+    return stage
 
 
 def _has_withheld(value: Any) -> bool:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
+
+import pytest
+from console_script import command
 
 from clearance.harness.journal_sqlite import read_sqlite
 
@@ -31,18 +36,88 @@ def test_demo_shows_allowed_denied_and_asked_calls_then_the_journal(cli: Any) ->
     assert re.search(
         r"^journal: \d+ records in the temporary journal, one row per call$", out, re.M
     )
-    table = out[out.index("\ntime ") + 1 :].splitlines()
-    assert re.match(r"time +principal +tool +decision +policies +status +duration$", table[0])
-    rows = [line.split()[3:7] for line in table[1:8]]
+    table = out[out.index("\ncall ") + 1 :].splitlines()
+    assert re.match(r"call +tool +decision +status +duration +policies$", table[0])
+    rows = [line.split()[:4] + line.split()[-1:] for line in table[1:8]]
     assert rows == [
-        ["files.list_dir", "allow", "read-freely", "ok"],
-        ["files.read_file", "allow", "read-freely", "ok"],
-        ["files.search", "allow", "read-freely", "ok"],
-        ["files.read_file", "-", "-", "blocked"],
-        ["files.write_file", "ask", "ask-before-write", "ok"],
-        ["shell.run", "allow", "shell-allowlist", "ok"],
-        ["shell.run", "deny", "shell-stay-in-workspace,shell-no-chaining", "denied"],
+        ["c1", "files.list_dir", "allow", "ok", "read-freely"],
+        ["c2", "files.read_file", "allow", "ok", "read-freely"],
+        ["c3", "files.search", "allow", "ok", "read-freely"],
+        ["c4", "files.read_file", "deny", "blocked", "/path"],
+        ["c5", "files.write_file", "ask", "ok", "ask-before-write"],
+        ["c6", "shell.run", "allow", "ok", "shell-allowlist"],
+        ["c7", "shell.run", "deny", "denied", "shell-stay-in-workspace,"],
     ]
+    assert table[8].split() == ["shell-no-chaining"]
+
+
+def _demo(columns: str | None, tmp_path: Path) -> str:
+    """``clearance demo`` as a user runs it, stdout a pipe, with ``COLUMNS`` (or none)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE")}
+    env.pop("COLUMNS", None)
+    if columns is not None:
+        env["COLUMNS"] = columns
+    done = subprocess.run(
+        [*command(), "demo"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("columns", ["80", None], ids=["COLUMNS=80", "no terminal"])
+def test_demo_fits_in_80_columns(columns: str | None, tmp_path: Path) -> None:
+    out = _demo(columns, tmp_path)
+    long = [line for line in out.splitlines() if len(line) > 80]
+    assert not long, long
+    assert "c7  denied   by shell-stay-in-workspace, shell-no-chaining" in out
+    # the journal table's policies column wraps under itself
+    assert re.search(r"^c7 .* shell-stay-in-workspace,\n {40,}shell-no-chaining$", out, re.M)
+
+
+def test_demo_wider_terminal_keeps_lines_whole(tmp_path: Path) -> None:
+    out = _demo("200", tmp_path)
+    assert re.search(r"c4  blocked  refused: .* outside the workspace root$", out, re.M)
+    assert re.search(r"^c7 .* shell-stay-in-workspace,shell-no-chaining$", out, re.M)
+
+
+def test_demo_blocked_row_names_its_decision_and_what_decided(tmp_path: Path) -> None:
+    out = _demo("80", tmp_path)
+    (row,) = [line for line in out.splitlines() if line.startswith("c4 ")]
+    assert row.split() == [
+        "c4",
+        "files.read_file",
+        "deny",
+        "blocked",
+        *row.split()[4:6],
+        "facts",
+        "/path",
+    ]
+    assert "-" not in row.split()
+
+
+def test_demo_keeps_each_calls_lines_together(tmp_path: Path) -> None:
+    """c1 and c2 run side by side (both read-only): the lines of one come whole, then
+    the other's; every call's lines (and their continuation lines) are one block."""
+    out = _demo("80", tmp_path)
+    live = out[out.index("\nagent ") : out.index("\njournal:")].splitlines()
+    owner: list[str] = []
+    for line in live:
+        found = re.match(r"^ *(c\d+)  ", line)
+        if found:
+            owner.append(found.group(1))
+        elif line.startswith(" ") and owner:
+            owner.append(owner[-1])  # a continuation line: its call's
+    blocks = [cid for n, cid in enumerate(owner) if n == 0 or owner[n - 1] != cid]
+    assert blocks == ["c1", "c2", "c3", "c4", "c5", "c6", "c7"], owner
+    for cid in ("c1", "c2", "c3", "c6"):
+        labels = [line.split()[1] for line in live if line.startswith(f"  {cid}  ")]
+        assert labels == ["call", "allowed", "ok"], (cid, labels)
 
 
 def test_demo_json_with_a_kept_database(cli: Any, tmp_path: Path) -> None:

@@ -1036,6 +1036,52 @@ def test_rows_join_decisions_with_ends() -> None:
     assert "expected" not in corpus_record(rows[3])
 
 
+def test_a_call_stopped_before_the_evaluator_shows_what_stopped_it() -> None:
+    """The table's decision and policies for a call that no policy decided: a refusal is
+    a deny, and the row names the stage (the argument, the guardrail) that gave it."""
+    from clearance.tuning import calls_from_events, corpus_record
+
+    def stopped(call_id: str, stage: str, **data: Any) -> JournalEvent:
+        return event(
+            "call_decided",
+            call_id,
+            qualified_name="files.read_file",
+            principal='User::"alice"',
+            arguments={"path": "../x"},
+            decision=None,
+            reasons=[],
+            outcome="invalid" if stage == "schema" else "blocked",
+            stage=stage,
+            **data,
+        )
+
+    events = [
+        stopped("c1", "facts", facts={"error": "argument /path (path): it resolves outside"}),
+        stopped("c2", "guardrail", guardrails=[{"name": "ws", "action": "block"}]),
+        stopped("c3", "schema"),
+        event(
+            "call_decided",
+            "c4",
+            qualified_name="t.ok",
+            decision="deny",
+            reasons=["a", "b"],
+            outcome="denied",
+            stage="evaluator",
+        ),
+    ]
+    for n, e in enumerate(events, 1):
+        e.seq = n
+    rows = calls_from_events(events)
+    assert [r.cells()[3:5] for r in rows] == [
+        ("deny", "facts /path"),
+        ("deny", "guardrail ws"),
+        ("deny", "schema"),
+        ("deny", "a,b"),
+    ]
+    # the corpus keeps the decision the evaluator took: none
+    assert corpus_record(rows[0])["decision"] is None
+
+
 def test_unknown_durability_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="durability"):
         SqliteJournal(tmp_path / "j.db", durability="sometimes")  # type: ignore[arg-type]
