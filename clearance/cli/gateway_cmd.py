@@ -190,8 +190,9 @@ def _check(config: GatewayConfig) -> None:
 def check_gateway(config: GatewayConfig) -> str:
     """Check the configuration ``clearance gateway`` would start from: start the servers
     to list their tools (then stop them), validate the evaluator's policies or rules
-    against those tools (every problem of every policy file), build the guardrails.
-    Nothing is served; no journal, grant or ask store is opened.
+    against those tools (every problem of every policy file), build the guardrails,
+    check the PostgreSQL store's URL and schema name. Nothing is served; no journal,
+    grant or ask store is opened.
 
     Returns:
         A one-line summary (tools, servers, evaluator).
@@ -205,6 +206,12 @@ def check_gateway(config: GatewayConfig) -> str:
 
     assert config.path is not None
     main = load_config(config.path)
+    if main.store is not None:
+        # Parsed, not connected: a URL or schema name the stores would refuse stops the
+        # gateway at start-up, so it fails the check too.
+        from clearance.harness.postgres import check_url
+
+        check_url(main.store)
     registry = build_registry(main)
     register_tool_declarations(registry, learn_server_tools(config.servers))
     names = [tool.qualified_name for tool in registry]

@@ -55,6 +55,7 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from clearance._text import printable
 from clearance.errors import ConfigError, MissingExtraError, StoreError
 
 try:
@@ -71,6 +72,8 @@ __all__ = [
     "DatabaseError",
     "PostgresDatabase",
     "RowRefused",
+    "check_schema_name",
+    "check_url",
     "Subscriber",
     "migrate",
     "open_database",
@@ -207,11 +210,7 @@ class PostgresDatabase:
     ) -> None:
         self.conninfo, url_schema, self.name = _parse_url(url)
         schema = schema if schema is not None else url_schema or "clearance"
-        if not _SCHEMA_NAME.fullmatch(schema):
-            raise ConfigError(
-                f"invalid schema name {schema!r} for the PostgreSQL store: use lower-case "
-                "letters, digits and _ (at most 63), not starting with a digit"
-            )
+        check_schema_name(schema)
         self.schema = schema
         self.url = url
         self.timeout = timeout
@@ -500,8 +499,7 @@ def migrate(conn: Connection, schema: str, *, label: str | None = None) -> tuple
         psycopg.Error: the database refused.
     """
     label = label or f"schema {schema}"
-    if not _SCHEMA_NAME.fullmatch(schema):
-        raise ConfigError(f"invalid schema name {schema!r}")
+    check_schema_name(schema)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"clearance:{schema}:migrate",))
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
@@ -535,6 +533,38 @@ def _set_meta(conn: Connection, schema: str, key: str, value: str) -> None:
         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
         (key, value),
     )
+
+
+def check_schema_name(schema: str) -> None:
+    """Refuse a schema name the stores cannot use.
+
+    Raises:
+        ConfigError: not lower-case letters, digits and ``_`` (at most 63, not starting
+            with a digit), or starting with ``pg_``, which PostgreSQL keeps for its own
+            schemas (``CREATE SCHEMA pg_x`` fails, so every request would).
+    """
+    if not (isinstance(schema, str) and _SCHEMA_NAME.fullmatch(schema)):
+        raise ConfigError(
+            f"invalid schema name {printable(repr(schema))} for the PostgreSQL store: use "
+            "lower-case letters, digits and _ (at most 63), not starting with a digit"
+        )
+    if schema.startswith("pg_"):
+        raise ConfigError(
+            f"invalid schema name {schema!r} for the PostgreSQL store: names starting with "
+            "pg_ are reserved for PostgreSQL's own schemas"
+        )
+
+
+def check_url(url: str) -> str:
+    """Check a store URL without connecting: a ``postgresql://`` URL whose schema (the
+    ``schema`` parameter, default ``clearance``) the stores can use; that schema.
+
+    Raises:
+        ConfigError: as :class:`PostgresDatabase` would for this URL.
+    """
+    schema = _parse_url(url)[1] or "clearance"
+    check_schema_name(schema)
+    return schema
 
 
 def _parse_url(url: str) -> tuple[str, str | None, str]:

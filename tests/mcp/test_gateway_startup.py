@@ -101,3 +101,26 @@ def test_check_passes_a_configuration_that_would_start(tmp_path: Path) -> None:
     config.write_text(config.read_text().replace(str(TIME_SERVER), "/nonexistent/server"))
     bad = _gateway(config, "--check")
     assert bad.returncode == 2 and "/nonexistent/server" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("schema", "error"),
+    [
+        ("pg_things", "names starting with pg_ are reserved for PostgreSQL's own schemas"),
+        ("Things", "use lower-case letters, digits and _"),
+    ],
+)
+def test_check_refuses_a_store_schema_postgresql_would_refuse(
+    tmp_path: Path, schema: str, error: str
+) -> None:
+    """Issue 38: a ``pg_*`` schema passed ``--check``, then failed every request."""
+    config = _project(tmp_path, clock=GOOD)
+    text = config.read_text()
+    # Port 1: nothing listens there; --check parses the URL and never connects.
+    config.write_text(f'store = "postgresql://127.0.0.1:1/db?schema={schema}"\n' + text)
+    r = _gateway(config, "--check")
+    assert r.returncode == 2, r.stderr
+    assert error in r.stderr and schema in r.stderr
+    config.write_text('store = "postgresql://127.0.0.1:1/db?schema=things"\n' + text)
+    ok = _gateway(config, "--check")
+    assert ok.returncode == 0, ok.stderr
