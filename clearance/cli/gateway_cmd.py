@@ -282,6 +282,7 @@ async def open_gateway(
             show_ask_store=harness_factory is not None or not _asks_finds_store(harness),
             session_idle_timeout=config.session_idle_timeout,
             max_sessions=config.max_sessions,
+            limits=config.limits,
         )
 
 

@@ -21,11 +21,21 @@ from clearance.types import Principal
 
 if TYPE_CHECKING:
     from clearance.mcp import GatewayConfig, McpServerConfig
+    from clearance.mcp.gateway import HttpLimits
 
 __all__ = ["load_gateway_config", "load_mcp_servers"]
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
+_LIMIT_KEYS = (
+    "max_connections",
+    "header_timeout",
+    "idle_timeout",
+    "write_timeout",
+    "max_request_bytes",
+    "max_requests",
+)
+"""The ``[gateway]`` keys of :class:`~clearance.mcp.gateway.HttpLimits`."""
 _GATEWAY_KEYS = (
     "transport",
     "host",
@@ -38,6 +48,7 @@ _GATEWAY_KEYS = (
     "elicitation",
     "session_idle_timeout",
     "max_sessions",
+    *_LIMIT_KEYS,
 )
 _SERVER_KEYS = (
     "name",
@@ -80,6 +91,7 @@ def load_gateway_config(path: str | os.PathLike[str]) -> GatewayConfig:
         **gateway,
         tokens=tokens,
         elicitation=elicitation,
+        limits=reader.limits(),
         servers=servers,
     )
 
@@ -179,6 +191,20 @@ class _GatewayReader(TomlReader):
             "max_sessions": max_sessions,
         }
 
+    def limits(self) -> HttpLimits:
+        """The HTTP gateway's bounds: each key of ``[gateway]`` that names one, the
+        default for the others."""
+        from clearance.mcp.gateway import HttpLimits
+
+        raw = self.raw_gateway()
+        given = {key: raw[key] for key in _LIMIT_KEYS if key in raw}
+        for key, value in given.items():
+            try:
+                HttpLimits(**{key: value})
+            except ValueError as exc:
+                raise self.error(("gateway", key), f"[gateway] {exc}") from None
+        return HttpLimits(**given)
+
     def tokens(self) -> list[tuple[Principal, str]]:
         """``[[gateway.tokens]]``: each principal and the token read for it."""
         w: Where = ("gateway", "tokens")
@@ -263,7 +289,10 @@ class _GatewayReader(TomlReader):
             raise self.error((*w, "restart"), f"{label} restart must be 'on_next_call' or 'never'")
         timeout = entry.get("call_timeout")
         if timeout is not None and (
-            not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
+            not isinstance(timeout, int | float)
+            or isinstance(timeout, bool)
+            or not math.isfinite(timeout)
+            or timeout <= 0
         ):
             raise self.error(
                 (*w, "call_timeout"), f"{label} call_timeout must be a positive number of seconds"
@@ -294,7 +323,8 @@ class _GatewayReader(TomlReader):
             ),
             "trust_annotations": trust,
             "restart": restart,
-            "call_timeout": float(timeout) if timeout is not None else None,
+            # Not given: McpServerConfig's default (DEFAULT_CALL_TIMEOUT).
+            **({"call_timeout": float(timeout)} if timeout is not None else {}),
         }
 
     # -- values ---------------------------------------------------------------------------

@@ -21,12 +21,19 @@ try:
 except ImportError as exc:
     raise _MissingExtraError("mcp", "MCP support") from exc
 
-from clearance.mcp.gateway import Gateway, GatewayConfig, McpServerConfig, PrincipalToken
+from clearance.mcp.gateway import (
+    Gateway,
+    GatewayConfig,
+    HttpLimits,
+    McpServerConfig,
+    PrincipalToken,
+)
 from clearance.mcp.sources import connect_server, start_stdio_server
 
 __all__ = [
     "Gateway",
     "GatewayConfig",
+    "HttpLimits",
     "McpServerConfig",
     "PrincipalToken",
     "connect_server",

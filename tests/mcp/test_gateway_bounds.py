@@ -7,17 +7,23 @@ Measured over real HTTP against an in-process gateway, with the official MCP cli
 from __future__ import annotations
 
 import gc
+import logging
+import math
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
+import httpx
 import pytest
-from gateway_support import serving
+from gateway_support import client, serving
 
 from clearance.harness.ask_store import MemoryAskStore
 from clearance.inbox import Inbox
+from clearance.mcp.gateway import HttpLimits
+from clearance.mcp.gateway._auth import FAILURE_BURST
 
 pytestmark = pytest.mark.anyio
 
@@ -64,3 +70,214 @@ async def test_the_inbox_listens_with_tcp_nodelay() -> None:
         port = int(urls[0].rstrip("/").rsplit(":", 1)[1])
         assert _listener(port).getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
         tg.cancel_scope.cancel()
+
+
+# -- what one client can take -------------------------------------------------------------
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+_OPEN: list[anyio.abc.SocketStream] = []
+
+
+async def _connect(port: int) -> anyio.abc.SocketStream:
+    stream = await anyio.connect_tcp("127.0.0.1", port)
+    _OPEN.append(stream)
+    return stream
+
+
+@pytest.fixture(autouse=True)
+async def _close_streams() -> Any:
+    yield
+    while _OPEN:
+        await _OPEN.pop().aclose()
+
+
+async def _closed_by_server(stream: anyio.abc.SocketStream, within: float) -> bool:
+    """Whether the server closes ``stream`` within ``within`` seconds (reading whatever
+    it sends first)."""
+    with anyio.move_on_after(within):
+        try:
+            while await stream.receive():
+                pass
+        except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError, OSError):
+            return True
+    return False
+
+
+async def _served(url: str, token: str) -> None:
+    """The official client's call is served."""
+    with anyio.fail_after(20):
+        async with client(url, token) as c:
+            result = await c.call_tool("t__echo", {"text": "hi"})
+            assert not result.is_error
+
+
+async def test_silent_and_slow_connections_are_dropped(tmp_path: Path) -> None:
+    """Slowloris: sockets that send nothing, or a request head a byte at a time, or half
+    a body, stayed open forever. Each is dropped after header_timeout, while a
+    well-behaved client is served beside them."""
+    limits = HttpLimits(header_timeout=0.5)
+    async with serving(tmp_path, limits=limits) as (_h, _g, url, token):
+        port = _port(url)
+        silent = [await _connect(port) for _ in range(5)]
+        partial = await _connect(port)
+        await partial.send(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        half = await _connect(port)
+        await half.send(
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode()
+        )
+        await _served(url, token)
+        for stream in [*silent, partial]:
+            assert await _closed_by_server(stream, 3)
+        assert await _closed_by_server(half, 3)
+        await _served(url, token)
+
+
+async def test_connections_past_the_cap_are_closed_at_once(tmp_path: Path) -> None:
+    limits = HttpLimits(max_connections=4, header_timeout=1.0)
+    async with serving(tmp_path, limits=limits) as (_h, _g, url, token):
+        port = _port(url)
+        held = [await _connect(port) for _ in range(4)]
+        extra = await _connect(port)
+        # Closed before header_timeout could have done it: refused for the cap.
+        assert await _closed_by_server(extra, 0.5)
+        assert len(list(_sockets_on(port))) <= 1 + 4  # the listener and the held ones
+        for stream in held:
+            assert await _closed_by_server(stream, 3)  # then header_timeout frees them
+        await _served(url, token)
+
+
+async def test_a_response_nobody_reads_is_dropped(tmp_path: Path) -> None:
+    """20 never-read 3.5 MB responses took the gateway from 82 to 516 MB for the
+    connections' life; after write_timeout each is dropped, and what it held with it."""
+    limits = HttpLimits(write_timeout=0.5)
+    async with serving(tmp_path, limits=limits) as (_h, _g, url, token):
+        port = _port(url)
+        body = (
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t__echo",'
+            f'"arguments":{{"text":"{"x" * 3_000_000}"}},"_meta":'
+            '{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+            '"io.modelcontextprotocol/clientCapabilities":{}}}}'
+        ).encode()
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: t__echo\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        readers = []
+        for _ in range(3):
+            stream = await _connect(port)
+            sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            await stream.send(head + body)
+            readers.append(stream)
+        with anyio.fail_after(20):
+            while len(list(_sockets_on(port))) > 1:  # noqa: ASYNC110 (only the listener left)
+                await anyio.sleep(0.1)
+        await _served(url, token)
+
+
+async def test_requests_past_max_requests_are_answered_503(tmp_path: Path) -> None:
+    limits = HttpLimits(max_requests=2)
+    async with serving(tmp_path, limits=limits) as (_h, gateway, url, token):
+        results: list[Any] = []
+
+        async def slow() -> None:
+            async with client(url, token) as c:
+                results.append(await c.call_tool("t__echo", {"text": "slow", "sleep": 3}))
+
+        def running() -> int:
+            return sum(s.in_flight for s in gateway.sessions.values())
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(slow)
+                tg.start_soon(slow)
+                while running() < 2:  # noqa: ASYNC110 (calls in another task's pipeline)
+                    await anyio.sleep(0.02)
+                async with httpx.AsyncClient() as http:
+                    busy = await http.post(
+                        url,
+                        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                        headers={"Authorization": f"Bearer {token}"},
+                    )
+                assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+        assert [r.is_error for r in results] == [False, False]
+        await _served(url, token)
+
+
+async def test_a_body_past_max_request_bytes_is_refused(tmp_path: Path) -> None:
+    async with serving(tmp_path, limits=HttpLimits(max_request_bytes=2000)) as (_h, _g, url, tok):
+        with anyio.fail_after(20):
+            async with client(url, tok) as c:
+                assert not (await c.call_tool("t__echo", {"text": "x" * 1000})).is_error
+            async with httpx.AsyncClient() as http:
+                big = await http.post(
+                    url,
+                    content=b"{" + b" " * 3000 + b"}",
+                    headers={"Authorization": f"Bearer {tok}", "Content-Type": "application/json"},
+                )
+            assert big.status_code == 413
+
+
+async def test_limits_are_checked() -> None:
+    for bad in ({"max_connections": 0}, {"max_requests": True}, {"max_request_bytes": 1.5}):
+        with pytest.raises(ValueError, match="must be a positive integer"):
+            HttpLimits(**bad)
+    for bad_time in (0, -1, math.inf, math.nan, "5"):
+        with pytest.raises(ValueError, match="must be a positive number of seconds"):
+            HttpLimits(write_timeout=bad_time)  # type: ignore[arg-type]
+
+
+async def test_failed_authentication_is_logged_and_rate_limited(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """877 wrong tokens a second went by silently. Now the first is logged at once and the
+    rest counted in one line; past a burst, a peer's failures are answered 429 a second
+    late; a valid token is never refused for it."""
+    caplog.set_level(logging.WARNING, logger="clearance.mcp")
+    async with serving(tmp_path) as (_h, _g, url, token):
+        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        statuses: list[int] = []
+
+        async def wrong(http: httpx.AsyncClient, n: int) -> None:
+            headers = {"Authorization": f"Bearer wrong-{n}-{token[:4]}"}
+            statuses.append((await http.post(url, json=request, headers=headers)).status_code)
+
+        with anyio.fail_after(30):
+            limits = httpx.Limits(max_connections=50)
+            async with httpx.AsyncClient(limits=limits) as http, anyio.create_task_group() as tg:
+                for n in range(FAILURE_BURST + 20):
+                    tg.start_soon(wrong, http, n)
+            # Sent together: the burst is answered 401, most of the rest 429 (refilled at
+            # 5 a second meanwhile, a few more are 401).
+            assert statuses.count(401) >= FAILURE_BURST and statuses.count(429) >= 10
+            await _served(url, token)  # the valid token passes during the flood
+    lines = [r.getMessage() for r in caplog.records if "bearer token" in r.getMessage()]
+    assert lines == ["refused a request without a valid bearer token from 127.0.0.1 (POST /mcp)"]
+    assert token not in caplog.text and "wrong-" not in caplog.text
+
+
+async def test_failure_reports_count_by_peer(caplog: pytest.LogCaptureFixture) -> None:
+    from clearance.mcp.gateway import _auth
+
+    clock = [1000.0]
+    failures = _auth._Failures(clock=lambda: clock[0])
+    scope = {"client": ("10.0.0.1", 5), "method": "POST", "path": "/mcp"}
+    other = {"client": ("10.0.0.2", 6), "method": "GET", "path": "/mcp"}
+    with caplog.at_level(logging.WARNING, logger="clearance.mcp"):
+        assert failures.failed(scope) == 0
+        for _ in range(30):
+            failures.failed(other)
+        clock[0] += _auth.FAILURE_REPORT_EVERY
+        assert failures.failed(scope) == 0  # its own burst is not spent
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "refused a request without a valid bearer token from 10.0.0.1 (POST /mcp)",
+        "refused 31 requests without a valid bearer token (by peer: 10.0.0.2: 30, 10.0.0.1: 1)",
+    ]

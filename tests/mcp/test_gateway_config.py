@@ -94,3 +94,31 @@ def test_not_toml_names_the_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML") as caught:
         load_gateway_config(path)
     assert caught.value.line == 3
+
+
+def test_the_http_bounds_and_call_timeout_have_defaults_and_are_checked(tmp_path: Path) -> None:
+    """Issue 38: every bound has a default that holds; a configured one is checked."""
+    from clearance.mcp.gateway import DEFAULT_CALL_TIMEOUT, HttpLimits
+
+    path = tmp_path / "clearance.toml"
+    path.write_text('[gateway]\n\n[[mcp_servers]]\nname = "up"\nprogram = "python"\n')
+    config = load_gateway_config(path)
+    assert config.limits == HttpLimits()
+    assert config.servers[0].call_timeout == DEFAULT_CALL_TIMEOUT == 300.0
+    path.write_text(
+        "[gateway]\nmax_connections = 64\nheader_timeout = 2.5\nwrite_timeout = 5\n"
+        '\n[[mcp_servers]]\nname = "up"\nprogram = "python"\ncall_timeout = 12\n'
+    )
+    config = load_gateway_config(path)
+    assert config.limits == HttpLimits(max_connections=64, header_timeout=2.5, write_timeout=5)
+    assert config.servers[0].call_timeout == 12.0
+    for bad, message in [
+        ("max_connections = 0", "max_connections must be a positive integer"),
+        ("max_requests = 1.5", "max_requests must be a positive integer"),
+        ("idle_timeout = -1", "idle_timeout must be a positive number of seconds"),
+        ("header_timeout = nan", "header_timeout must be a positive number of seconds"),
+    ]:
+        path.write_text(f"[gateway]\n{bad}\n")
+        with pytest.raises(ConfigError, match=message) as caught:
+            load_gateway_config(path)
+        assert ":2" in str(caught.value)  # the line of the key

@@ -27,7 +27,8 @@ the ``[gateway]`` table and ``[[mcp_servers]]`` entries into a :class:`GatewayCo
 Where things live: ``_server`` (the MCP server and its handlers), ``_sessions`` (the
 clearance session behind each MCP session, and when it ends), ``_asks`` (asks as
 elicitations), ``_pending`` (asks a client cannot answer, left pending), ``_auth`` (bearer tokens and principals), ``_convert`` (MCP types from and
-to clearance's), ``_config`` (the settings as values), ``_stdio`` (stdio without threads).
+to clearance's), ``_config`` (the settings as values), ``_stdio`` (stdio without threads), ``_edge`` (what
+a request may carry), ``_bounds`` (what one HTTP client can take).
 """
 
 from clearance.mcp.gateway._auth import (
@@ -36,15 +37,23 @@ from clearance.mcp.gateway._auth import (
     PrincipalToken,
     write_token_file,
 )
-from clearance.mcp.gateway._config import AskFallback, GatewayConfig, McpServerConfig
+from clearance.mcp.gateway._bounds import HttpLimits
+from clearance.mcp.gateway._config import (
+    DEFAULT_CALL_TIMEOUT,
+    AskFallback,
+    GatewayConfig,
+    McpServerConfig,
+)
 from clearance.mcp.gateway._server import Gateway
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_TOKEN_FILE",
     "AskFallback",
     "BearerAuth",
     "Gateway",
     "GatewayConfig",
+    "HttpLimits",
     "McpServerConfig",
     "PrincipalToken",
     "write_token_file",

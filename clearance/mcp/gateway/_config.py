@@ -13,13 +13,17 @@ from typing import TYPE_CHECKING, Literal
 
 from clearance.harness.tools import Tool
 from clearance.mcp.gateway._auth import PrincipalToken
+from clearance.mcp.gateway._bounds import HttpLimits
 from clearance.mcp.sources import connect_server, start_stdio_server
 from clearance.types import Principal
 
 if TYPE_CHECKING:
     from clearance.harness.session import Harness
 
-__all__ = ["AskFallback", "GatewayConfig", "McpServerConfig"]
+__all__ = ["DEFAULT_CALL_TIMEOUT", "AskFallback", "GatewayConfig", "McpServerConfig"]
+
+DEFAULT_CALL_TIMEOUT = 300.0
+"""Seconds an upstream call may take when ``call_timeout`` is not configured."""
 
 AskFallback = Literal["pending", "deny", "allow_once", "allow_session", "allow_always"]
 """What the gateway does with an ask when the client cannot elicit: ``pending`` leaves it
@@ -50,7 +54,9 @@ class McpServerConfig:
     trust_annotations: bool = False
     """Believe the server's ``readOnlyHint`` for tools not named in ``read_only``."""
     restart: Literal["on_next_call", "never"] = "on_next_call"
-    call_timeout: float | None = None
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT
+    """Seconds a call may wait for the server's answer (then cancelled upstream, and an
+    error result); ``None``: no bound."""
 
     async def start(self, harness: Harness) -> list[Tool]:
         """Start or connect the server and register its tools in ``harness``."""
@@ -107,4 +113,7 @@ class GatewayConfig:
     """Seconds after which an idle HTTP session (and its clearance session) ends."""
     max_sessions: int = 10_000
     """The most HTTP sessions open at once."""
+    limits: HttpLimits = field(default_factory=HttpLimits)
+    """What one HTTP client can take: connections, timeouts, request size, requests at
+    once (``[gateway]`` keys of the same names)."""
     servers: tuple[McpServerConfig, ...] = ()

@@ -30,6 +30,7 @@ from clearance.errors import ConfigError
 from clearance.harness.session import Harness, Session
 from clearance.mcp.gateway._asks import Asks, Rounds
 from clearance.mcp.gateway._auth import BearerAuth, PrincipalToken, principal_of
+from clearance.mcp.gateway._bounds import HttpLimits, RequestBounds, bounded_protocol
 from clearance.mcp.gateway._config import AskFallback
 from clearance.mcp.gateway._convert import arguments_key, listed_tools, mcp_result, relay_to
 from clearance.mcp.gateway._edge import check_call, request_label
@@ -71,6 +72,8 @@ class Gateway:
             clients that go away without ending their session.
         max_sessions: the most HTTP sessions open at once; a client that would open one
             more is answered 503 until one ends.
+        limits: what one HTTP client can take: connections, timeouts, request size,
+            requests at once (see :class:`HttpLimits`; every one has a default).
 
     A clearance session lives as long as the MCP session it serves: it ends when the
     client ends its HTTP session (``DELETE``), when that session has been idle for
@@ -89,6 +92,7 @@ class Gateway:
         telemetry: bool | None = None,
         session_idle_timeout: float = 1800.0,
         max_sessions: int = 10_000,
+        limits: HttpLimits | None = None,
     ) -> None:
         _check_fallback(ask_fallback)
         if not (
@@ -101,6 +105,7 @@ class Gateway:
             raise ValueError("max_sessions must be a positive integer")
         self.harness = harness
         self.principal = principal
+        self.limits = limits if limits is not None else HttpLimits()
         self._server: Server[Any] = Server(
             name,
             version=__version__,
@@ -194,8 +199,10 @@ class Gateway:
             host=host,
             session_idle_timeout=self.session_idle_timeout,
             max_sessions=self.max_sessions,
+            max_request_body_size=self.limits.max_request_bytes,
         )
-        return BearerAuth(SessionEnds(app, self._sessions.mcp_session_ended), tokens)
+        ends = SessionEnds(app, self._sessions.mcp_session_ended)
+        return BearerAuth(RequestBounds(ends, self.limits), tokens)
 
     async def serve_http(
         self,
@@ -221,15 +228,18 @@ class Gateway:
         # 40 ms per call for a client that keeps its connection.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
-        sock.listen(128)
+        sock.listen(512)
         sock.setblocking(False)
         bound = sock.getsockname()[1]
+        limits = self.limits
         server = _quiet_uvicorn(
             uvicorn.Config(
                 app,
+                http=bounded_protocol(limits),
                 log_level="warning",
                 lifespan="on",
                 access_log=False,
+                timeout_keep_alive=limits.idle_timeout,  # type: ignore[arg-type]
                 timeout_graceful_shutdown=5,
             )
         )
