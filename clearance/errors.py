@@ -6,7 +6,10 @@ Every exception derives from one root, so ``except ClearanceError`` catches them
     ├── ToolRegistrationError      a tool could not be registered (.tool, .reason)
     ├── ConfigError                a configuration value or file is wrong (.path, .line)
     │   ├── RuleError              a LocalEvaluator rule is malformed or can never match (.rule)
-    │   └── PolicyError            a Cedar policy does not parse or validate (.policy_id, .line)
+    │   ├── PolicyError            a Cedar policy does not parse or validate (.policy_id, .line)
+    │   └── ConfinementError       a bundled tool cannot be confined by the kernel (rule R15)
+    │                              and the configuration did not say confinement = "none"
+    │                              (.toolset, .abi)
     ├── ScriptError                a ScriptedProvider script is malformed (.turn, .call_id)
     ├── CorpusError                a replay corpus line is not a call (.path, .line);
     │                              defined in clearance.tuning
@@ -44,6 +47,7 @@ __all__ = [
     "ClearanceError",
     "ClosedError",
     "ConfigError",
+    "ConfinementError",
     "FactError",
     "JournalError",
     "MissingExtraError",
@@ -104,6 +108,22 @@ class RuleError(ConfigError):
     ) -> None:
         super().__init__(f"rule {rule!r}: {message}", path=path, line=line)
         self.rule = rule
+
+
+class ConfinementError(ConfigError):
+    """A bundled toolset that runs programs cannot start confined by the kernel (R15):
+    Landlock is not available (not Linux, an old kernel, disabled at boot), and the
+    configuration did not say ``confinement = "none"``.
+
+    Attributes:
+        toolset: the toolset that refused to start (``"shell"``).
+        abi: the Landlock ABI the kernel offers (0: none).
+    """
+
+    def __init__(self, toolset: str, abi: int, message: str) -> None:
+        super().__init__(message)
+        self.toolset = toolset
+        self.abi = abi
 
 
 class PolicyError(ConfigError):

@@ -26,6 +26,7 @@ Where things live:
 """
 
 from clearance.config._build import (
+    build_confinement,
     build_evaluator,
     build_harness,
     build_registry,
@@ -47,6 +48,7 @@ from clearance.config._model import (
     GuardrailConfig,
     GuardrailStage,
     JournalConfig,
+    LandlockConfig,
     LimitsConfig,
     NonInteractiveAnswer,
     ShellToolsConfig,
@@ -75,10 +77,12 @@ __all__ = [
     "GuardrailConfig",
     "GuardrailStage",
     "JournalConfig",
+    "LandlockConfig",
     "LimitsConfig",
     "NonInteractiveAnswer",
     "ShellToolsConfig",
     "ToolsConfig",
+    "build_confinement",
     "build_evaluator",
     "build_guardrails",
     "build_harness",

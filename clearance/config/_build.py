@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from clearance.config._guardrails import build_guardrails
 from clearance.config._model import AuthZenConfig, Config
+from clearance.config._paths import CONFIG_FILE
 from clearance.errors import ConfigError
 from clearance.harness.approvals import GrantStore, SqliteGrantStore
 from clearance.harness.ask_store import AskStore
@@ -23,10 +24,18 @@ from clearance.policy.base import AuthorityEvaluator
 from clearance.policy.local import LocalEvaluator
 from clearance.policy.noop import NoopEvaluator
 from clearance.provenance import TrustList
+from clearance.toolsets.confinement import Confinement
 from clearance.toolsets.files import register_files
 from clearance.toolsets.shell import register_shell
 
-__all__ = ["build_evaluator", "build_harness", "build_registry", "open_journal", "open_store"]
+__all__ = [
+    "build_confinement",
+    "build_evaluator",
+    "build_harness",
+    "build_registry",
+    "open_journal",
+    "open_store",
+]
 
 
 def open_journal(path: Path) -> Journal:
@@ -61,8 +70,27 @@ def build_registry(config: Config) -> ToolRegistry:
         options: dict[str, Any] = {"allowed_programs": shell.allowed_programs}
         if shell.timeout is not None:
             options["timeout"] = shell.timeout
-        register_shell(registry, shell.root, **options)
+        register_shell(registry, shell.root, confinement=build_confinement(config), **options)
     return registry
+
+
+def build_confinement(config: Config) -> Confinement:
+    """The kernel confinement of the bundled tools that run programs (R15): the
+    ``[tools]`` options, with clearance's stores hidden and the files that decide the next
+    run (configuration, policies) readable but never writable.
+    """
+    tools = config.tools
+    landlock = tools.landlock
+    return Confinement(
+        kind=tools.confinement,
+        read_paths=landlock.read_paths,
+        write_paths=landlock.write_paths,
+        protected=landlock.protected,
+        hidden_paths=_store_files(config),
+        read_only_paths=_decisive_files(config),
+        connect_ports=landlock.connect_ports,
+        bind_ports=landlock.bind_ports,
+    )
 
 
 def build_evaluator(config: Config) -> AuthorityEvaluator:
@@ -274,9 +302,15 @@ def _private_directory(path: Path) -> None:
 
 def _decisive_files(config: Config) -> tuple[Path, ...]:
     """The files and directories that decide what the agent may do: the configuration
-    file, the policies, entities and rules it names."""
+    file, the ``clearance.toml`` the command line would load in the base directory and in
+    each tool root even when there is none yet (one planted by an approved write would
+    decide the next ``clearance run`` there), the policies, entities and rules it names."""
     ev = config.evaluator
-    found = [config.path, ev.policies, ev.entities, ev.rules]
+    tools = config.tools
+    roots = [config.base_dir]
+    roots += [t.root for t in (tools.files, tools.shell) if t is not None]
+    found = [config.path, *(root / CONFIG_FILE for root in roots)]
+    found += [ev.policies, ev.entities, ev.rules]
     if ev.authzen is not None:
         found.append(ev.authzen.ca_file)  # the CAs that vouch for the PDP decide too
     return tuple(Path(p) for p in found if p is not None)

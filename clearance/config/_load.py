@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +26,7 @@ from clearance.config._model import (
     FilesToolsConfig,
     GuardrailConfig,
     JournalConfig,
+    LandlockConfig,
     LimitsConfig,
     ShellToolsConfig,
     ToolsConfig,
@@ -313,7 +315,7 @@ class _ConfigReader(TomlReader):
         )
 
     def load_tools(self, raw: Any) -> ToolsConfig:
-        raw = self.table(raw, ("tools",), ("files", "shell"))
+        raw = self.table(raw, ("tools",), ("files", "shell", "confinement", "landlock"))
         files = None
         if "files" in raw:
             w: Where = ("tools", "files")
@@ -339,4 +341,41 @@ class _ConfigReader(TomlReader):
                 self.number(section["timeout"], (*w, "timeout")) if "timeout" in section else None
             )
             shell = ShellToolsConfig(root, allowed, timeout)
-        return ToolsConfig(files=files, shell=shell)
+        confinement = raw.get("confinement", "landlock")
+        if confinement not in ("landlock", "none"):
+            raise self.error(
+                ("tools", "confinement"), 'tools.confinement must be "landlock" or "none"'
+            )
+        landlock = self.load_landlock(raw["landlock"]) if "landlock" in raw else LandlockConfig()
+        return ToolsConfig(files=files, shell=shell, confinement=confinement, landlock=landlock)
+
+    def load_landlock(self, raw: Any) -> LandlockConfig:
+        w: Where = ("tools", "landlock")
+        keys = ("read_paths", "write_paths", "protected", "connect_ports", "bind_ports")
+        raw = self.table(raw, w, keys)
+        d = LandlockConfig()
+
+        def paths(key: str) -> tuple[Path, ...]:
+            if key not in raw:
+                return ()
+            return tuple(self.path(p, (*w, key)) for p in self.strings(raw[key], (*w, key)))
+
+        def ports(key: str) -> tuple[int, ...]:
+            value = raw.get(key, [])
+            if not isinstance(value, list) or not all(
+                isinstance(p, int) and not isinstance(p, bool) and 0 < p <= 65535 for p in value
+            ):
+                raise self.error((*w, key), f"tools.landlock.{key} must be a list of TCP ports")
+            return tuple(value)
+
+        return LandlockConfig(
+            read_paths=paths("read_paths"),
+            write_paths=paths("write_paths"),
+            protected=(
+                self.strings(raw["protected"], (*w, "protected"))
+                if "protected" in raw
+                else d.protected
+            ),
+            connect_ports=ports("connect_ports"),
+            bind_ports=ports("bind_ports"),
+        )

@@ -189,11 +189,35 @@ class ShellToolsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class LandlockConfig:
+    """``[tools.landlock]``: the kernel ruleset the programs of ``shell.run`` run under
+    (rule R15; see ``docs/confinement.md``)."""
+
+    read_paths: tuple[Path, ...] = ()
+    """More directories or files outside the workspace a program may read and execute,
+    besides the system directories."""
+    write_paths: tuple[Path, ...] = ()
+    """More directories a program may write, besides the workspace."""
+    protected: tuple[str, ...] = (".env", ".env.*")
+    """Glob patterns, relative to the workspace, of secrets no program may read or write."""
+    connect_ports: tuple[int, ...] = ()
+    """TCP ports a program may connect to (every other TCP connect is refused)."""
+    bind_ports: tuple[int, ...] = ()
+    """TCP ports a program may listen on."""
+
+
+@dataclass(frozen=True, slots=True)
 class ToolsConfig:
     """``[tools]``: which bundled toolsets to register; a missing table leaves it out."""
 
     files: FilesToolsConfig | None = None
     shell: ShellToolsConfig | None = None
+    confinement: Literal["landlock", "none"] = "landlock"
+    """``confinement = "landlock"`` (default): the programs the bundled tools run are
+    confined by the kernel, and the tools refuse to start where it cannot; ``"none"``:
+    they run unconfined."""
+    landlock: LandlockConfig = field(default_factory=LandlockConfig)
+    """``[tools.landlock]``: the ruleset's options."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,13 @@
 """A shell tool: run one command (no shell) in the workspace, with bounded output and time.
 
-This is not a sandbox. The command runs as the harness's user with ``cwd`` set to the
-workspace; it can read or write anything that user can. Confine it with policies written
-on the command's canonical fact (``context.facts.command``, see
-:mod:`clearance.facts.command`), ``allowed_programs``, and an operating-system sandbox
-where the stakes call for one.
+Policies decide which command runs, on the command's canonical fact
+(``context.facts.command``, see :mod:`clearance.facts.command`) and ``allowed_programs``;
+the kernel decides what it can touch (rule R15): by default every command runs under a
+Landlock ruleset that keeps its writes in the workspace, hides the workspace's secrets and
+clearance's own files, and refuses TCP (see :mod:`clearance.toolsets.confinement`). Where
+the kernel offers no Landlock the tool refuses to start unless it is given
+``confinement=Confinement(kind="none")``; then the command runs as the harness's user and
+can read or write anything that user can.
 
 What the tool does on its own, so that what a policy allowed is what runs (R11):
 
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -58,9 +62,11 @@ from clearance.errors import ConfigError
 from clearance.facts.base import FactError
 from clearance.facts.command import CommandFact, check_words
 from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegistry
+from clearance.toolsets._landlock import REFUSED
 from clearance.toolsets._results import error_result
 from clearance.toolsets._shell_confine import confine
 from clearance.toolsets._shell_process import run_process
+from clearance.toolsets.confinement import Confinement, Confiner
 
 __all__ = ["register_shell", "shell_tools"]
 
@@ -72,6 +78,7 @@ def shell_tools(
     *,
     max_output: int = 64_000,
     env: Mapping[str, str] | None = None,
+    confinement: Confinement | None = None,
 ) -> list[Tool]:
     """One mutating tool, ``run(command)``: split ``command`` with :func:`shlex.split` and
     run it without a shell, with ``cwd=root``. ``command`` is a declared ``command`` fact
@@ -93,10 +100,17 @@ def shell_tools(
             system git config, and ``GIT_CEILING_DIRECTORIES`` (the root's parent), so the
             harness's own secrets (API keys in its environment) are not handed to the
             agent's commands. git always runs confined to the root (see the module
-            docstring), whatever ``env`` says.
+            docstring), whatever ``env`` says. ``TMPDIR`` (when ``env`` names none) is
+            a private directory too: with the default confinement, it and that ``HOME``
+            are the only places outside the workspace a command may write.
+        confinement: how the kernel confines each command (default:
+            ``Confinement()``, a Landlock ruleset; see
+            :mod:`clearance.toolsets.confinement`).
 
     Raises:
         ConfigError: ``root`` is not an existing directory.
+        ConfinementError: Landlock was asked for (the default) and the kernel offers
+            none; pass ``Confinement(kind="none")`` to run commands unconfined.
     """
     cwd = Path(root)
     if not cwd.is_dir():
@@ -105,16 +119,23 @@ def shell_tools(
     if timeout <= 0:
         raise ValueError("timeout must be positive")
     allowed = None if allowed_programs is None else frozenset(allowed_programs)
+    confiner = (confinement or Confinement()).start("shell", cwd)
     # HOME is an empty private directory, not the workspace, and git reads no global or
     # system config: otherwise a config file the agent wrote (core.fsmonitor, hooks,
-    # diff drivers) turns an allow-listed "git status" into any program.
+    # diff drivers) turns an allow-listed "git status" into any program. TMPDIR is
+    # private too: the only other place a confined command may write.
+    home = tempfile.mkdtemp(prefix="clearance-home-")
+    temporary = os.path.join(home, "tmp")
+    os.mkdir(temporary, 0o700)
+    private = [home]
     environment = (
-        dict(env)
+        {"TMPDIR": temporary, **env}
         if env is not None
         else {
             "PATH": os.environ.get("PATH", os.defpath),
             "LANG": "C.UTF-8",
-            "HOME": tempfile.mkdtemp(prefix="clearance-home-"),
+            "HOME": home,
+            "TMPDIR": temporary,
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
             "GIT_TERMINAL_PROMPT": "0",
@@ -144,7 +165,9 @@ def shell_tools(
             argv, command_env = confine(argv, cwd, environment)
         except FactError as exc:
             return error_result(f"run: {exc.reason}", "refused")
-        return run_process(argv, cwd, command_env, timeout, max_output, ctx)
+        if confiner is None:
+            return run_process(argv, cwd, command_env, timeout, max_output, ctx)
+        return _run_confined(argv, cwd, command_env, timeout, max_output, ctx, confiner, private)
 
     return [
         Tool(
@@ -168,6 +191,53 @@ def shell_tools(
             facts={"/command": CommandFact(cwd)},
         )
     ]
+
+
+def _run_confined(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    max_output: int,
+    ctx: CallContext,
+    confiner: Confiner,
+    writable: list[str],
+) -> CallToolResult:
+    """Run ``argv`` through the Landlock exec wrapper (the program is found here, as
+    ``execvp`` would find it, so that the wrapper runs exactly that file)."""
+    program = _find_program(argv[0], cwd, env)
+    if isinstance(program, CallToolResult):
+        return program
+    wrapped = confiner.wrap(program, argv, writable)
+    result = run_process(wrapped, cwd, env, timeout, max_output, ctx)
+    out = result.structured_content
+    if (
+        isinstance(out, dict)
+        and out.get("exit_code") == REFUSED
+        and str(out.get("stderr", "")).startswith("clearance confinement:")
+    ):
+        return error_result(f"run: {str(out['stderr']).strip()}", "confinement")
+    return result
+
+
+def _find_program(name: str, cwd: Path, env: Mapping[str, str]) -> str | CallToolResult:
+    """The file ``name`` runs, as ``execvp`` finds it: a path with a slash is taken from
+    ``cwd`` (the wrapper's working directory too), a bare name is looked up on the
+    command's ``PATH``."""
+    if "/" in name:
+        path = os.path.join(cwd, name)
+        if not os.path.exists(path):
+            return error_result(f"run: program {name!r} not found", "not_found")
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            return error_result(f"run: program {name!r} is not executable", "not_executable")
+        return name  # as written: the wrapper runs in cwd, and a script sees this name
+    # Relative entries of PATH (and empty ones: the current directory) are taken from
+    # cwd, where the program runs, not from the harness's working directory.
+    search = env.get("PATH", os.defpath).split(os.pathsep)
+    found = shutil.which(name, path=os.pathsep.join(os.path.join(cwd, d) for d in search))
+    if found is None:
+        return error_result(f"run: program {name!r} not found", "not_found")
+    return found
 
 
 def register_shell(

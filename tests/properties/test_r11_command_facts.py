@@ -33,6 +33,9 @@ from clearance import CallContext, CallToolResult, Principal
 from clearance.facts.base import Canonical, FactError
 from clearance.facts.command import CommandFact
 from clearance.toolsets import shell_tools
+from clearance.toolsets.confinement import Confinement
+
+UNCONFINED = Confinement(kind="none")
 
 # --- 1. spellings --------------------------------------------------------------------
 
@@ -291,7 +294,8 @@ def test_a_command_inside_the_root_opens_nothing_outside(
             return  # a policy decides; the property is about what the fact calls inside
         event("ran")
         log = base / "strace.log"
-        (tool,) = shell_tools(root, env=wrappers(base, log), timeout=20)
+        # Unconfined: the fact alone must keep the program in (the kernel is R15's test).
+        (tool,) = shell_tools(root, env=wrappers(base, log), timeout=20, confinement=UNCONFINED)
         result = tool.handler({"command": canon.value}, context())
         assert isinstance(result, CallToolResult)
         assert SECRET not in result.text, (argv, result.text)
@@ -308,7 +312,7 @@ def test_the_observer_sees_an_escape() -> None:
     """The strace oracle does catch a program that opens a file outside the root."""
     with workspace([]) as (base, root, outside):
         log = base / "strace.log"
-        (tool,) = shell_tools(root, env=wrappers(base, log), timeout=20)
+        (tool,) = shell_tools(root, env=wrappers(base, log), timeout=20, confinement=UNCONFINED)
         assert CommandFact(root).canonicalize("cat esc/secret.txt").fact["outside_root"]
         result = tool.handler({"command": "cat esc/secret.txt"}, context())
         assert isinstance(result, CallToolResult) and SECRET in result.text

@@ -15,6 +15,7 @@ from clearance import CallContext, CallToolResult, ConfigError, Principal, ToolR
 from clearance.errors import CallCancelledError
 from clearance.facts.command import CommandFact
 from clearance.toolsets import register_shell, shell_tools
+from clearance.toolsets.confinement import Confinement
 
 
 def ctx() -> CallContext:
@@ -28,9 +29,17 @@ def ctx() -> CallContext:
     )
 
 
+UNCONFINED = Confinement(kind="none")
+
+
 def run(
     root: Path, command: str, context: CallContext | None = None, **options: Any
 ) -> CallToolResult:
+    """The tool's handler on ``command``. Unconfined unless told otherwise: these tests
+    check what the tool itself does (argv, environment, git and pytest kept in the
+    workspace), which must hold without the kernel's ruleset too; R15's tests are in
+    test_confinement.py."""
+    options.setdefault("confinement", UNCONFINED)
     (tool,) = shell_tools(root, **options)
     result = tool.handler({"command": command}, context or ctx())
     assert isinstance(result, CallToolResult)
@@ -70,6 +79,7 @@ def test_environment_is_minimal_by_default(tmp_path: Path, monkeypatch: pytest.M
         "HOME",
         "LANG",
         "PATH",
+        "TMPDIR",
     ]
     assert f"GIT_CEILING_DIRECTORIES={tmp_path.resolve().parent}\n" in out
     home = next(line for line in out.splitlines() if line.startswith("HOME="))
