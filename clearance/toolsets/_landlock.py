@@ -4,9 +4,9 @@ This module is the kernel half of rule R15 (see ``docs/confinement.md``). It imp
 standard library only, because it also runs as a script, the exec wrapper that
 ``shell.run`` starts::
 
-    python -I -S .../clearance/toolsets/_landlock.py SPEC_JSON PROGRAM ARGV0 ARGS...
+    python -I -S .../clearance/toolsets/_landlock.py WORDS... -- PROGRAM ARGV0 ARGS...
 
-The wrapper reads the ruleset's description (``SPEC_JSON``, see :func:`build_rules`),
+The wrapper reads the ruleset's description (``WORDS``, see :func:`encode_spec`),
 opens every path it names, enforces the ruleset on itself (``no_new_privs``, then
 ``landlock_restrict_self``) and ``execv``s ``PROGRAM`` with ``ARGV0 ARGS...``: the program
 and all it starts inherit the ruleset and can never leave it. Any failure before the exec
@@ -36,12 +36,13 @@ processes outside the ruleset). v7 adds audit flags only.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
-import platform
 import stat
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the wrapper starts faster without importing collections
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 __all__ = [
     "DEVICE",
@@ -120,7 +121,7 @@ def _libc() -> ctypes.CDLL:
 def _syscall_numbers() -> tuple[int, int, int] | None:
     if not sys.platform.startswith("linux"):
         return None
-    return _SYSCALLS.get(platform.machine().lower())
+    return _SYSCALLS.get(os.uname().machine.lower())
 
 
 def abi() -> int:
@@ -348,6 +349,50 @@ def restrict(
         os.close(ruleset)
 
 
+def encode_spec(spec: Mapping[str, object]) -> list[str]:
+    """The wrapper's words for ``spec`` (its arguments up to ``--``): ``abi=N``,
+    ``grant=KIND=HEX``, ``restrict=KIND=HEX`` (a path's bytes in hex: any name survives),
+    ``connect=PORT``, ``bind=PORT``. Plain words rather than JSON: importing ``json``
+    (and ``re`` under it) would cost each command more than the rest of the wrapper."""
+    words = [f"abi={spec.get('abi', 0)}"]
+    for key, tag in (("grants", "grant"), ("restrictions", "restrict")):
+        for path, kind in _pairs(spec.get(key)):
+            words.append(f"{tag}={kind}={os.fsencode(str(path)).hex()}")
+    for key, tag in (("connect_ports", "connect"), ("bind_ports", "bind")):
+        words += [f"{tag}={port}" for port in _ports(spec.get(key))]
+    return words
+
+
+def decode_spec(words: Sequence[str]) -> dict[str, object]:
+    """The spec :func:`encode_spec` wrote.
+
+    Raises:
+        ValueError: a word is not one of those.
+    """
+    spec: dict[str, list[object]] = {
+        "grants": [],
+        "restrictions": [],
+        "connect_ports": [],
+        "bind_ports": [],
+    }
+    version = 0
+    for word in words:
+        tag, _, value = word.partition("=")
+        if tag == "abi":
+            version = int(value)
+        elif tag in ("grant", "restrict"):
+            kind, _, encoded = value.partition("=")
+            if kind not in (READ, LIST, WRITE, DEVICE, NONE):
+                raise ValueError(f"unknown kind {kind!r}")
+            path = os.fsdecode(bytes.fromhex(encoded))
+            spec["grants" if tag == "grant" else "restrictions"].append([path, kind])
+        elif tag in ("connect", "bind"):
+            spec[f"{tag}_ports"].append(int(value))
+        else:
+            raise ValueError(f"unknown word {word!r}")
+    return {"abi": version, **spec}
+
+
 def confine_and_exec(spec: Mapping[str, object], program: str, argv: list[str]) -> None:
     """Build the ruleset ``spec`` describes, enforce it, and replace this process with
     ``program`` (``argv``). Returns only by raising.
@@ -380,25 +425,30 @@ def confine_and_exec(spec: Mapping[str, object], program: str, argv: list[str]) 
 def _pairs(value: object) -> list[tuple[object, object]]:
     if not isinstance(value, list):
         return []
-    return [(item[0], item[1]) for item in value if isinstance(item, list) and len(item) == 2]
+    return [
+        (item[0], item[1]) for item in value if isinstance(item, list | tuple) and len(item) == 2
+    ]
 
 
 def _ports(value: object) -> list[int]:
-    if not isinstance(value, list):
+    if not isinstance(value, list | tuple):
         return []
     return [p for p in value if isinstance(p, int) and 0 <= p <= 65535]
 
 
 def main(args: Sequence[str]) -> int:
-    """The exec wrapper: ``SPEC_JSON PROGRAM ARGV0 ARGS...``. Returns only on failure."""
-    if len(args) < 3:
-        sys.stderr.write("clearance confinement: usage: SPEC_JSON PROGRAM ARGV0 [ARGS...]\n")
+    """The exec wrapper: ``WORDS... -- PROGRAM ARGV0 ARGS...`` (see :func:`encode_spec`).
+    Returns only on failure."""
+    try:
+        end = list(args).index("--")
+    except ValueError:
+        end = -1
+    if end < 0 or len(args) < end + 3:
+        sys.stderr.write("clearance confinement: usage: WORDS... -- PROGRAM ARGV0 [ARGS...]\n")
         return REFUSED
     try:
-        spec = json.loads(args[0])
-        if not isinstance(spec, dict):
-            raise ValueError("the ruleset is not a JSON object")
-        confine_and_exec(spec, args[1], list(args[2:]))
+        spec = decode_spec(args[:end])
+        confine_and_exec(spec, args[end + 1], list(args[end + 2 :]))
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"clearance confinement: {exc}; the program did not run\n")
     return REFUSED

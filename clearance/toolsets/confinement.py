@@ -38,8 +38,8 @@ Example::
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -207,29 +207,38 @@ class Confiner:
     ) -> list[str]:
         """The argv that runs ``program`` (an absolute path) as ``argv`` under this
         command's ruleset."""
-        spec = json.dumps(self.spec(extra_writable), separators=(",", ":"))
+        words = _landlock.encode_spec(self.spec(extra_writable))
         # -I: no PYTHON* variables, no user site, no current directory on sys.path;
         # -S: no site-packages (the wrapper needs the standard library only).
-        return [sys.executable, "-I", "-S", str(_WRAPPER), spec, program, *argv]
+        return [sys.executable, "-I", "-S", str(_WRAPPER), *words, "--", program, *argv]
 
     def _secrets(self) -> list[str]:
         """The workspace's secrets as they are now: each entry :attr:`Confinement.protected`
         matches (and where a link among them leads), found by a walk that follows no
         link and skips ``.git``."""
-        names = [p for p in self.settings.protected if "/" not in p]
-        relative = [p for p in self.settings.protected if "/" in p]
+        names = _pattern([p for p in self.settings.protected if "/" not in p])
+        relative = _pattern([p for p in self.settings.protected if "/" in p])
         found: list[str] = []
         root = str(self.workspace)
         for directory, dirnames, filenames in os.walk(root):
             dirnames[:] = [d for d in dirnames if d != ".git"]
             for name in (*dirnames, *filenames):
+                if names is None or names.match(name) is None:
+                    if relative is None:
+                        continue
+                    rel = os.path.join(directory, name)[len(root) + 1 :]
+                    if relative.match(rel) is None:
+                        continue
                 path = os.path.join(directory, name)
-                rel = os.path.relpath(path, root)
-                if any(fnmatch.fnmatchcase(name, p) for p in names) or any(
-                    fnmatch.fnmatchcase(rel, p) for p in relative
-                ):
-                    found += [path, os.path.realpath(path)]
+                found += [path, os.path.realpath(path)]
         return found
+
+
+def _pattern(globs: Sequence[str]) -> re.Pattern[str] | None:
+    """One regular expression matching any of ``globs`` (None: there are none)."""
+    if not globs:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs))
 
 
 def _python_paths() -> list[str]:

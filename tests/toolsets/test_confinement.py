@@ -6,7 +6,6 @@ kernel offers no Landlock the tool refuses to start unless told ``confinement = 
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -322,22 +321,24 @@ async def test_clearances_own_files_are_protected_from_the_tools(tmp_path: Path)
 
 def test_the_wrapper_never_runs_a_program_it_could_not_confine(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    spec = json.dumps({"abi": 0, "grants": [], "restrictions": []})
-    done = subprocess.run(
-        [PY, "-I", "-S", _landlock.__file__, spec, "/usr/bin/touch", "touch", str(marker)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert done.returncode == _landlock.REFUSED and not marker.exists()
-    assert done.stderr.startswith("clearance confinement:")
-    bad = subprocess.run(
-        [PY, "-I", "-S", _landlock.__file__, "not json", "/usr/bin/touch", "touch", str(marker)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert bad.returncode == _landlock.REFUSED and not marker.exists()
+    wrapper = [PY, "-I", "-S", _landlock.__file__]
+    touch = ["--", "/usr/bin/touch", "touch", str(marker)]
+    for words in (["abi=0"], ["abi=1", "grant=everything=2f"], ["nonsense"], []):
+        done = subprocess.run(
+            [*wrapper, *words, *touch], capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode == _landlock.REFUSED, (words, done)
+        assert done.stderr.startswith("clearance confinement:"), words
+        assert not marker.exists(), words
+    # the words carry any path, and decode to what was encoded
+    spec = {
+        "abi": 7,
+        "grants": [["/tmp/sp ace/ж\n=x", "write"]],
+        "restrictions": [["/a/.env", "none"]],
+        "connect_ports": [443],
+        "bind_ports": [8000],
+    }
+    assert _landlock.decode_spec(_landlock.encode_spec(spec)) == spec
 
 
 def test_the_ruleset_uses_what_the_kernel_offers(places: tuple[Path, Path]) -> None:
