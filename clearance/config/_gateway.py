@@ -34,6 +34,7 @@ _LIMIT_KEYS = (
     "write_timeout",
     "max_request_bytes",
     "max_requests",
+    "max_sessions_per_principal",
 )
 """The ``[gateway]`` keys of :class:`~clearance.mcp.gateway.HttpLimits`."""
 _GATEWAY_KEYS = (

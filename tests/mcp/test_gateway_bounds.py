@@ -18,14 +18,17 @@ import anyio
 import anyio.abc
 import httpx
 import pytest
-from gateway_support import client, serving
+from gateway_support import ALICE, client, serving
 
+from clearance import Principal
 from clearance.harness.ask_store import MemoryAskStore
 from clearance.inbox import Inbox
-from clearance.mcp.gateway import HttpLimits
+from clearance.mcp.gateway import HttpLimits, PrincipalToken
 from clearance.mcp.gateway._auth import FAILURE_BURST
 
 pytestmark = pytest.mark.anyio
+
+BOB = Principal("User", "bob")
 
 
 def _sockets_on(port: int) -> Iterator[socket.socket]:
@@ -281,3 +284,30 @@ async def test_failure_reports_count_by_peer(caplog: pytest.LogCaptureFixture) -
         "refused a request without a valid bearer token from 10.0.0.1 (POST /mcp)",
         "refused 31 requests without a valid bearer token (by peer: 10.0.0.2: 30, 10.0.0.1: 1)",
     ]
+
+
+async def test_one_principal_cannot_take_every_session(tmp_path: Path) -> None:
+    """One principal could open all of max_sessions; now each holds at most
+    max_sessions_per_principal, another principal and sessionless clients unaffected."""
+    bob_token = "b" * 40
+    tokens = [PrincipalToken(BOB, bob_token)]
+    limits = HttpLimits(max_sessions_per_principal=2)
+    async with serving(tmp_path, limits=limits, tokens=tokens) as (_h, gateway, url, token):
+        quota = gateway.session_quota
+        assert quota is not None
+        with anyio.fail_after(60):
+            async with client(url, token, mode="legacy") as first:
+                async with client(url, token, mode="legacy") as second:
+                    assert quota.open_sessions(ALICE) == 2
+                    with pytest.raises(Exception):  # noqa: B017 (the SDK's error)
+                        async with client(url, token, mode="legacy") as third:
+                            await third.call_tool("t__echo", {"text": "third"})
+                    async with client(url, bob_token, mode="legacy") as other:
+                        assert not (await other.call_tool("t__echo", {"text": "bob"})).is_error
+                    await _served(url, token)  # sessionless: not counted
+                    assert not (await second.call_tool("t__echo", {"text": "2"})).is_error
+                # The second ended its session (DELETE): a new one may open.
+                assert quota.open_sessions(ALICE) == 1
+                async with client(url, token, mode="legacy") as again:
+                    assert not (await again.call_tool("t__echo", {"text": "again"})).is_error
+                assert not (await first.call_tool("t__echo", {"text": "1"})).is_error

@@ -17,6 +17,9 @@ the same names):
 - ``max_request_bytes``: the largest request body (413 beyond).
 - ``max_requests``: requests being read, decided or run at once; one more is answered
   503 with ``Retry-After: 1`` at once, before its body is read.
+- ``max_sessions_per_principal``: HTTP sessions one principal holds at once (of the
+  gateway's ``max_sessions``); a request that would open one more is answered 503
+  (:class:`SessionQuota`).
 
 The protocol is uvicorn's h11 one with the cap and timers added (:func:`bounded_protocol`);
 the request bound is ASGI middleware (:class:`RequestBounds`), which a GET (a session's
@@ -33,7 +36,7 @@ from typing import Any
 
 import anyio
 
-__all__ = ["HttpLimits", "RequestBounds", "bounded_protocol"]
+__all__ = ["HttpLimits", "RequestBounds", "SessionQuota", "bounded_protocol"]
 
 _log = logging.getLogger("clearance.mcp")
 
@@ -54,6 +57,8 @@ class HttpLimits:
     """The largest request body (answered 413 beyond)."""
     max_requests: int = 256
     """Requests being read, decided or run at once (one more: 503)."""
+    max_sessions_per_principal: int = 1000
+    """HTTP sessions one principal may hold open at once (one more: 503)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -203,20 +208,107 @@ class RequestBounds:
         try:
             self._limiter.acquire_nowait()
         except anyio.WouldBlock:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 503,
-                    "headers": [
-                        (b"content-type", b"text/plain; charset=utf-8"),
-                        (b"retry-after", b"1"),
-                        (b"connection", b"close"),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": b"the gateway is busy\n"})
+            await _refuse(send, 503, b"the gateway is busy\n")
             return
         try:
             await self.app(scope, receive, send)
         finally:
             self._limiter.release()
+
+
+class SessionQuota:
+    """ASGI middleware: at most ``per_principal`` HTTP sessions open at once for one
+    principal, so that one token cannot take every one of ``max_sessions``.
+
+    A session is counted from the response that gave it its ``Mcp-Session-Id`` to the
+    ``DELETE`` that ended it, the ``404`` that says the SDK forgot it, or ``idle_timeout``
+    seconds without a request (when the SDK ends it too). A principal at its quota gets
+    ``503`` for a request that would open a session (a POST without a session id, not of
+    the sessionless 2026-07-28 protocol) until one of its sessions ends.
+    """
+
+    def __init__(self, app: Any, *, per_principal: int, idle_timeout: float, key: str) -> None:
+        self.app = app
+        self.per_principal = per_principal
+        self.idle_timeout = idle_timeout
+        self._key = key
+        self._sessions: dict[Any, dict[str, float]] = {}
+        """Per principal: its open session ids and when each last had a request."""
+
+    def open_sessions(self, principal: Any) -> int:
+        """How many sessions ``principal`` holds now (idle ones forgotten first)."""
+        return len(self._live(principal, anyio.current_time()))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        principal = scope.get(self._key) if scope["type"] == "http" else None
+        if principal is None:
+            await self.app(scope, receive, send)
+            return
+        sid = _header(scope, b"mcp-session-id")
+        now = anyio.current_time()
+        held = self._live(principal, now)
+        if sid is not None:
+            if sid in held:
+                held[sid] = now
+        elif (
+            scope.get("method") == "POST" and not _modern(scope) and len(held) >= self.per_principal
+        ):
+            await _refuse(send, 503, b"this principal has too many open sessions\n")
+            return
+
+        async def watch(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                self._answered(principal, scope, sid, message)
+            await send(message)
+
+        await self.app(scope, receive, watch)
+
+    def _answered(self, principal: Any, scope: Any, sid: str | None, start: Any) -> None:
+        """Count a session the answer opened, forget one it ended."""
+        status = start["status"]
+        now = anyio.current_time()
+        if sid is None:
+            if status < 300:
+                for name, value in start.get("headers", ()):
+                    if name.lower() == b"mcp-session-id":
+                        self._live(principal, now)[value.decode("latin-1")] = now
+        elif status == 404 or (scope.get("method") == "DELETE" and 200 <= status < 300):
+            self._live(principal, now).pop(sid, None)
+
+    def _live(self, principal: Any, now: float) -> dict[str, float]:
+        held = self._sessions.get(principal)
+        if held is None:
+            held = self._sessions[principal] = {}
+        idle = [sid for sid, last in held.items() if now - last >= self.idle_timeout]
+        for sid in idle:
+            del held[sid]
+        return held
+
+
+def _header(scope: Any, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _modern(scope: Any) -> bool:
+    """A request of the sessionless 2026-07-28 protocol (it opens no session)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return _header(scope, b"mcp-protocol-version") in MODERN_PROTOCOL_VERSIONS
+
+
+async def _refuse(send: Any, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"retry-after", b"1"),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

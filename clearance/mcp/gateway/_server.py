@@ -29,8 +29,18 @@ from clearance._text import printable
 from clearance.errors import ConfigError
 from clearance.harness.session import Harness, Session
 from clearance.mcp.gateway._asks import Asks, Rounds
-from clearance.mcp.gateway._auth import BearerAuth, PrincipalToken, principal_of
-from clearance.mcp.gateway._bounds import HttpLimits, RequestBounds, bounded_protocol
+from clearance.mcp.gateway._auth import (
+    PRINCIPAL_SCOPE_KEY,
+    BearerAuth,
+    PrincipalToken,
+    principal_of,
+)
+from clearance.mcp.gateway._bounds import (
+    HttpLimits,
+    RequestBounds,
+    SessionQuota,
+    bounded_protocol,
+)
 from clearance.mcp.gateway._config import AskFallback
 from clearance.mcp.gateway._convert import arguments_key, listed_tools, mcp_result, relay_to
 from clearance.mcp.gateway._edge import check_call, request_label
@@ -132,6 +142,8 @@ class Gateway:
             is_sessionless=lambda session_id: self._sessions.is_sessionless(session_id),
         )
         self._listing: list[mcp_types.Tool] | None = None
+        self.session_quota: SessionQuota | None = None
+        """The HTTP sessions each principal holds (set by :meth:`http_app`)."""
 
     @property
     def ask_fallback(self) -> AskFallback:
@@ -202,7 +214,13 @@ class Gateway:
             max_request_body_size=self.limits.max_request_bytes,
         )
         ends = SessionEnds(app, self._sessions.mcp_session_ended)
-        return BearerAuth(RequestBounds(ends, self.limits), tokens)
+        self.session_quota = SessionQuota(
+            ends,
+            per_principal=self.limits.max_sessions_per_principal,
+            idle_timeout=self.session_idle_timeout,
+            key=PRINCIPAL_SCOPE_KEY,
+        )
+        return BearerAuth(RequestBounds(self.session_quota, self.limits), tokens)
 
     async def serve_http(
         self,
