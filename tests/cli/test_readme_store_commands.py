@@ -1,8 +1,9 @@
-"""README "Many hosts, one store": its shell commands are real. Each parses as the installed
-``clearance`` script reads it (every option it shows exists), and after the section's
-two-host example has run against a schema of its own on the test server, the commands run
-as written against that store: the inbox serves it, ``clearance journal`` lists the calls
-both hosts made, and the rest do what their comments say."""
+"""docs/hosts.md "Many hosts, one store" (once in the README): its shell commands are
+real. Each parses as the installed ``clearance`` script reads it (every option it shows
+exists), and after the section's two-host example has run against a schema of its own on
+the test server, the commands run as written against that store: the inbox serves it,
+``clearance journal`` lists the calls both hosts made, and the rest do what their comments
+say."""
 
 from __future__ import annotations
 
@@ -18,14 +19,15 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from console_script import clearance, command, env
 from postgres_support import PG_URL, fresh_schema, sql
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "hosts.md"
 WRITTEN_URL = "postgresql://clearance@db.internal:5432/clearance"
 
 
 def section() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     start = text.index("## Many hosts, one store")
-    return text[start : text.index("\n## ", start + 1)]
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
 
 
 def commands() -> list[list[str]]:
@@ -66,7 +68,7 @@ def run_the_two_hosts(url: str) -> None:
     written = 'STORE = "postgresql://postgres@127.0.0.1:5432/test?schema=clearance"'
     assert written in code
     code = code.replace(written, f"STORE = {url!r}")
-    exec(compile(code, "README.md (Many hosts, one store)", "exec"), {"__name__": "readme"})
+    exec(compile(code, "docs/hosts.md (Many hosts, one store)", "exec"), {"__name__": "readme"})
 
 
 def as_written(args: list[str], url: str) -> list[str]:
@@ -109,7 +111,7 @@ def test_the_commands_run_on_the_store_two_hosts_share(tmp_path: Path) -> None:
         done = clearance(*shown["asks list"], cwd=tmp_path)
         assert done.returncode == 0, done.stderr
 
-        done = clearance(*shown["grants revoke"], cwd=tmp_path)  # the README's id is made up
+        done = clearance(*shown["grants revoke"], cwd=tmp_path)  # the page's id is made up
         assert done.returncode == 2 and "no grant with id 'g_1234abcd'" in done.stderr
 
         done = clearance(*shown["store recover"], cwd=tmp_path)

@@ -1,5 +1,6 @@
-"""README "Many hosts, one store": its Python example runs as written (against a schema of
-its own on the test server), and its configuration line is one ``load_config`` takes."""
+"""docs/hosts.md "Many hosts, one store" (once in the PAGE): its Python example runs as
+written (against a schema of its own on the test server), and its configuration line is one
+``load_config`` takes."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from postgres_support import PG_URL, fresh_schema
 from clearance.config import load_config
 from clearance.errors import ConfigError
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "hosts.md"
 
 
 def _section() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     start = text.index("## Many hosts, one store")
-    return text[start : text.index("\n## ", start + 1)]
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
 
 
 def test_the_two_hosts_example_runs() -> None:
@@ -27,7 +29,7 @@ def test_the_two_hosts_example_runs() -> None:
     assert written in code
     with fresh_schema(PG_URL) as (url, _):
         code = code.replace(written, f"STORE = {url!r}")
-        exec(compile(code, "README.md (Many hosts, one store)", "exec"), {"__name__": "readme"})
+        exec(compile(code, "docs/hosts.md (Many hosts, one store)", "exec"), {"__name__": "readme"})
 
 
 def test_the_store_line_is_a_configuration(tmp_path: Path) -> None:
