@@ -140,17 +140,38 @@ async def test_silent_and_slow_connections_are_dropped(tmp_path: Path) -> None:
         await _served(url, token)
 
 
-async def test_connections_past_the_cap_are_closed_at_once(tmp_path: Path) -> None:
-    limits = HttpLimits(max_connections=4, header_timeout=1.0)
-    async with serving(tmp_path, limits=limits) as (_h, _g, url, token):
+async def test_past_the_cap_the_oldest_idle_connection_makes_room(tmp_path: Path) -> None:
+    """Past the fd limit every client timed out. Now at most max_connections are open: a
+    new one replaces the oldest that has no request in progress, so a flood of silent
+    connections cannot keep a client out; when every one has a request in progress, the
+    new one is closed at once."""
+    limits = HttpLimits(max_connections=4, header_timeout=30.0)
+    async with serving(tmp_path, limits=limits) as (_h, gateway, url, token):
         port = _port(url)
         held = [await _connect(port) for _ in range(4)]
-        extra = await _connect(port)
-        # Closed before header_timeout could have done it: refused for the cap.
-        assert await _closed_by_server(extra, 0.5)
-        assert len(list(_sockets_on(port))) <= 1 + 4  # the listener and the held ones
-        for stream in held:
-            assert await _closed_by_server(stream, 3)  # then header_timeout frees them
+        newer = await _connect(port)
+        assert await _closed_by_server(held[0], 2)  # the oldest silent one went
+        assert not await _closed_by_server(newer, 0.3)
+        assert len(list(_sockets_on(port))) <= 1 + 4  # the listener and four
+        await _served(url, token)  # its connection replaced a silent one
+        results: list[Any] = []
+
+        async def slow() -> None:
+            async with client(url, token) as c:
+                results.append(await c.call_tool("t__echo", {"text": "slow", "sleep": 2}))
+
+        def running() -> int:
+            return sum(s.in_flight for s in gateway.sessions.values())
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for _ in range(4):
+                    tg.start_soon(slow)
+                while running() < 4:  # noqa: ASYNC110 (calls in other tasks' pipelines)
+                    await anyio.sleep(0.02)
+                # Four requests in progress hold every connection: a new one is closed.
+                assert await _closed_by_server(await _connect(port), 1)
+        assert [r.is_error for r in results] == [False] * 4
         await _served(url, token)
 
 

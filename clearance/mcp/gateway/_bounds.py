@@ -6,8 +6,11 @@ stayed in memory for the connection's life, and nothing bounded how many request
 being parsed and decided at once. The bounds (:class:`HttpLimits`, ``[gateway]`` keys of
 the same names):
 
-- ``max_connections``: connections open at once. One more is closed as soon as it is
-  accepted, before anything is read, so the process never reaches its descriptor limit.
+- ``max_connections``: connections open at once. Past it, the oldest connection with no
+  request in progress (none sent yet, or idle between two) is closed to make room, and
+  if every one has a request in progress the new one is closed at once, before anything
+  is read: the process never reaches its descriptor limit, and a flood of connections
+  that send nothing cannot keep a client with a request out.
 - ``header_timeout``: seconds from a connection's start, or from the end of its previous
   response, to a request's complete head; and the most a request's body may pause. A
   client that sends nothing, or a byte at a time, is disconnected.
@@ -32,7 +35,7 @@ import asyncio
 import logging
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 
@@ -81,6 +84,9 @@ def bounded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class Bounded(H11Protocol):
+        _waiting: ClassVar[dict[Bounded, None]] = {}
+        """This server's connections with no request in progress (none yet, or between
+        two), oldest first: the ones a new connection past the cap replaces."""
         _head_timer: asyncio.TimerHandle | None = None
         _write_timer: asyncio.TimerHandle | None = None
         _body_timer: asyncio.TimerHandle | None = None
@@ -90,12 +96,20 @@ def bounded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if len(self.connections) > limits.max_connections:
+                # Past the cap: the oldest connection with no request in progress makes
+                # room (a flood of silent connections cannot keep a client out); with
+                # none, this one is closed.
                 _refused_connection()
-                transport.abort()
-                return
+                oldest = next(iter(self._waiting), None)
+                if oldest is None:
+                    transport.abort()
+                    return
+                self._waiting.pop(oldest)
+                oldest.transport.abort()
             self._await_head()
 
         def connection_lost(self, exc: Exception | None) -> None:
+            self._waiting.pop(self, None)
             self._cancel_timers()
             super().connection_lost(exc)
 
@@ -114,6 +128,7 @@ def bounded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
                 # A request's head arrived (a new cycle started): now its body.
                 self._head_timer.cancel()
                 self._head_timer = None
+                self._waiting.pop(self, None)
             if cycle is not None and cycle.more_body and cycle is not self._waiting_cycle:
                 # The body is still coming: the next part within header_timeout.
                 if self._body_timer is not None:
@@ -127,6 +142,7 @@ def bounded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
             super().on_response_complete()
             if not self.transport.is_closing() and self.conn.our_state is h11.IDLE:
                 self._between_requests = True
+                self._waiting[self] = None
 
         def pause_writing(self) -> None:
             super().pause_writing()
@@ -140,6 +156,8 @@ def bounded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
                 self._write_timer = None
 
         def _await_head(self) -> None:
+            self._waiting.pop(self, None)  # re-added last: the newest waiting
+            self._waiting[self] = None
             self._waiting_cycle = self.cycle
             if self._head_timer is not None:
                 self._head_timer.cancel()
@@ -173,6 +191,7 @@ def bounded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
                     timer.cancel()
             self._head_timer = self._write_timer = self._body_timer = None
 
+    Bounded._waiting = {}  # one per server: each call makes a new class
     return Bounded
 
 
@@ -185,7 +204,8 @@ def _refused_connection() -> None:
     now = asyncio.get_running_loop().time()
     if now - _REFUSED["logged"] >= 10.0:
         _log.warning(
-            "max_connections reached: closed %d connection(s) at once since the last report",
+            "max_connections reached %d time(s) since the last report: closed the oldest "
+            "connection without a request in progress (or the new one)",
             _REFUSED["count"],
         )
         _REFUSED["count"], _REFUSED["logged"] = 0, now
