@@ -105,3 +105,31 @@ def approver(name: str) -> Credential:
     keyring = Approvers.default()
     found = keyring.credential(name)
     return found if found is not None else keyring.add(name)
+
+
+async def cli_answer(
+    db: Any, ask_id: str, *, answer: str = "allow_once", approver_name: str = "carol"
+) -> str:
+    """Answer ``ask_id`` in the ask store ``db`` from another process, as a person does:
+    the real ``clearance asks approve`` (or ``deny``) in a subprocess, sealed with the
+    approver's key (registered first). Returns what it printed.
+
+    Raises:
+        AssertionError: the command failed.
+    """
+    import os
+    import sys
+
+    import anyio
+
+    approver(approver_name)
+    args = ["deny", ask_id] if answer == "deny" else ["approve", ask_id, "--answer", answer]
+    args += ["--db", str(db), "--approver", approver_name]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEARANCE")}
+    done = await anyio.run_process(
+        [sys.executable, "-m", "clearance", "asks", *args],
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode()

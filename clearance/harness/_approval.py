@@ -207,7 +207,9 @@ class Approval(Recorder):
         if ask.decision is not None:
             decision, how = ask.decision, "store"
         else:
-            decision, how = await self._wait_for_answer(ask, session, store)
+            decision, how = await self._wait_for_answer(
+                ask, session, store, elsewhere=call.host and call.wait is True
+            )
             if decision is not None:
                 # Recorded where it was not (an answer from the stream or the callback,
                 # sealed as the host's), and applied once wherever it came from: an answer
@@ -276,12 +278,15 @@ class Approval(Recorder):
         return allowed
 
     async def _wait_for_answer(
-        self, ask: PermissionAsk, session: Any, store: Any
+        self, ask: PermissionAsk, session: Any, store: Any, *, elsewhere: bool = False
     ) -> tuple[PermissionDecision | None, str]:
         """The session's answerer (callback or stream) answers; with a store other
-        processes share, an answer given there (``clearance asks approve``) counts too."""
+        processes share, an answer given there (``clearance asks approve``) counts too,
+        and settles the call at once (a callback still waiting is cancelled).
+        ``elsewhere``: a host that waits (``authorize(wait=True)``) with nobody here to
+        answer waits for an answer from the store or ``harness.answer_ask``."""
         if not store.shared:
-            decision, how = await session.asks.answer(ask)
+            decision, how = await session.asks.answer(ask, elsewhere=elsewhere)
             return decision, how
         found: list[PermissionDecision] = []
 
@@ -303,7 +308,7 @@ class Approval(Recorder):
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(from_store)
-            decision, how = await session.asks.answer(ask)
+            decision, how = await session.asks.answer(ask, elsewhere=elsewhere)
             tg.cancel_scope.cancel()
         if found and decision is found[0]:
             how = "store"

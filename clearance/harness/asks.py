@@ -9,7 +9,10 @@ An :class:`AskDesk` belongs to a session. The pipeline hands it an ask with
   ``session.permission_asks()`` returns) and waits for ``await ask.respond(...)``
   (``"stream"``). An ask raised while no iterator is open waits a short grace
   (``listener_grace``, for a UI task started just before) and is then denied
-  (``"unanswerable"``);
+  (``"unanswerable"``), unless the caller waits for an answer given elsewhere
+  (``elsewhere=True``: ``harness.answer_ask``, a store another process answers);
+- an answer given elsewhere settles the ask at once, whoever else was asked: a callback
+  still waiting is cancelled (``"store"``);
 - no answer within ``timeout`` denies (``"timeout"``); closing the desk denies every open
   ask (``"closed"``); a call cancelled while it waits withdraws its ask (``"withdrawn"``).
 """
@@ -122,16 +125,27 @@ class AskDesk:
             self._stream = anyio.create_memory_object_stream[PermissionAsk](math.inf)
         return self._stream
 
-    async def answer(self, ask: PermissionAsk) -> tuple[PermissionDecision | None, str]:
-        """Get an answer for ``ask``: ``(decision or None for deny, how it was answered)``."""
+    async def answer(
+        self, ask: PermissionAsk, *, elsewhere: bool = False
+    ) -> tuple[PermissionDecision | None, str]:
+        """Get an answer for ``ask``: ``(decision or None for deny, how it was answered)``.
+
+        ``elsewhere``: with nobody here to answer (no callback, no listener), wait for an
+        answer given elsewhere (``ask.settle`` from ``harness.answer_ask`` or a watched
+        store) up to the timeout, instead of denying it as ``unanswerable``."""
         self._open[ask.ask_id] = ask
         try:
             with anyio.move_on_after(self.timeout):
                 if self.callback is not None:
                     return await self._from_callback(ask)
                 if not await self._a_listener():
-                    ask.close("unanswerable")
-                    return None, "unanswerable"
+                    if not elsewhere:
+                        ask.close("unanswerable")
+                        return None, "unanswerable"
+                    await ask.wait()
+                    if ask.decision is not None:
+                        return ask.decision, "store"
+                    return None, ask.closed or "closed"
                 self._streams()[0].send_nowait(ask)
                 await ask.wait()
                 if ask.decision is not None:
@@ -148,18 +162,42 @@ class AskDesk:
             self._open.pop(ask.ask_id, None)
 
     async def _from_callback(self, ask: PermissionAsk) -> tuple[PermissionDecision | None, str]:
-        assert self.callback is not None
-        try:
-            value: Any = self.callback(ask)
-            if inspect.isawaitable(value):
-                value = await value
-            decision = coerce_decision(value)
-        except Exception as exc:
+        """The callback's answer; an answer given elsewhere meanwhile (the store, the
+        inbox, ``harness.answer_ask``) or a close settles the ask at once, and the
+        callback, still waiting, is cancelled."""
+        callback = self.callback
+        assert callback is not None
+        got: list[PermissionDecision | Exception] = []
+        async with anyio.create_task_group() as tg:
+
+            async def settled_elsewhere() -> None:
+                await ask.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(settled_elsewhere)
+            # The callback runs in the call's own task (a callback may close its session,
+            # which then does not wait for the call it is part of).
+            try:
+                value: Any = callback(ask)
+                if inspect.isawaitable(value):
+                    value = await value
+                got.append(coerce_decision(value))
+            except Exception as exc:
+                got.append(exc)
+            tg.cancel_scope.cancel()
+        if not got:  # settled or closed before the callback answered: it was cancelled
+            if ask.decision is not None:
+                return ask.decision, "store"
+            return None, ask.closed or "closed"
+        decision = got[0]
+        if isinstance(decision, Exception):
             # R1: a callback that raises or answers nonsense denies.
             if self.diagnostics is not None:
-                self.diagnostics(ask.ask_id, exc, {"stage": "ask callback"})
+                self.diagnostics(ask.ask_id, decision, {"stage": "ask callback"})
             else:
-                log.warning("permission callback failed for %s: %s", ask.call_id, type(exc))
+                log.warning("permission callback failed for %s: %s", ask.call_id, type(decision))
+            if ask.decision is not None:  # answered elsewhere meanwhile: that answer stands
+                return ask.decision, "store"
             ask.close("error")
             return None, "error"
         try:
