@@ -1213,13 +1213,6 @@ _RUSH = {"amount": 5, "count": 0, "order": {"id": "o1", "rush": True}, "tags": [
     arguments=_RUSH,
     session="blocked",
 )
-@example(  # a template authorizes nothing, and the policies after it still count
-    policies='@id("p0") permit(principal, action, resource == ?resource);\n'
-    '@id("p1") permit(principal, action == Action::"shop.refund", resource)'
-    " when { context.input.count < 3 };",
-    arguments=_RUSH,
-    session="s1",
-)
 @example(
     policies=f'@id("p0") permit(principal, {REFUND_SCOPES[1]}, resource) when {{ {CONDITIONS[4]} && {CONDITIONS[5]} }};',
     arguments=_RUSH,
@@ -1254,14 +1247,37 @@ def test_the_pruned_request_decides_as_cedar_on_the_full_one(
         ('permit(principal, action in [Action::"files.read_file", Action::"shop.refund"], resource);', ("files.write_file",)),
         ('permit(principal, action in Action::"read_only", resource);', ("files.write_file", "shop.refund")),
         ('permit(principal, action in Action::"ns:files", resource in Namespace::"shop");', ("files.read_file", "files.write_file", "shop.refund")),
-        ('permit(principal, action, resource == ?resource);', ("files.read_file", "files.write_file", "shop.refund")),
     ],
 )  # fmt: skip
 def test_ungoverned_tools_are_those_no_permit_can_match(
     policy: str, ungoverned: tuple[str, ...]
 ) -> None:
-    # A template authorizes nothing by itself (its links would be listed as policies).
     assert bound(policy).ungoverned == ungoverned
+
+
+@pytest.mark.parametrize(
+    ("policies", "message"),
+    [
+        # A template is never linked: it would sit in the set matching nothing.
+        ('@id("t") permit(principal, action, resource == ?resource);', "never linked"),
+        # A capital: Cedar keeps any annotation, and this permit would allow without asking.
+        ('@Ask("why") permit(principal, action, resource);', "did you mean @ask?"),
+        (
+            '@id("x") @reason("y") permit(principal, action, resource);',
+            "unknown annotation @reason",
+        ),
+        ('@ask("why") forbid(principal, action, resource);', "@ask on a forbid"),
+        (
+            '@id("same") permit(principal, action, resource);\n'
+            '@id("same") forbid(principal, action, resource) when { context.input.count > 3 };',
+            "also the id of the policy at",
+        ),
+    ],
+)
+def test_a_set_that_would_not_mean_what_it_says_is_refused(policies: str, message: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        bound(policies)
+    assert any(message in str(p["message"]) for p in caught.value.problems)
 
 
 def test_a_permit_reading_a_fact_gets_the_fact() -> None:

@@ -66,6 +66,7 @@ def check_policies(
     for named in naming:
         del named["name"]
         problems.append(named)
+    problems.extend(_annotation_problems(engine, lines))
     # "No applicable action" follows from another problem in the scope (an unknown action
     # or entity type): said once, by that problem.
     explained = {p["policy_id"] for p in problems if not str(p["message"]).startswith(_NO_ACTION)}
@@ -263,6 +264,86 @@ def _naming_problems(
                 }
             )
     return problems
+
+
+ANNOTATIONS = ("id", "ask")
+"""The annotations a policy may carry: ``@id("name")`` and, on a permit, ``@ask("why")``.
+Any other is refused: ``@Ask("...")`` would otherwise be a permit that silently allows."""
+
+
+def _annotation_problems(engine: CedarEngine, lines: SourceLines) -> list[dict[str, object]]:
+    """Unknown or misplaced annotations, an ``@id`` given twice, and templates (which
+    clearance never links: a template would sit in the set, matching nothing, counted by
+    nothing). Each problem is placed at the annotation, or at the policy."""
+    problems: list[dict[str, object]] = []
+    first_of: dict[str, PolicyInfo] = {}
+
+    def problem(info: PolicyInfo, message: str, where: Position | None) -> None:
+        problems.append(
+            {
+                "path": info.path,
+                "line": where.line if where else info.line,
+                "column": where.column if where else info.column,
+                "policy_id": info.label,
+                "message": message,
+                "frame": lines.frame(info.path, where) if where else None,
+            }
+        )
+
+    for info in engine.policies:
+        if info.kind == "link":
+            continue
+        for key in info.annotations:
+            if key in ANNOTATIONS and not (key == "ask" and info.effect == "forbid"):
+                continue
+            where = _annotation_place(info, key)
+            if key == "ask":
+                message = (
+                    "@ask on a forbid: a forbid always denies, so nothing would ever ask; "
+                    "put @ask on the permit that should ask"
+                )
+            else:
+                message = f"unknown annotation @{key}: a policy takes only @id and @ask"
+                hint = [a for a in ANNOTATIONS if a == key.lower()] or difflib.get_close_matches(
+                    key.lower(), ANNOTATIONS, n=1
+                )
+                if hint:
+                    message += f"; did you mean @{hint[0]}?"
+            problem(info, message, where)
+        name = info.annotations.get("id")
+        if name is not None:
+            earlier = first_of.setdefault(name, info)
+            if earlier is not info:
+                at = f"{earlier.path or 'the policy text'}:{earlier.line}"
+                problem(
+                    info,
+                    f"@id({json.dumps(name)}) is also the id of the policy at {at}: each "
+                    "policy needs its own, or decisions, coverage and the journal cannot "
+                    "tell them apart",
+                    _annotation_place(info, "id"),
+                )
+        if info.kind == "template":
+            problem(
+                info,
+                "a template (a policy with ?principal or ?resource) is never linked here, so "
+                "it would match nothing: write the policy for the principal or resource it "
+                "means",
+                _slot_place(info),
+            )
+    return problems
+
+
+def _slot_place(info: PolicyInfo) -> Position | None:
+    m = re.search(r"\?(?:principal|resource)\b", info.text or "")
+    return _place_offset(info, m.start(), m.end() - m.start()) if m else None
+
+
+def _annotation_place(info: PolicyInfo, key: str) -> Position | None:
+    text = info.text
+    if not text:
+        return None
+    m = re.search(rf"@\s*{re.escape(key)}\b", text[: _body_start(text)] or text)
+    return _place_offset(info, m.start(), m.end() - m.start()) if m else None
 
 
 _TICKED = re.compile(r"`([^`]+)`")
