@@ -17,6 +17,8 @@ mypy, and at run time) that ``Tool`` and ``ToolRegistry`` satisfy them.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -48,6 +50,10 @@ class Principal:
     """Parent entities as ``(type, id)`` pairs, for Cedar ``in`` checks."""
 
     def __str__(self) -> str:
+        # Cedar's entity syntax; an id holding a quote or a backslash is escaped, so that
+        # two principals never print alike and :meth:`parse` reads the text back.
+        if '"' in self.id or "\\" in self.id:
+            return f"{self.type}::{json.dumps(self.id, ensure_ascii=False)}"
         return f'{self.type}::"{self.id}"'
 
     def __hash__(self) -> int:
@@ -81,11 +87,35 @@ class Principal:
 
     @classmethod
     def parse(cls, text: str) -> Principal:
-        """Parse ``'User::"alice"'`` (or ``User::alice``) into a principal."""
-        kind, sep, ident = text.partition("::")
-        if not sep or not kind or not ident:
-            raise ValueError(f'principal must look like User::"alice", got {text!r}')
-        return cls(kind, ident.strip('"'))
+        """Parse Cedar's entity syntax, ``'User::"alice"'`` or ``'Acme::User::"alice"'``,
+        into a principal: a type name (``::``-separated identifiers, no spaces) and a
+        quoted id (JSON escapes).
+
+        Raises:
+            ValueError: ``text`` is not in that form (``User::alice`` and
+                ``User :: "alice"`` included: Cedar refuses both), naming what to write.
+        """
+        m = _ENTITY_RE.fullmatch(text)
+        if m is not None:
+            try:
+                ident = json.loads(m.group(2), strict=False)
+            except ValueError:
+                ident = None
+            if isinstance(ident, str):
+                return cls(m.group(1), ident)
+        hint = ""
+        bare = _BARE_ENTITY_RE.fullmatch(text.strip())
+        if bare is not None:
+            kind = re.sub(r"\s+", "", bare.group(1))
+            hint = f"; did you mean {kind}::{json.dumps(bare.group(2))}?" if bare.group(2) else ""
+        raise ValueError(
+            f'principal must look like User::"alice" (a type, ::, a quoted id), got {text!r}{hint}'
+        )
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_ENTITY_RE = re.compile(rf'({_NAME}(?:::{_NAME})*)::("(?:[^"\\]|\\.)*")')
+_BARE_ENTITY_RE = re.compile(rf'\s*({_NAME}(?:\s*::\s*{_NAME})*?)\s*::\s*"?([^"]*?)"?\s*')
 
 
 def _parents(parents: Any) -> tuple[tuple[str, str], ...]:

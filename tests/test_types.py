@@ -13,6 +13,8 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import clearance.types
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy import base as policy_base
@@ -155,3 +157,35 @@ def test_policy_and_guardrails_never_import_a_higher_layer() -> None:
             )
             assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
     assert checked > 10
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "ident"),
+    [
+        ('User::"alice"', "User", "alice"),
+        ('Acme::User::"alice"', "Acme::User", "alice"),  # a namespaced type
+        ('User::"a::b"', "User", "a::b"),
+        ('User::"say \\"hi\\""', "User", 'say "hi"'),
+    ],
+)
+def test_a_principal_is_read_as_cedar_writes_an_entity(text: str, kind: str, ident: str) -> None:
+    principal = Principal.parse(text)
+    assert (principal.type, principal.id) == (kind, ident)
+    assert Principal.parse(str(principal)) == principal
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("User::alice", 'did you mean User::"alice"?'),
+        ('User :: "alice"', 'did you mean User::"alice"?'),  # was the type "User "
+        ('User::"alice" ', 'did you mean User::"alice"?'),
+        ('::"alice"', ""),
+        ("alice", ""),
+        ('User::"unterminated', ""),
+    ],
+)
+def test_a_principal_cedar_would_refuse_is_refused_with_what_to_write(text: str, hint: str) -> None:
+    with pytest.raises(ValueError, match="principal must look like") as caught:
+        Principal.parse(text)
+    assert hint in str(caught.value)

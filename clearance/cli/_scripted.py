@@ -13,7 +13,15 @@ import anyio
 from clearance._text import printable
 from clearance.cli._live import EchoJournal, EchoProvider, LivePrinter
 from clearance.cli._render import print_table
-from clearance.config import Config, build_evaluator, build_harness, build_registry, open_journal
+from clearance.cli._tools import start_servers
+from clearance.config import (
+    Config,
+    build_evaluator,
+    build_harness,
+    build_registry,
+    load_mcp_servers,
+    open_journal,
+)
 from clearance.errors import ClearanceError
 from clearance.harness.approvals import PermissionAsk
 from clearance.harness.journal import JournalEvent
@@ -61,9 +69,16 @@ async def drive(
     """
     registry = build_registry(config)
     printer.bind(registry)
-    # An unknown tool is bad input (exit 2), not a call the model gets an error for; check
-    # before anything is opened or written.
-    provider.check([name for t in registry for name in (t.qualified_name, t.model_alias)])
+    # The configuration's [[mcp_servers]], as every other command reads them: started in
+    # the harness below, their tools join the registry before the session opens.
+    servers = load_mcp_servers(config.path) if config.path is not None else ()
+
+    def check_script() -> None:
+        # An unknown tool is bad input (exit 2), not a call the model gets an error for.
+        provider.check([name for t in registry for name in (t.qualified_name, t.model_alias)])
+
+    if not servers:
+        check_script()  # before anything is opened or written
     evaluator = build_evaluator(config)
     inner = open_journal(config.journal.path)
     try:
@@ -74,6 +89,10 @@ async def drive(
         await inner.aclose()
         raise
     async with harness:
+        if servers:
+            await start_servers(harness, servers)
+            printer.bind(harness.registry)
+            check_script()  # before the session: nothing is journaled yet
         session = await harness.create_session(principal=principal, on_permission_ask=answerer)
         says = printer.say if echo is not None else None
         run = session.run(prompt, provider=EchoProvider(provider, says))

@@ -85,7 +85,7 @@ def _selector(pattern: str | None) -> Any:
     type=click.FloatRange(0, 100),
     metavar="N",
     default=None,
-    help="Exit 1 when less than N%% of the policies are exercised (implies --coverage).",
+    help="Exit 1 when less than N% of the policies are exercised (implies --coverage).",
 )
 @click.option(
     "--junit",

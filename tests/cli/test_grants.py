@@ -64,9 +64,12 @@ def test_list_filter_and_revoke(cli: Any, stores: Stores) -> None:
     assert lines[2].startswith('g_two  User::"bob"')
 
     only_bob = json.loads(
-        cli("grants", "list", "--db", db, "--json", "--principal", "User::bob").out
+        cli("grants", "list", "--db", db, "--json", "--principal", 'User::"bob"').out
     )
     assert [g["grant_id"] for g in only_bob] == ["g_two"]
+    # Cedar's syntax, or a clear refusal saying what to write (never a guess).
+    unquoted = cli("grants", "list", "--db", db, "--principal", "User::bob")
+    assert unquoted.code == 2 and 'did you mean User::"bob"?' in unquoted.err
     by_tool = json.loads(
         cli("grants", "list", "--db", db, "--json", "--tool", "files.write_file").out
     )

@@ -267,3 +267,39 @@ def test_replay_and_suggest_learn_the_tools_of_the_configured_servers(
     assert suggested.code == 0, suggested.err
     assert "time.get_current_time" in json.loads(suggested.out)["policies"]
     assert "clearance: using ./clearance.toml: 2 tools (time 2)" in suggested.err
+
+
+def test_run_starts_the_configured_servers_and_decides_their_calls(cli: Any, project: Path) -> None:
+    # `clearance run` reads [[mcp_servers]] as every other command does (it used to say
+    # the script named an unknown tool): the policy allows Europe and denies the rest.
+    script = {
+        "turns": [
+            {
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "name": "time__get_current_time",
+                        "args": {"timezone": "Europe/Paris"},
+                    },
+                    {
+                        "id": "c2",
+                        "name": "time__get_current_time",
+                        "args": {"timezone": "Asia/Tokyo"},
+                    },
+                ]
+            },
+            {"text": "Done."},
+        ]
+    }
+    (project / "script.json").write_text(json.dumps(script))
+    r = cli("run", "script.json", "--json", cwd=project)
+    assert r.code == 0, r.err
+    calls = {c["call_id"]: c for c in json.loads(r.out)["calls"]}
+    assert (calls["c1"]["decision"], calls["c1"]["status"]) == ("allow", "ok"), calls["c1"]
+    assert calls["c1"]["reasons"] == ["time-read"]
+    assert calls["c2"]["decision"] == "deny"
+    # A script naming a tool no server or toolset has is still bad input.
+    script["turns"][0]["tool_calls"][0]["name"] = "time__no_such_tool"
+    (project / "script.json").write_text(json.dumps(script))
+    bad = cli("run", "script.json", cwd=project)
+    assert bad.code == 2 and "time__no_such_tool" in bad.err

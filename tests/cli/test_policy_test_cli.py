@@ -132,6 +132,9 @@ def test_coverage_lists_the_policies_no_case_exercises(cli: Any, tmp_path: Path)
     full = cli("policy", "test", str(CODING), "--coverage-threshold", "100")
     assert full.code == 0, full.out + full.err
     assert f"coverage: {len(policies)}/{len(policies)} policies exercised (100.0%)" in full.out
+    # The help says "N%", not click's unformatted "N%%".
+    helped = cli("policy", "test", "--help")
+    assert "less than N% of" in " ".join(helped.out.split()) and "%%" not in helped.out
 
 
 def test_coverage_of_local_rules(cli: Any, tmp_path: Path) -> None:

@@ -375,7 +375,7 @@ def test_gateway_config_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         "[gateway]\nbogus = 1\n": "unknown key",
         "[[mcp_servers]]\nname = 'a'\nprogram = 'x'\nurl = 'http://h'\n": "exactly one of",
         "[[mcp_servers]]\nname = 'a'\n": "exactly one of",
-        "[[gateway.tokens]]\nprincipal = 'User::a'\n": "token_file",
+        "[[gateway.tokens]]\nprincipal = 'User::\"a\"'\n": "token_file",
         "[[mcp_servers]]\nname = 'a'\nprogram = 'x'\n[[mcp_servers]]\nname = 'a'\nprogram = 'y'\n": "two",
         "[[mcp_servers]]\nname = 'a'\nurl = 'http://h'\nheaders = { A = '${CLEARANCE_UNSET_VAR}' }\n": "CLEARANCE_UNSET_VAR",
     }
@@ -387,7 +387,7 @@ def test_gateway_config_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     secret.write_text("a-long-enough-token-for-alice\n")
     config.write_text(
         "[gateway]\ntransport = 'http'\nport = 0\nask_fallback = 'allow_once'\n"
-        "[[gateway.tokens]]\nprincipal = 'User::alice'\ntoken_file = 'alice.token'\n"
+        "[[gateway.tokens]]\nprincipal = 'User::\"alice\"'\ntoken_file = 'alice.token'\n"
         "[[mcp_servers]]\nname = 'remote'\nurl = 'http://127.0.0.1:1/mcp'\n"
         "headers = { Authorization = 'Bearer ${CLEARANCE_TEST_SECRET}' }\n"
     )
