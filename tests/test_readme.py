@@ -162,6 +162,7 @@ def test_the_top_commands_are_the_two_the_readme_promises() -> None:
     assert "Python 3.11 or newer on Linux or macOS" in text
 
 
+@pytest.mark.timeout(1800)  # two fresh installs from the package index, then collection
 def test_the_top_commands_run_in_a_fresh_checkout(tmp_path: Path) -> None:
     """Both commands, as a newcomer runs them, in a copy of the checkout: the demo runs,
     and the suite installs and collects without an error (CI runs it)."""
@@ -245,6 +246,7 @@ def test_the_extras_table_names_every_extra() -> None:
     assert in_table == extras
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("line", _lines(block("Install into your project", "sh")))
 def test_each_install_line_resolves(line: str, tmp_path: Path) -> None:
     _pip_dry_run(line, tmp_path)
@@ -463,6 +465,7 @@ def test_the_browser_block_adds_the_key_before_the_inbox(tmp_path: Path) -> None
     assert "approvers add alice" in lines[1] and "inbox" in lines[3]
 
 
+@pytest.mark.timeout(600)
 def test_the_browser_blocks_install_line_resolves(tmp_path: Path) -> None:
     _pip_dry_run(_lines(block(BROWSER, "sh"))[0], tmp_path)
 
