@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -735,6 +736,55 @@ def test_watch_loads_a_change_once_it_reads_the_same_twice(tmp_path: Path) -> No
     _touch_later(policy, "permit(principal, action syntax error")
     for _ in range(3):
         assert ev.evaluate(request("files.read_file")).reasons == ("v1",)
+    assert isinstance(ev.last_error, PolicyError)
+
+
+@pytest.mark.parametrize("how", ["file", "directory"])
+def test_deleting_the_policies_withdraws_their_permits(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The last file (or the whole directory) deleted: the permits it held used to stay in
+    # force forever, silently. Now nothing is permitted until policies are back.
+    directory = tmp_path / "policies"
+    directory.mkdir()
+    policy = directory / "p.cedar"
+    policy.write_text('@id("v1") permit(principal, action, resource);')
+    ev = CedarEvaluator.from_directory(directory, watch=True, watch_interval=0)
+    ev.bind(REGISTRY)
+    assert ev.evaluate(request("files.read_file")).effect == "allow"
+    caplog.set_level(logging.WARNING, logger="clearance.policy.cedar")
+    if how == "file":
+        policy.unlink()
+    else:
+        shutil.rmtree(directory)
+    verdicts = [ev.evaluate(request("files.read_file")) for _ in range(3)]
+    assert verdicts[-1].effect == "deny" and verdicts[-1].reasons == ()
+    assert "nothing is permitted" in caplog.text
+    # Policies back: in force again once they read the same twice.
+    directory.mkdir(exist_ok=True)
+    _touch_later(directory / "q.cedar", '@id("v2") permit(principal, action, resource);')
+    verdicts = [ev.evaluate(request("files.read_file")) for _ in range(3)]
+    assert verdicts[-1].reasons == ("v2",)
+
+
+def test_a_broken_reload_keeps_no_permit_of_a_file_that_is_gone(tmp_path: Path) -> None:
+    # b.cedar is deleted while a.cedar is broken: the last good set stays, but without
+    # b's permit; b's forbid stays (deny wins until a set that loads says otherwise).
+    (tmp_path / "a.cedar").write_text('@id("a") permit(principal, action, resource);')
+    (tmp_path / "b.cedar").write_text(
+        '@id("b") permit(principal, action == Action::"shop.refund", resource);\n'
+        '@id("b-forbid") forbid(principal, action == Action::"files.write_file", resource);\n'
+    )
+    ev = CedarEvaluator.from_directory(tmp_path, watch=True, watch_interval=0)
+    ev.bind(REGISTRY)
+    assert set(ev.evaluate(request("shop.refund", _RUSH)).reasons) == {"a", "b"}
+    (tmp_path / "b.cedar").unlink()
+    _touch_later(tmp_path / "a.cedar", "permit(principal, action syntax error")
+    for _ in range(3):
+        refund = ev.evaluate(request("shop.refund", _RUSH))
+    assert refund.reasons == ("a",)  # the last good a.cedar, without b's permit
+    write = ev.evaluate(request("files.write_file", {"path": "x", "content": "y"}))
+    assert (write.effect, write.reasons) == ("deny", ("b-forbid",))
     assert isinstance(ev.last_error, PolicyError)
 
 

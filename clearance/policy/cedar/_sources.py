@@ -112,6 +112,19 @@ class PolicyDirectory:
             raise ConfigError("the files changed while they were read", path=str(directory))
         return Snapshot(signature, tuple(contents))
 
+    def look(self) -> Snapshot:
+        """:meth:`snapshot` for watching: a directory that is gone or holds no ``*.cedar``
+        file reads as an empty set (which permits nothing), not as an error, so that
+        deleting the policies withdraws their permits instead of leaving them in force.
+
+        Raises:
+            ConfigError: a file cannot be read, or the files changed while they were read.
+        """
+        directory = self.path
+        if not directory.is_dir() or not self.policy_files():
+            return Snapshot(("empty", str(directory)), ())
+        return self.snapshot()
+
     def sources_from(self, snapshot: Snapshot) -> Sources:
         """The policy set a snapshot holds (nothing is read again).
 

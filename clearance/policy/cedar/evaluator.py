@@ -432,7 +432,7 @@ class CedarEvaluator(Evaluator):
                 signature = self._directory_files().signature()
                 if signature == current.signature:
                     return
-            snapshot = self._directory_files().snapshot()
+            snapshot = self._directory_files().look()
         except (OSError, ConfigError):
             self._pending = None  # missing, unreadable or changing: look again later
             return
@@ -447,14 +447,51 @@ class CedarEvaluator(Evaluator):
             return
         try:
             self._swap(self._directory_files().sources_from(snapshot))
-            _log.info("reloaded Cedar policies from %s", self._directory)
+            if snapshot.contents:
+                _log.info("reloaded Cedar policies from %s", self._directory)
+            else:
+                _log.warning(
+                    "the Cedar policy directory %s is gone or holds no *.cedar file: "
+                    "nothing is permitted until policies are back",
+                    self._directory,
+                )
         except (PolicyError, ConfigError) as exc:
-            # Keep the previous set; remember the failure so the same files are not retried.
+            # Keep the previous set, but never the permits of a file that is gone (its
+            # forbids stay: deny wins until a set that loads says otherwise). Remember the
+            # failure so the same files are not retried.
+            kept = self._without_gone_permits(current, snapshot)
+            self.last_error = exc
             self._sources = dataclasses.replace(
-                current, signature=snapshot.signature, contents=snapshot.contents
+                kept, signature=snapshot.signature, contents=snapshot.contents
             )
             _log.error(
-                "Cedar policies in %s failed to reload; keeping the previous set: %s",
+                "Cedar policies in %s failed to reload; keeping the previous set%s: %s",
                 self._directory,
+                "" if kept is current else " without the permits of the files that are gone",
                 exc,
             )
+
+    def _without_gone_permits(self, current: Sources, snapshot: Snapshot) -> Sources:
+        """``current`` without the permits of its policy files that ``snapshot`` no
+        longer holds (``current`` itself when none is gone), put in force."""
+        present = {name for name, _ in snapshot.contents}
+        gone = {path for path, _ in current.policies if path not in present}
+        if not gone:
+            return current
+        policies = [(path, text) for path, text in current.policies if path not in gone]
+        for path in sorted(gone):
+            forbids = [
+                i.text
+                for i in self.engine.policies
+                if i.path == path and i.kind == "static" and i.effect == "forbid" and i.text
+            ]
+            if forbids:
+                policies.append((path, "\n".join(forbids)))
+        kept = dataclasses.replace(current, policies=policies)
+        try:
+            self._swap(kept)
+        except (PolicyError, ConfigError):
+            # A part of a set that loaded should load; if it does not, permit nothing.
+            kept = dataclasses.replace(current, policies=[])
+            self._swap(kept)
+        return kept
