@@ -2,8 +2,8 @@
 
 The bundled script (``clearance/demo``) runs in a temporary workspace through the same
 driver as ``clearance run`` (:mod:`clearance.cli._scripted`), with the coding pack, the
-bundled files and shell tools, a ``PathScope`` guardrail and an SQLite journal shown at the
-end as ``clearance journal`` shows it.
+bundled files and shell tools, a ``PathScope`` guardrail and an SQLite journal read back at
+the end, one row per call (``clearance journal``'s table, fitted to the terminal's width).
 """
 
 from __future__ import annotations
