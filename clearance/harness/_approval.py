@@ -141,6 +141,15 @@ class Approval(Recorder):
             # An ask nobody answered (or applied) in time is not an answer for today's call.
             store.withdraw(stored.ask_id, "expired")
             stored = None
+        if (
+            stored is not None
+            and stored.status == "pending"
+            and call.resume_key is not None
+            and any(s.asks.find(stored.ask_id) is not None for s in list(h.sessions.values()))
+        ):
+            # Found by a resume key while another call of the same key waits on it here:
+            # this call is asked on its own (one ask, one waiting call, one answer).
+            stored = None
         if stored is not None and stored.ask_id in h.applied_answers:
             # Applied here already, yet found again (a store set back by hand): that
             # answer is spent; the call is asked anew.

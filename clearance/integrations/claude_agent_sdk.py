@@ -50,10 +50,15 @@ call id) and answers:
   tool use id; the journal's ``permission_decided`` names ``decided_by`` and
   ``via="claude-agent-sdk"``), or else the session's own callback or ``permission_asks()``
   stream. With nobody to answer, the call is denied with the ask's id in the message and
-  the ask stays open (``harness.answer_ask``, ``clearance asks approve``): an
-  ``allow_session``/``allow_always`` answer lets the model's retry through, and
-  ``wait=True`` waits for an answer from anywhere instead. The hook's timeout is the
-  harness's ``ask_timeout`` plus a margin.
+  the ask stays open (``harness.answer_ask``, ``clearance asks approve``). Claude Code
+  gives the model's retry a new tool use id, so the ask is stored under the adapter's
+  :attr:`~ClaudeAgentAdapter.resume_key` (Claude Code's session id) rather than the tool
+  use id: the retry of the same tool with the same canonical arguments, in that Claude
+  session, finds the answer (``allow_once`` runs it once; ``allow_session`` and
+  ``allow_always`` make their grant, which covers later calls too). ``wait=True`` waits
+  for an answer from anywhere instead of denying. An answer given elsewhere while
+  ``on_ask`` still waits settles the call at once (``on_ask`` is cancelled). The hook's
+  timeout is the harness's ``ask_timeout`` plus a margin.
 
 The matchers are ``on_failure="block"``: a hook that fails or times out blocks the call.
 :meth:`ClaudeAgentAdapter.can_use_tool` (also installed by :meth:`ClaudeAgentAdapter.options`)
@@ -248,6 +253,8 @@ class ClaudeAgentAdapter:
             hook_timeout if hook_timeout is not None else session.harness.ask_timeout + _HOOK_MARGIN
         )
         self._running: dict[str, _Running] = {}
+        self._claude_session: str | None = None
+        """Claude Code's session id, from the hooks (what a stored answer is found by)."""
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -311,6 +318,9 @@ class ClaudeAgentAdapter:
         data = cast(Mapping[str, Any], hook_input)
         if data.get("hook_event_name") != "PreToolUse":
             return {}
+        claude_session = data.get("session_id")
+        if isinstance(claude_session, str) and claude_session:
+            self._claude_session = claude_session
         verdict = await self._check(
             str(data.get("tool_name", "")),
             data.get("tool_input"),
@@ -459,7 +469,12 @@ class ClaudeAgentAdapter:
             self._asking[call_id] = (sdk_name, agent_id)
         try:
             auth = await self.session.authorize(
-                name, arguments, call_id=call_id, turn_id=turn_id, wait=self.wait
+                name,
+                arguments,
+                call_id=call_id,
+                turn_id=turn_id,
+                wait=self.wait,
+                resume_key=self.resume_key,
             )
         finally:
             if call_id is not None:
@@ -477,6 +492,15 @@ class ClaudeAgentAdapter:
             sdk_name, dict(tool_input) if isinstance(tool_input, dict) else {}, sdk_input
         )
         return _Verdict(True, sdk_input=sdk_input)
+
+    @property
+    def resume_key(self) -> str:
+        """What a stored ask of this adapter's calls is found again by, in place of the
+        tool use id (which Claude Code makes anew for every retry): Claude Code's session
+        id (clearance's session id before a hook gave it), with the principal, the tool
+        and the canonical arguments. An answer given elsewhere to a call the hook denied
+        as pending reaches the model's retry of that very call, once."""
+        return f"{VIA}:{self._claude_session or 'clearance-' + self.session.id}"
 
     async def _answer(self, ask: PermissionAsk) -> PermissionDecision:
         """The session's ``on_permission_ask``: ``on_ask`` answers, through this adapter.

@@ -282,10 +282,12 @@ async def test_without_an_answerer_an_ask_denies_and_says_how_to_answer(root: Pa
         cli = ScriptedClaudeCode([use("Write", write, "toolu_p")], cwd=root)
         await run(ClaudeAgentAdapter(session), cli)
         (pending,) = harness.pending_asks()
-        assert pending.call_id == "toolu_p" and pending.ask_id in cli.model_saw["toolu_p"]
+        # stored under Claude Code's session, not the tool use id its retry will not have
+        assert pending.call_id == "claude-agent-sdk:scripted-session"
+        assert pending.ask_id in cli.model_saw["toolu_p"]
         # answered from elsewhere (an inbox, `clearance asks approve`): the retry passes
         await harness.answer_ask(pending.ask_id, "allow_session", by="bob", via="cli")
-        retry = ScriptedClaudeCode([use("Write", write, "toolu_p")], cwd=root)
+        retry = ScriptedClaudeCode([use("Write", write, "toolu_p2")], cwd=root)
         await run(ClaudeAgentAdapter(session), retry)
     assert cli.ran == [] and [name for name, _ in retry.ran] == ["Write"]
 
