@@ -302,7 +302,9 @@ def _scenario(kind: str, pid: int, url: str, token: str, seconds: float) -> dict
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(12.0)  # what it can take, past header_timeout (10 s)
+        # What it can take, until the bound that answers it has acted (header_timeout
+        # 10 s; write_timeout 30 s for answers nobody reads).
+        time.sleep(32.0 if kind == "unread" else 12.0)
     try:
         measured = anyio.run(_well_behaved, url, token, seconds)
         rss, fds = _memory(pid)
