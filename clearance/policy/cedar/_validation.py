@@ -32,7 +32,7 @@ from clearance.policy.cedar.schema import (
 )
 from clearance.types import ToolLike
 
-__all__ = ["check_policies", "policy_tree"]
+__all__ = ["ANNOTATIONS", "check_policies", "policy_tree"]
 
 
 def check_policies(
