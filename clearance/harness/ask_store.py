@@ -287,6 +287,11 @@ class AskStore(Protocol):
 
     def pending(self) -> list[StoredAsk]: ...
 
+    def answered(self) -> list[StoredAsk]:
+        """The asks answered and not yet applied (``answered``, with a verified answer),
+        oldest first: what a host resuming a paused call will apply."""
+        ...
+
     def answer(
         self,
         ask_id: str,
@@ -371,6 +376,12 @@ class MemoryAskStore:
     def pending(self) -> list[StoredAsk]:
         return sorted(
             (a for a in self._asks.values() if a.status == "pending"), key=lambda a: a.created_at
+        )
+
+    def answered(self) -> list[StoredAsk]:
+        return sorted(
+            (a for a in self._asks.values() if a.status == "answered"),
+            key=lambda a: a.created_at,
         )
 
     def answer(

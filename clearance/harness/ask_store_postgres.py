@@ -210,6 +210,15 @@ class PostgresAskStore:
         found = self._select("WHERE status = 'pending' ORDER BY created_at", ())
         return [a for a in found if a.status == "pending"]
 
+    def answered(self) -> list[StoredAsk]:
+        """The asks answered and not yet applied, oldest first.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        found = self._select("WHERE status = 'answered' ORDER BY created_at", ())
+        return [a for a in found if a.status == "answered"]
+
     def all(self, *, limit: int = 100) -> list[StoredAsk]:
         """The newest asks, whatever their status.
 

@@ -172,6 +172,12 @@ class SqliteAskStore:
         ).fetchall()
         return [a for a in map(self._reported, rows) if a.status == "pending"]
 
+    def answered(self) -> list[StoredAsk]:
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM asks WHERE status = 'answered' ORDER BY created_at"
+        ).fetchall()
+        return [a for a in map(self._reported, rows) if a.status == "answered"]
+
     def all(self, *, limit: int = 100) -> list[StoredAsk]:
         """The newest asks, whatever their status."""
         rows = self._db.execute(

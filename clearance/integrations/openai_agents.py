@@ -94,7 +94,11 @@ the SDK invokes it; a rejected one (the SDK never invokes it) when the resumed r
 tools (``is_enabled``). Because the ask lives in the ask store, a run paused with
 ``RunState.to_json()`` can resume in another process (with a shared ``SqliteAskStore``),
 and the ask can be answered elsewhere too (``clearance asks approve``): the call runs only
-if clearance's answer and the SDK's both allow it.
+if clearance's answer and the SDK's both allow it. Answered there alone, the run resumes
+with ``guard.run(agent, state)``, which first tells the SDK those answers
+(:meth:`AgentsGuard.settle`: an interruption the SDK holds no decision for is approved for
+that call only, or rejected). An SDK approval answers the ask its interruption showed, once:
+a saved, approved ``RunState`` resumed again after the call ran does not run it again.
 
 *What an SDK ``always_approve`` does not cover.* The SDK then approves every later call of
 that tool in the run without asking ``needs_approval``. clearance does not widen the
@@ -115,7 +119,7 @@ from __future__ import annotations
 from clearance.errors import MissingExtraError as _MissingExtraError
 
 try:
-    import agents  # noqa: F401  (the optional extra: checked before anything uses it)
+    import agents  # the optional extra: checked before anything uses it
 except ImportError as exc:
     raise _MissingExtraError(
         "openai-agents", "The OpenAI Agents SDK adapter (clearance.integrations.openai_agents)"
@@ -126,10 +130,11 @@ import inspect
 import json
 import os
 import secrets
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import pydantic
 from agents import (
@@ -282,17 +287,50 @@ class AgentsGuard:
     ) -> RunResult:
         """``Runner.run(agent, input, **options)``, with ``input`` recorded as the user's
         own words first (:meth:`user_input`). Resuming a paused run (``input`` a
-        ``RunState``) records nothing."""
+        ``RunState``) records nothing, and first tells the SDK the answers given in the
+        ask store meanwhile (:meth:`settle`)."""
         self.user_input(input)
+        if isinstance(input, RunState):
+            self.settle(input)
         return await Runner.run(agent, input, **options)
 
     def run_streamed(
         self, agent: Agent[Any], input: str | list[Any] | RunState[Any, Any], **options: Any
     ) -> RunResultStreaming:
         """``Runner.run_streamed(agent, input, **options)``, with ``input`` recorded as the
-        user's own words first (:meth:`user_input`)."""
+        user's own words first (:meth:`user_input`); a ``RunState`` is settled first
+        (:meth:`settle`)."""
         self.user_input(input)
+        if isinstance(input, RunState):
+            self.settle(input)
         return Runner.run_streamed(agent, input, **options)
+
+    def settle(self, state: RunState[Any, Any]) -> list[ToolApprovalItem]:
+        """Tell the SDK the answers given in clearance's ask store (``clearance asks
+        approve``/``deny``, the inbox, ``harness.answer_ask``) to the interruptions of a
+        paused run: an interruption the SDK holds no decision for is approved, for that
+        call only, when its ask was allowed, and rejected when it was denied. An
+        interruption the host already approved or rejected in the SDK keeps that
+        decision (the call runs only if both allow it); one whose ask is still pending
+        stays an interruption. :meth:`run` and :meth:`run_streamed` call it; call it
+        before ``Runner.run(agent, state)`` otherwise.
+
+        Returns:
+            The interruptions it settled.
+        """
+        settled: list[ToolApprovalItem] = []
+        for item in state.get_interruptions():
+            if _sdk_approval(state, item) is not None:
+                continue
+            ask = self.pending_ask(item)
+            if ask is None or ask.status != "answered" or ask.decision is None:
+                continue
+            if ask.decision.decision == "deny":
+                state.reject(item, rejection_message=ask.decision.message)
+            else:
+                state.approve(item)
+            settled.append(item)
+        return settled
 
     def user_input(self, input: str | list[Any] | RunState[Any, Any]) -> None:
         """Record a run's input as the user's (``session.add_user_message``): a string,
@@ -471,6 +509,19 @@ class AgentsGuard:
             asked_before = open_ask_id(self.session, tool.qualified_name, call_id)
             call = await self._authorized(tool, sdk_name, arguments, call_id)
             call.interrupted = asked_before is not None and asked_before == call.auth.ask_id
+            if call.auth.pending and not call.interrupted and self._approved_once(ctx, call):
+                # The SDK approved this very call id, yet no ask of it was open: a saved
+                # RunState resumed again after its approval was applied (the call ran). That
+                # approval answered the ask it was shown with, once: the ask this replay
+                # just raised was shown to nobody, so it is withdrawn, not left for a later
+                # replay to take the old approval as its answer.
+                assert call.auth.ask_id is not None
+                self.session.harness.ask_store.withdraw(call.auth.ask_id, "replayed approval")
+                self._calls.pop(call_id, None)
+                return (
+                    f"call {call_id} was approved once, for an earlier run, and that approval "
+                    "was used; it did not run again"
+                )
         elif not call.is_for(tool, arguments):
             # A call id stands for one invocation: another tool or other arguments under it
             # were never authorized.
@@ -515,18 +566,28 @@ class AgentsGuard:
             await self._give(call, decision)
         call.auth = await self._authorize(call.tool, call.arguments, call.auth.call_id)
 
+    def _approved_once(self, ctx: RunContextWrapper[Any], call: _Call) -> bool:
+        """Whether the SDK approved this call id itself (not the tool as a whole)."""
+        if ctx.is_tool_approved(call.sdk_name, call.auth.call_id) is not True:
+            return False
+        probe = "clearance-probe-" + secrets.token_hex(8)
+        return ctx.is_tool_approved(call.sdk_name, probe) is not True
+
     def _sdk_decision(self, ctx: RunContextWrapper[Any], call: _Call) -> PermissionDecision | None:
         """The clearance answer an SDK approval of this call stands for, if any."""
+        if not call.interrupted:
+            # No interruption showed this ask to anyone (a saved, approved RunState resumed
+            # again after its call ran: the call asks anew, and that approval was for the
+            # ask it was shown with, applied once already).
+            return None
         if ctx.is_tool_approved(call.sdk_name, call.auth.call_id) is not True:
             return None
         # A call id nobody used: approved only when the SDK approves the tool as a whole.
         sticky = ctx.is_tool_approved(call.sdk_name, "clearance-probe-" + secrets.token_hex(8))
         if sticky is not True:
             answer: Answer = "allow_once"  # approved for this call: its item was shown
-        elif call.interrupted:
-            answer = self.always_approve
         else:
-            return None  # approved only by an earlier always_approve: never shown to anyone
+            answer = self.always_approve
         return PermissionDecision(answer, decided_by=self.approver, via=VIA)
 
     async def _give(self, call: _Call, decision: PermissionDecision) -> None:
@@ -608,15 +669,28 @@ class AgentsGuard:
 
     def pending_ask(self, item: ToolApprovalItem) -> StoredAsk | None:
         """The clearance ask behind an interruption (its reason, the canonical arguments
-        and facts, the grant scopes it offers), to show the person; None when the
-        interruption is not clearance's (the SDK tool's own ``needs_approval``)."""
+        and facts, the grant scopes it offers, and its ``status``: ``answered`` once it
+        was answered elsewhere, ``clearance asks approve``), to show the person; None
+        when the interruption is not clearance's (the SDK tool's own ``needs_approval``)
+        or its ask was applied already."""
         call_id = _call_id(item)
+        harness = self.session.harness
         call = self._calls.get(call_id)
         if call is not None and call.auth.ask_id is not None:
-            return self.session.harness.ask_store.get(call.auth.ask_id)
+            return harness.ask_store.get(call.auth.ask_id)
         principal = str(self.session.principal)
-        for ask in self.session.harness.pending_asks():
+        for ask in harness.pending_asks():
             if ask.call_id == call_id and ask.principal == principal:
+                return ask
+        # Answered meanwhile, not yet applied (this guard did not ask: a restored run).
+        oldest = time.time() - harness.pending_ask_ttl
+        for ask in harness.ask_store.answered():
+            if (
+                ask.call_id == call_id
+                and ask.principal == principal
+                and ask.tool in self.session.tools
+                and ask.created_at >= oldest
+            ):
                 return ask
         return None
 
@@ -674,6 +748,29 @@ class AgentsGuard:
             state.reject(item, rejection_message=answer.message)
         else:
             state.approve(item)
+
+
+def _sdk_approval(state: RunState[Any, Any], item: ToolApprovalItem) -> bool | None:
+    """The SDK's own decision on an interruption: True, False, or None (none yet).
+
+    ``RunState`` keeps its run context (where ``approve``/``reject`` write) private; this
+    is the one place that reads it, and it fails loudly, naming the SDK's version, when
+    that changes.
+
+    Raises:
+        RuntimeError: this SDK version keeps no readable approvals in a ``RunState``.
+    """
+    context = getattr(state, "_context", None)
+    check = getattr(context, "is_tool_approved", None)
+    if context is None:
+        return None  # a state without a context holds no approvals
+    if not callable(check):
+        raise RuntimeError(
+            f"openai-agents {agents.__version__}: a RunState's approvals cannot be read "
+            "(RunState._context.is_tool_approved is gone); clearance cannot tell whether an "
+            "interruption was answered in the SDK"
+        )
+    return cast("bool | None", check(item.tool_name or item.name or "", _call_id(item)))
 
 
 def _call_id(item: ToolApprovalItem) -> str:

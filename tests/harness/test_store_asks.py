@@ -146,7 +146,9 @@ def test_an_answer_is_given_once_and_applied_once(stores: Callable[[], Any]) -> 
     assert got is not None and got.decision is not None
     assert got.decision.decision == "allow_always" and got.decision.scope == scope
     assert a.pending() == []
+    assert [x.ask_id for x in a.answered()] == ["ask_1"]  # answered, not yet applied
     assert a.consume("ask_1") and not b.consume("ask_1")
+    assert a.answered() == [] and b.answered() == []
     assert a.find(str(ALICE), "mail.send", "c1", arguments_hash(ARGS)) is None
     with pytest.raises(AskError, match="no ask"):
         a.answer("ask_nope", PermissionDecision("deny"), credential=approver("carol"))

@@ -31,6 +31,7 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
+from support import cli_answer
 
 from clearance import (
     CallContext,
@@ -905,3 +906,101 @@ async def test_an_authorization_not_used_in_time_runs_nothing(workspace: Path) -
         await guard.run(setup.agent(guard, model), "Read docs/a.md")
     assert setup.ran.of("read_file") == []
     assert "expired" in model.outputs()["c1"]
+
+
+# -- durable asks: answered from another process (issue 31) -----------------------------------
+
+
+def sqlite_stores(tmp_path: Path) -> dict[str, Any]:
+    db = tmp_path / "state.db"
+    return {"ask_store": SqliteAskStore(db), "grant_store": SqliteGrantStore(db)}
+
+
+def answers(setup: Setup, call_id: str) -> list[dict[str, Any]]:
+    return [
+        e.data
+        for e in setup.journal.events(call_id=call_id)
+        if e.type == "permission_decided" and e.data["answer"] != "pending"
+    ]
+
+
+@pytest.mark.parametrize("restart", [False, True])
+async def test_a_cli_approval_alone_resumes_the_run(
+    workspace: Path, tmp_path: Path, restart: bool
+) -> None:
+    """`clearance asks approve` (another process, an approver's key) is the whole answer:
+    the host resumes with guard.run(agent, state) and tells the SDK nothing."""
+    first = Setup(workspace, **sqlite_stores(tmp_path))
+    async with first.harness:
+        guard = await first.guard(approver="alice")
+        result, model = await ask_once(first, guard, "c1")
+        [item] = result.interruptions
+        [ask] = first.harness.pending_asks()
+        await cli_answer(tmp_path / "state.db", ask.ask_id, approver_name="carol")
+        shown = guard.pending_ask(item)
+        assert shown is not None and shown.ask_id == ask.ask_id and shown.status == "answered"
+        saved = result.to_state().to_json()
+        if not restart:
+            resumed = await guard.run(first.agent(guard, model), result.to_state())
+            setup = first
+    if restart:  # the host restarted: a new harness over the same stores, a new guard
+        setup = Setup(workspace, **sqlite_stores(tmp_path))
+        async with setup.harness:
+            guard = await setup.guard(approver="alice")
+            agent = setup.agent(guard, ScriptedModel([say("written")]))
+            state = await RunState.from_json(agent, saved)
+            [item] = state.get_interruptions()
+            shown = guard.pending_ask(item)
+            assert shown is not None and shown.status == "answered"
+            resumed = await guard.run(agent, state)
+    assert resumed.interruptions == [] and resumed.final_output == "written"
+    assert setup.ran.of("write_file") == [{"path": "docs/b.md", "text": "beta"}]
+    [decided] = final(setup.records("c1"))
+    assert decided["outcome"] == "authorized" and decided["ask"]["answered_by"] == "carol"
+    assert decided["ask"]["via"] == "cli"
+
+
+async def test_a_cli_denial_alone_resumes_the_run_without_the_call(
+    workspace: Path, tmp_path: Path
+) -> None:
+    setup = Setup(workspace, **sqlite_stores(tmp_path))
+    async with setup.harness:
+        guard = await setup.guard(approver="alice")
+        result, model = await ask_once(setup, guard, "c1")
+        [ask] = setup.harness.pending_asks()
+        await cli_answer(tmp_path / "state.db", ask.ask_id, answer="deny", approver_name="carol")
+        resumed = await guard.run(setup.agent(guard, model), result.to_state())
+    assert resumed.interruptions == [] and resumed.final_output == "written"
+    assert setup.ran.of("write_file") == []
+    [decided] = answers(setup, "c1")
+    assert decided["answer"] == "deny" and decided["by"] == "carol"
+
+
+async def test_a_saved_approved_state_resumed_twice_runs_the_call_once(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """An allow_once approval is one run: a saved RunState resumed again (in this host, or
+    after a restart) never runs the call again nor journals another answer."""
+    first = Setup(workspace, **sqlite_stores(tmp_path))
+    async with first.harness:
+        guard = await first.guard(approver="alice")
+        result, _ = await ask_once(first, guard, "c1")
+        state = result.to_state()
+        state.approve(result.interruptions[0])
+        saved = state.to_json()
+        for _ in range(2):  # the same guard, then another session of this host
+            agent = first.agent(guard, ScriptedModel([say("written")]))
+            await guard.run(agent, await RunState.from_json(agent, saved))
+            guard = await first.guard(approver="alice")
+    assert first.ran.of("write_file") == [{"path": "docs/b.md", "text": "beta"}]
+    assert [a["answer"] for a in answers(first, "c1")] == ["allow_once"]
+
+    again = Setup(workspace, **sqlite_stores(tmp_path))  # a restart, the same saved state
+    async with again.harness:
+        guard = await again.guard(approver="alice")
+        agent = again.agent(guard, ScriptedModel([say("written")]))
+        replayed = await guard.run(agent, await RunState.from_json(agent, saved))
+        assert again.harness.pending_asks() == []  # no ask left for a later replay to take
+    assert again.ran.of("write_file") == []
+    assert "did not run again" in json.dumps(replayed.to_input_list())
+    assert answers(again, "c1") == []  # no answer journaled for an ask nobody saw
