@@ -32,6 +32,7 @@ from typing import Any
 from clearance.facts.base import ATTRIBUTE_TYPES, Canonical, CustomFact, FactError, FactKind
 from clearance.facts.command import CommandFact
 from clearance.facts.numbers import NumberFact
+from clearance.facts.patch import PatchFact
 from clearance.facts.paths import PathFact
 from clearance.facts.web import SPECIAL_SCHEMES, EmailFact, UrlFact
 
@@ -81,6 +82,10 @@ def _builtin(name: str, root: str | None, pointer: str) -> FactKind:
         if root is None:
             raise FactsError(f"{pointer}: a '{name}' fact needs the tool's root=")
         return PathFact(root, follow_final=name == "path")
+    if name == "patch":
+        if root is None:
+            raise FactsError(f"{pointer}: a 'patch' fact needs the tool's root=")
+        return PatchFact(root)
     if name == "command":
         return CommandFact(root)
     if name == "url":
@@ -91,7 +96,7 @@ def _builtin(name: str, root: str | None, pointer: str) -> FactKind:
         return NumberFact()
     raise FactsError(
         f"{pointer}: unknown fact kind {name!r} "
-        "(built-in: path, path_entry, command, url, email, number)"
+        "(built-in: path, path_entry, patch, command, url, email, number)"
     )
 
 

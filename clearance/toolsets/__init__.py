@@ -1,7 +1,8 @@
 """Bundled tool namespaces.
 
 - :mod:`clearance.toolsets.files`: workspace file tools confined to one root
-  (``read_file``, ``write_file``, ``move_file``, ``list_dir``, ``search``).
+  (``read_file``, ``write_file``, ``edit``, ``apply_patch``, ``move_file``, ``list_dir``,
+  ``search``).
 - :mod:`clearance.toolsets.shell`: ``run(command)`` without a shell, bounded in output
   and time.
 

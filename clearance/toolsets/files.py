@@ -31,9 +31,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from clearance.facts.patch import PatchFact
 from clearance.facts.paths import PathFact
 from clearance.guardrails.paths import PathScope
 from clearance.harness.tools import Tool, ToolRegistry
+from clearance.toolsets._file_edit import apply_patch_handler, edit_handler
 from clearance.toolsets._file_guard import PROTECTED, SQLITE_SIDE_FILES, FileGuard
 from clearance.toolsets._file_handlers import (
     Handler,
@@ -78,8 +80,10 @@ def files_tools(
 ) -> list[Tool]:
     """The workspace file tools, confined to ``root``.
 
-    ``read_file`` (read-only), ``write_file`` (mutating), ``move_file`` (mutating),
-    ``list_dir`` (read-only) and ``search`` (read-only). Register them with
+    ``read_file`` (read-only), ``write_file``, ``edit``, ``apply_patch`` and
+    ``move_file`` (mutating), ``list_dir`` and ``search`` (read-only). ``edit`` and
+    ``apply_patch`` change their files wholly or not at all; every path of a patch is a
+    canonical fact (:class:`~clearance.facts.patch.PatchFact`). Register them with
     ``registry.register("files", files_tools(root))`` or :func:`register_files`.
 
     Args:
@@ -141,6 +145,55 @@ def files_tools(
             annotations={"readOnlyHint": False, "destructiveHint": True},
             root=scope.root,
             facts={"/path": path_fact},
+        ),
+        Tool(
+            "edit",
+            edit_handler(guard, max_read_bytes),
+            description=(
+                "Edit a UTF-8 text file in the workspace: each of `edits` replaces its exact "
+                "`old` text with `new`, in order. The old text must occur exactly once "
+                "(include enough surrounding lines) unless `replace_all` is true. Nothing is "
+                "written unless every edit applies."
+            ),
+            input_schema=_schema(
+                {
+                    "path": _PATH,
+                    "edits": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": 100,
+                        "items": _schema(
+                            {
+                                "old": {"type": "string", "minLength": 1},
+                                "new": {"type": "string"},
+                                "replace_all": {"type": "boolean"},
+                            },
+                            ["old", "new"],
+                        ),
+                    },
+                },
+                ["path", "edits"],
+            ),
+            annotations={"readOnlyHint": False, "destructiveHint": True},
+            root=scope.root,
+            facts={"/path": path_fact},
+        ),
+        Tool(
+            "apply_patch",
+            apply_patch_handler(guard, max_read_bytes),
+            description=(
+                "Apply a unified diff (as `git diff` prints it: a '--- a/PATH' and '+++ "
+                "b/PATH' pair and '@@' hunks per file; /dev/null to add or delete a file; "
+                "'rename from'/'rename to' to rename) to files of the workspace. Every file "
+                "changes or none does; a hunk whose lines are not found fails the whole patch."
+            ),
+            input_schema=_schema(
+                {"patch": {"type": "string", "minLength": 1, "maxLength": 4_000_000}},
+                ["patch"],
+            ),
+            annotations={"readOnlyHint": False, "destructiveHint": True},
+            root=scope.root,
+            facts={"/patch": PatchFact(scope.root)},
         ),
         Tool(
             "move_file",

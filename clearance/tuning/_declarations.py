@@ -34,6 +34,7 @@ from typing import Any
 from clearance.errors import ConfigError, ToolRegistrationError
 from clearance.facts import EmailFact, NumberFact, PathFact, UrlFact
 from clearance.facts.command import CommandFact
+from clearance.facts.patch import PatchFact
 from clearance.harness.tools import CallContext, Tool, ToolRegistry
 
 __all__ = [
@@ -67,6 +68,7 @@ _MCP_KEYS = frozenset({"title", "outputSchema", "icons", "_meta", "execution"})
 _FACT_OPTIONS = {
     "path": {"root"},
     "path_entry": {"root"},
+    "patch": {"root"},
     "command": {"root", "max_length"},
     "url": {"default_scheme"},
     "email": set(),
@@ -126,6 +128,8 @@ def _fact_spec(tool: str, pointer: str, kind: Any, relative_to: str | None) -> d
     if isinstance(kind, PathFact):
         name = "path" if kind.follow_final else "path_entry"
         return {"kind": name, "root": _root_text(kind.root, relative_to)}
+    if isinstance(kind, PatchFact):
+        return {"kind": "patch", "root": _root_text(kind.root, relative_to)}
     if isinstance(kind, CommandFact):
         spec: dict[str, Any] = {"kind": "command", "root": _root_text(kind.root, relative_to)}
         if kind.max_length != CommandFact().max_length:
@@ -333,6 +337,9 @@ def _fact_kind(spec: Any, root: str | None, tool: str, pointer: str) -> Any:
             if where is None:
                 return kind  # registration says that the root is missing
             return PathFact(where, follow_final=kind == "path")
+        if kind == "patch":
+            where = options.get("root") or root
+            return kind if where is None else PatchFact(where)
         if kind == "command":
             extra = {"max_length": options["max_length"]} if "max_length" in options else {}
             return CommandFact(options.get("root", root), **extra)

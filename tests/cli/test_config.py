@@ -63,8 +63,8 @@ def test_the_commented_example_loads(tmp_path: Path) -> None:
     assert args[2].advisory
     registry = build_registry(config)
     assert {t.qualified_name for t in registry} == {
-        "files.read_file", "files.write_file", "files.move_file", "files.list_dir",
-        "files.search", "shell.run",
+        "files.read_file", "files.write_file", "files.edit", "files.apply_patch",
+        "files.move_file", "files.list_dir", "files.search", "shell.run",
     }  # fmt: skip
 
 

@@ -86,7 +86,7 @@ def test_schema_in_cedar_and_json_formats(cli: Any, tmp_path: Path, bad_dir: Pat
 def test_validate_the_starter_pack(cli: Any) -> None:
     r = cli("policy", "validate", str(CODING))
     assert r.code == 0, r.err
-    assert re.match(r"ok: \d+ policies in .* validate against the schema of 6 tools", r.out)
+    assert re.match(r"ok: \d+ policies in .* validate against the schema of 8 tools", r.out)
 
 
 def test_validate_reports_every_problem_with_file_line_and_id(cli: Any, bad_dir: Path) -> None:
@@ -295,7 +295,10 @@ def test_explain_text_output_and_schema_stage(cli: Any) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--tool", "web.fetch"], "error: unknown tool 'web.fetch' (registered: files.list_dir,"),
+        (
+            ["--tool", "web.fetch"],
+            "error: unknown tool 'web.fetch' (registered: files.apply_patch,",
+        ),
         (["--tool", "files.read_file", "--args", "{bad"], "Invalid value for '--args': not JSON"),
         (["--tool", "files.read_file", "--args", "[1]"], "must be a JSON object"),
         (["--tool", "files.read_file", "--policies", "bad"], "policy typo-attribute"),

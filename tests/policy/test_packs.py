@@ -8,6 +8,7 @@ from typing import Any, Literal
 import pytest
 
 from clearance.facts import FactError, apply_facts
+from clearance.facts.patch import PatchFact
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import AuthzRequest, Principal, SessionInfo
 from clearance.policy.cedar import CedarEvaluator
@@ -60,6 +61,36 @@ def dummy_coding_registry(root: Path = ROOT) -> ToolRegistry:
                 ),
                 root=root,
                 facts=facts,
+            ),
+            Tool(
+                "edit",
+                _handler,
+                input_schema=_object(
+                    {
+                        "path": path,
+                        "edits": {
+                            "type": "array",
+                            "items": _object(
+                                {
+                                    "old": {"type": "string"},
+                                    "new": {"type": "string"},
+                                    "replace_all": {"type": "boolean"},
+                                },
+                                ["old", "new"],
+                            ),
+                        },
+                    },
+                    ["path", "edits"],
+                ),
+                root=root,
+                facts=facts,
+            ),
+            Tool(
+                "apply_patch",
+                _handler,
+                input_schema=_object({"patch": {"type": "string"}}, ["patch"]),
+                root=root,
+                facts={"/patch": PatchFact(root)},
             ),
             Tool(
                 "move_file",

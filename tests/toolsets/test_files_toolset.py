@@ -54,6 +54,8 @@ def test_tools_register_with_strict_schemas(workspace: Path) -> None:
     assert [t.qualified_name for t in registered] == [
         "files.read_file",
         "files.write_file",
+        "files.edit",
+        "files.apply_patch",
         "files.move_file",
         "files.list_dir",
         "files.search",

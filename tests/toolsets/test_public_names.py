@@ -24,7 +24,15 @@ def test_the_files_module_exports_its_public_names(tmp_path: Path) -> None:
     assert files.PROTECTED == (".git", ".gitconfig")
     assert "-wal" in files.SQLITE_SIDE_FILES
     names = [tool.name for tool in files.files_tools(tmp_path)]
-    assert names == ["read_file", "write_file", "move_file", "list_dir", "search"]
+    assert names == [
+        "read_file",
+        "write_file",
+        "edit",
+        "apply_patch",
+        "move_file",
+        "list_dir",
+        "search",
+    ]
 
 
 def test_the_shell_module_exports_its_public_names(tmp_path: Path) -> None:
