@@ -1,5 +1,6 @@
 """What the inbox tests share: a host whose asks wait in a real SQLite ask store, hostile
-store text, and signing in to an inbox the way a browser does."""
+store text, and the token a person's link carries (sent as a bearer header, as the page's
+script does)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from clearance import Harness, Principal, Tool, ToolRegistry
 from clearance.harness.ask_store import StoredAsk
@@ -100,23 +99,16 @@ def hostile_ask(ask_id: str = "ask_hostile") -> StoredAsk:
     )
 
 
-_CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+def token_of(link: str) -> str:
+    """The token a person's link carries after ``#``."""
+    fragment = link.partition("#")[2]
+    assert fragment.startswith("token="), link
+    return fragment.removeprefix("token=")
 
 
-async def sign_in(client: httpx.AsyncClient, link: str) -> str:
-    """Open a login link, press Sign in, and return the session's CSRF token (the cookie
-    stays in ``client``)."""
-    form = await client.get(link)
-    assert form.status_code == 200, form.text
-    token = link.partition("token=")[2]
-    origin = str(client.base_url).rstrip("/")
-    done = await client.post("/login", data={"token": token}, headers={"origin": origin})
-    assert done.status_code == 303, done.text
-    page = await client.get("/")
-    assert page.status_code == 200, page.text
-    found = _CSRF.search(page.text)
-    assert found is not None
-    return found.group(1)
+def bearer(token: str) -> dict[str, str]:
+    """The header the inbox page sends with every request."""
+    return {"authorization": f"Bearer {token}"}
 
 
 def cli_env() -> dict[str, str]:
@@ -142,7 +134,7 @@ class Running:
                 self.process.communicate(timeout=10)
 
 
-_LINK = re.compile(r"^  (?P<user>[^:]+): (?P<link>http://127\.0\.0\.1:\d+/login\?token=\S+)$")
+_LINK = re.compile(r"^  (?P<user>[^:]+): (?P<link>http://127\.0\.0\.1:\d+/#token=\S+)$")
 
 
 def start_inbox(*args: str, cwd: Path, timeout: float = 30) -> Running:

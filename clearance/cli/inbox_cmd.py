@@ -3,9 +3,10 @@
 It serves :class:`clearance.inbox.Inbox` on ``127.0.0.1`` over the ask store that
 ``clearance asks`` reads (``--db``: a SQLite file or a ``postgresql://`` URL; else the
 configuration's ``store``; else its SQLite file, ``[approvals] grants`` or the journal
-file in the state directory), and prints one one-time login link per person
-(``--user``, repeatable; default the login name). An answer given there is recorded as that
-person's, through the inbox, and the host waiting on the ask goes on.
+file in the state directory), and prints one link per person (``--user``, repeatable;
+default the login name), with the person's token after ``#``. Each person must be an
+approver (``clearance approvers add NAME``): their answers are sealed with their key (rule
+R13), recorded as theirs, through the inbox, and the host waiting on the ask goes on.
 
 The inbox needs Starlette and uvicorn, which the optional ``mcp`` extra installs. The
 command is always listed; without the extra, ``clearance inbox`` (with or without
@@ -72,6 +73,22 @@ def _login() -> str:
         return "user"
 
 
+def _default_users(store: Any) -> list[str]:
+    """Who the inbox is for without ``--user``: the login name when it is an approver,
+    else every approver."""
+    keyring = store.approvers
+    login = _login()
+    if keyring.credential(login) is not None:
+        return [login]
+    found: list[str] = keyring.names()
+    if not found:
+        fail(
+            "no approver to serve: a person registers with `clearance approvers add NAME` "
+            "(then --user NAME)"
+        )
+    return found
+
+
 @cli.command("inbox", cls=_NeedsInbox)
 @click.option(
     "--db",
@@ -86,8 +103,9 @@ def _login() -> str:
     "users",
     metavar="NAME",
     multiple=True,
-    help="Who may answer, and is recorded as answering (repeat for several people, each "
-    "with a login link; default: the login name).",
+    help="Who may answer, and is recorded as answering: an approver (repeat for several "
+    "people, each with a link of their own; default: the login name if it is an approver, "
+    "else every approver).",
 )
 @click.option(
     "--port",
@@ -99,15 +117,16 @@ def _login() -> str:
 def inbox(db: str | None, config_path: str | None, users: tuple[str, ...], port: int) -> None:
     """Serve the pending asks on a page in the browser, to approve or deny.
 
-    Prints a one-time login link per person: open it and press "Sign in" (the link then
-    stops working). New asks appear on the page as hosts raise them; an answer goes to the
-    ask store, and the waiting host goes on. Stop with Ctrl-C.
+    Prints a link per person, which signs them in: open it in a browser and keep it to
+    yourself (the token after '#' is your authority to answer). Each person is an approver
+    (`clearance approvers add NAME`). New asks appear on the page as hosts raise them; an
+    answer goes to the ask store, and the waiting host goes on. Stop with Ctrl-C.
     """
     from clearance.inbox import Inbox
 
-    names = list(users) or [_login()]
     store = _open_store(db, config_path)
     try:
+        names = list(users) or _default_users(store)
         try:
             server = Inbox(store, users=names)
         except ValueError as exc:
@@ -115,7 +134,7 @@ def inbox(db: str | None, config_path: str | None, users: tuple[str, ...], port:
 
         def ready(started: InboxStarted) -> None:
             click.echo(f"clearance inbox on {printable(started.url)} for {printable(server.label)}")
-            click.echo("Open your link and press Sign in (each link works once):")
+            click.echo("Open your link in a browser; it signs you in (keep it to yourself):")
             for user, link in started.links.items():
                 click.echo(f"  {printable(user)}: {printable(link)}")
             click.echo("Stop with Ctrl-C.", nl=True)

@@ -10,13 +10,16 @@ so the host waiting on it goes on, in this process or any other sharing the stor
 host journals the answer (``permission_decided`` with ``by`` and ``via``) when it applies
 it. ``clearance inbox`` runs one over the CLI's SQLite ask store.
 
-Who may answer: each person gets a one-time login link at start. Opening it and pressing
-"Sign in" sets an ``HttpOnly``, ``SameSite=Strict`` session cookie and burns the link.
-Every answer carries the session's CSRF token, checked on the server; every request must
-name this inbox's own address in ``Host`` (and ``Origin``, when sent), against DNS
-rebinding; the page allows no inline script and no framing. Everything that comes from the
-store (model-chosen arguments, reasons, names) is shown with its control and bidi
-characters spelled out and HTML-escaped. See ``docs/inbox.md``.
+Who may answer (rule R13): each person gets a token at start, printed in a link after
+``#`` (a fragment never reaches a server). The page keeps it in the tab's
+``sessionStorage`` and sends it as ``Authorization: Bearer``; the inbox sets and reads no
+cookie, so another server on this machine that the browser visits holds nothing that
+answers. Failed attempts are limited and logged. Over an ask store, each answer is sealed
+with the person's approver key. Every request must name this inbox's own address in
+``Host`` (and ``Origin``, when sent), against DNS rebinding; the page allows no inline
+script and no framing. Everything that comes from the store (model-chosen arguments,
+reasons, names) is shown with its control and bidi characters spelled out and
+HTML-escaped. See ``docs/inbox.md``.
 
 This package needs Starlette and uvicorn, which the optional ``mcp`` extra installs;
 without them importing it raises :class:`~clearance.errors.MissingExtraError`, whose

@@ -1,24 +1,34 @@
 """The inbox server: its routes, how an answer reaches the ask store, and serving it.
 
-Routes (every one behind :class:`~clearance.inbox._guard.LocalOnly`):
+Routes (every one behind :class:`~clearance.inbox._guard.LocalOnly`; the inbox sets no
+cookie and reads none, see :mod:`clearance.inbox._auth`):
 
-- ``GET /login?token=T``: a page with a "Sign in" button for an unused login token;
-  ``POST /login`` spends the token and sets the session cookie (``HttpOnly``,
-  ``SameSite=Strict``); the token is useless from then on.
-- ``GET /``: the inbox (signed in), ``GET /asks``: the cards of the pending asks (what the
-  page fetches every ``poll_interval`` seconds), ``GET /static/...``: script and style.
-- ``POST /answer`` (``csrf``, ``ask_id``, ``decision``, ``scope``): answers a pending ask
-  as the signed-in person, through the inbox. ``POST /logout`` (``csrf``) ends the session.
+- ``GET /``: the page, with no ask on it and nothing secret (anyone local may fetch it);
+  its script takes the person's token from the link's fragment (``#token=...``), keeps it
+  in the tab's ``sessionStorage`` and sends it as ``Authorization: Bearer`` below.
+  ``GET /static/...``: script and style.
+- ``GET /asks`` (bearer): ``{"user", "cards"}``, the signed-in person and the cards of the
+  pending asks (what the page fetches every ``poll_interval`` seconds).
+- ``POST /answer`` (bearer; a form: ``ask_id``, ``decision``, ``scope``): answers a pending
+  ask as the token's person, through the inbox. ``POST /logout`` (bearer) ends the token.
 
-Answers are refused with a status and one sentence, never an exception: not signed in
-(401), a CSRF token that is not the session's (403), a malformed form (400), no such ask
-(404), an ask no longer pending (409: answered, by whom and through what; or closed). The
-reply is JSON (``{"ok", "message"}``) when the request accepts it, else a small page.
+Refusals are a status and one sentence, never an exception: no token or one that is not
+(401), too many failed attempts lately (429, with ``Retry-After``), a malformed form
+(400, 413, 415), no such ask (404), an ask no longer pending (409: answered, by whom and
+through what; or closed). The reply is JSON (``{"ok", "message"}``) when the request
+accepts it, else a small page.
+
+Who answers (rule R13): over an ask store, the inbox seals each answer with the person's
+approver key (``clearance approvers add NAME``; an inbox refuses to start for a person
+without one); beside a harness, it is part of the host and answers through
+``harness.answer_ask``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,7 +40,7 @@ import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from clearance.errors import AskError, ConfigError
@@ -38,9 +48,9 @@ from clearance.harness.approvals import coerce_decision
 from clearance.harness.ask_store import AskStore, StoredAsk
 from clearance.harness.session import Harness
 from clearance.inbox._assets import INBOX_CSS, INBOX_JS
-from clearance.inbox._auth import Logins, SignedIn
+from clearance.inbox._auth import Failures, People, Person
 from clearance.inbox._guard import LocalOnly
-from clearance.inbox._render import ANSWER_LABELS, ask_list, inbox_page, login_page, message_page
+from clearance.inbox._render import ANSWER_LABELS, ask_list, inbox_page, message_page
 
 __all__ = ["Inbox", "InboxStarted"]
 
@@ -57,16 +67,17 @@ class InboxStarted:
     url: str
     """The inbox's address (``http://127.0.0.1:PORT/``)."""
     links: Mapping[str, str]
-    """Each person's one-time login link, by name."""
+    """Each person's link, by name: the address with their token after ``#``."""
 
 
 class _Refused(Exception):
     """A request the inbox answers with ``status`` and one sentence."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry_after = retry_after
 
 
 class Inbox:
@@ -76,15 +87,22 @@ class Inbox:
         asks: the ask store to show and answer, or a :class:`~clearance.Harness` (its
             ``ask_store``; answers then go through ``harness.answer_ask``, which also
             releases a call waiting in this process at once).
-        users: the people who may answer; each gets a one-time login link, and every
-            answer given in their session is recorded as theirs (``by``).
+        users: the people who may answer; each gets a token (in their link), and every
+            answer sent with it is recorded as theirs (``by``). Over an ask store, each
+            must be an approver of the store's keyring (``clearance approvers add``):
+            their answers are sealed with their key.
         poll_interval: seconds between the page's looks for new asks.
-        session_ttl: seconds a sign-in lasts.
+        session_ttl: seconds a token works from the start.
         max_age: seconds an ask stays on show (a harness's own ``pending_ask_ttl`` when
             ``asks`` is one): an older ask is no longer applied by any host.
+        max_failures: failed attempts (tokens that are not one) within
+            ``failure_window`` seconds after which every request is refused until they
+            stop.
+        failure_window: see ``max_failures``.
 
     Raises:
-        ValueError: no user, an empty or repeated name, or a non-positive interval.
+        ValueError: no user, an empty or repeated name, a person without an approver key
+            (over a store), or a non-positive interval.
     """
 
     def __init__(
@@ -95,34 +113,43 @@ class Inbox:
         poll_interval: float = 1.0,
         session_ttl: float = 12 * 3600.0,
         max_age: float = 86_400.0,
+        max_failures: int = 10,
+        failure_window: float = 60.0,
     ) -> None:
-        if poll_interval <= 0 or session_ttl <= 0 or max_age <= 0:
-            raise ValueError("poll_interval, session_ttl and max_age must be positive")
+        if poll_interval <= 0 or session_ttl <= 0 or max_age <= 0 or failure_window <= 0:
+            raise ValueError(
+                "poll_interval, session_ttl, max_age and failure_window must be positive"
+            )
+        if max_failures < 1:
+            raise ValueError("max_failures must be at least 1")
         self.harness = asks if isinstance(asks, Harness) else None
         self.store: AskStore = asks.ask_store if isinstance(asks, Harness) else asks
         self.max_age = self.harness.pending_ask_ttl if self.harness is not None else max_age
         self.poll_interval = poll_interval
-        self.logins = Logins(users, session_ttl=session_ttl)
+        self.people = People(users, ttl=session_ttl)
+        self.failures = Failures(max_failures=max_failures, window=failure_window)
+        if self.harness is None:
+            keyring = getattr(self.store, "approvers", None)
+            for user in users:
+                if keyring is None or keyring.credential(user) is None:
+                    raise ValueError(
+                        f"{user!r} has no approver key for this store: a person registers "
+                        f"with `clearance approvers add {user}`"
+                    )
         path = getattr(self.store, "path", None)
         self.label = str(path) if path else type(self.store).__name__
         # One store call at a time: a SQLite connection is shared by the worker threads.
         self._store_calls = anyio.CapacityLimiter(1)
-        self.cookie_name = "clearance_inbox"
-        """The session cookie's name (with the port, once :meth:`asgi_app` knows it)."""
 
     # -- the app ----------------------------------------------------------------------------
 
     def asgi_app(self, *, port: int) -> Any:
         """The inbox as an ASGI app, for requests addressed to ``127.0.0.1:port`` (or
         ``localhost:port``) only. One inbox serves one address."""
-        # Cookies are not kept per port: two inboxes on one machine must not share one.
-        self.cookie_name = f"clearance_inbox_{port}"
         app = Starlette(
             routes=[
                 Route("/", self._page, methods=["GET"]),
                 Route("/asks", self._cards, methods=["GET"]),
-                Route("/login", self._login_form, methods=["GET"]),
-                Route("/login", self._login, methods=["POST"]),
                 Route("/logout", self._logout, methods=["POST"]),
                 Route("/answer", self._answer, methods=["POST"]),
                 Route("/static/inbox.js", _asset(INBOX_JS, "text/javascript"), methods=["GET"]),
@@ -131,80 +158,59 @@ class Inbox:
         )
         return LocalOnly(app, [f"127.0.0.1:{port}", f"localhost:{port}"])
 
-    def _signed_in(self, request: Request) -> tuple[str, SignedIn | None]:
-        cookie = request.cookies.get(self.cookie_name)
-        return cookie or "", self.logins.session(cookie)
+    def _bearer(self, request: Request) -> tuple[str, Person]:
+        """The token a request carries and its person.
+
+        Raises:
+            _Refused: too many failed attempts lately (429), no token (401), or a token
+                that is not one (401, counted).
+        """
+        wait = self.failures.locked_for()
+        if wait > 0:
+            raise _Refused(
+                429,
+                "Too many requests with wrong tokens came to this inbox lately: something on "
+                f"this machine is trying tokens. Answers are refused for {math.ceil(wait)} s.",
+                retry_after=wait,
+            )
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise _Refused(401, _SIGN_IN)
+        person = self.people.person(token.strip())
+        if person is None:
+            self.failures.failed(f"a token that is not one ({request.method} {request.url.path})")
+            raise _Refused(401, _SIGN_IN)
+        return token.strip(), person
 
     async def _page(self, request: Request) -> Response:
-        _, session = self._signed_in(request)
-        if session is None:
-            return _reply(request, _Refused(401, _SIGN_IN), page_only=True)
-        asks = await self._pending()
-        return HTMLResponse(
-            inbox_page(
-                asks,
-                user=session.user,
-                csrf=session.csrf,
-                store=self.label,
-                poll_ms=round(self.poll_interval * 1000),
-            )
-        )
+        return HTMLResponse(inbox_page(store=self.label, poll_ms=round(self.poll_interval * 1000)))
 
     async def _cards(self, request: Request) -> Response:
-        _, session = self._signed_in(request)
-        if session is None:
-            return _reply(request, _Refused(401, _SIGN_IN), page_only=True)
-        return HTMLResponse(ask_list(await self._pending(), csrf=session.csrf))
-
-    async def _login_form(self, request: Request) -> Response:
-        token = request.query_params.get("token")
-        user = self.logins.user_of_token(token)
-        if user is None or token is None:
-            return _reply(request, _Refused(403, _USED_LINK), page_only=True)
-        return HTMLResponse(login_page(user, token))
-
-    async def _login(self, request: Request) -> Response:
         try:
-            form = await _form(request)
+            _, person = self._bearer(request)
         except _Refused as refused:
-            return _reply(request, refused, page_only=True)
-        opened = self.logins.sign_in(form.get("token"))
-        if opened is None:
-            return _reply(request, _Refused(403, _USED_LINK), page_only=True)
-        cookie, _ = opened
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(
-            self.cookie_name,
-            cookie,
-            httponly=True,
-            samesite="strict",
-            path="/",
-        )
-        return response
+            return _reply(request, refused, json_always=True)
+        cards = ask_list(await self._pending())
+        return JSONResponse({"user": person.user, "cards": cards})
 
     async def _logout(self, request: Request) -> Response:
-        cookie, session = self._signed_in(request)
         try:
-            form = await _form(request)
-            _check(session, form)
+            token, _ = self._bearer(request)
         except _Refused as refused:
-            return _reply(request, refused, page_only=True)
-        self.logins.sign_out(cookie)
-        response = HTMLResponse(message_page("Signed out", _SIGNED_OUT, back=False))
-        response.delete_cookie(self.cookie_name, path="/")
-        return response
+            return _reply(request, refused)
+        self.people.sign_out(token)
+        return _reply(request, None, message=_SIGNED_OUT)
 
     async def _answer(self, request: Request) -> Response:
-        _, session = self._signed_in(request)
         try:
+            _, person = self._bearer(request)
             form = await _form(request)
-            _check(session, form)
-            assert session is not None
             message = await self._give_answer(
                 form.get("ask_id") or "",
                 form.get("decision") or "",
                 scope=form.get("scope"),
-                by=session.user,
+                by=person.user,
             )
         except _Refused as refused:
             return _reply(request, refused)
@@ -252,6 +258,8 @@ class Inbox:
                 await self.harness.answer_ask(ask_id, answer, by=by, via=_VIA)
             else:
                 await self._store(_answer_in_store, self.store, ask_id, answer, by)
+        except _Refused:
+            raise
         except AskError as exc:
             # Answered elsewhere between the look above and this answer: say by whom.
             again: StoredAsk | None = await self._store(self.store.get, ask_id)
@@ -272,7 +280,7 @@ class Inbox:
         self, *, port: int = 8766, ready: Callable[[InboxStarted], None] | None = None
     ) -> None:
         """Serve on ``127.0.0.1:port`` until cancelled (``port=0``: any free port);
-        ``ready`` gets the address and the login links once the socket listens.
+        ``ready`` gets the address and each person's link once the socket listens.
 
         Raises:
             ConfigError: the port cannot be listened on.
@@ -325,8 +333,8 @@ class Inbox:
                 url = f"http://127.0.0.1:{bound}/"
                 if ready is not None:
                     links = {
-                        user: f"{url}login?token={quote(token, safe='')}"
-                        for user, token in self.logins.tokens.items()
+                        user: f"{url}#token={quote(token, safe='')}"
+                        for user, token in self.people.tokens.items()
                     }
                     ready(InboxStarted(url, links))
                 try:
@@ -341,19 +349,18 @@ class Inbox:
 
 # -- helpers ------------------------------------------------------------------------------
 
-_SIGN_IN = "Not signed in: open the login link that clearance inbox printed when it started."
-_USED_LINK = (
-    "This login link is not valid or was already used. Each link works once: restart "
-    "clearance inbox for a new one."
+_SIGN_IN = (
+    "Not signed in: open the link clearance inbox printed for you (it carries your token "
+    "after '#')."
 )
-_SIGNED_OUT = "Signed out. Restart clearance inbox for a new login link."
+_SIGNED_OUT = "Signed out. Restart clearance inbox for a new link."
 
 
 def _answer_in_store(store: AskStore, ask_id: str, answer: Any, by: str) -> None:
     """Answer as ``by``, sealed with their approver key (rule R13)."""
     credential = store.approvers.credential(by)
-    if credential is None:
-        raise AskError(f"{by!r} has no approver key on this machine")
+    if credential is None:  # removed since the inbox started
+        raise _Refused(403, f"{by} is no longer an approver here; nothing changed.")
     store.answer(ask_id, answer, credential=credential, via=_VIA)
 
 
@@ -368,20 +375,13 @@ def _not_pending(ask: StoredAsk) -> str:
 
 
 def _scope_index(raw: str | None, count: int) -> int:
+    """The scope number of a form: ASCII digits only (``"²".isdigit()`` is true and
+    ``int("²")`` raises; ``int("٣")`` is 3), within the ask's scopes."""
     if raw is None or raw == "":
         return 1
-    if not raw.isdigit() or not 1 <= int(raw) <= count:
+    if not re.fullmatch(r"[0-9]{1,6}", raw) or not 1 <= int(raw) <= count:
         raise _Refused(400, f"the scope is the number of one the ask offers (1 to {count})")
     return int(raw)
-
-
-def _check(session: SignedIn | None, form: Mapping[str, str]) -> None:
-    if session is None:
-        raise _Refused(401, _SIGN_IN)
-    if not session.csrf_matches(form.get("csrf")):
-        raise _Refused(
-            403, "This form is not from your inbox session (CSRF check failed); reload the page."
-        )
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -414,14 +414,21 @@ def _reply(
     refused: _Refused | None,
     *,
     message: str = "",
-    page_only: bool = False,
+    json_always: bool = False,
 ) -> Response:
     """The inbox's reply: JSON for the page's script, else a small page."""
     status, text = (refused.status, refused.message) if refused else (200, message)
-    if _wants_json(request) and not page_only:
-        return JSONResponse({"ok": refused is None, "message": text}, status_code=status)
-    title = "Answered" if refused is None else _TITLES.get(status, "Refused")
-    return HTMLResponse(message_page(title, text, back=status != 401), status_code=status)
+    headers = {}
+    if refused is not None and refused.retry_after is not None:
+        headers["retry-after"] = str(math.ceil(refused.retry_after))
+    if _wants_json(request) or json_always:
+        return JSONResponse(
+            {"ok": refused is None, "message": text}, status_code=status, headers=headers
+        )
+    title = "Done" if refused is None else _TITLES.get(status, "Refused")
+    return HTMLResponse(
+        message_page(title, text, back=status != 401), status_code=status, headers=headers
+    )
 
 
 _TITLES = {
@@ -432,6 +439,7 @@ _TITLES = {
     409: "Not answered",
     413: "Too large",
     415: "Not understood",
+    429: "Too many attempts",
 }
 
 

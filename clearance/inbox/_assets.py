@@ -1,8 +1,12 @@
 """The inbox page's script and style, served as files of the inbox (its Content Security
 Policy allows no inline script or style).
 
-The script keeps the page live without reloading it: every ``data-poll`` milliseconds it
-fetches ``/asks`` (the server-rendered, escaped cards of the pending asks), adds the cards
+The script signs the page in: it takes the person's token from the link's fragment
+(``#token=...``), keeps it in the tab's ``sessionStorage`` only, takes it out of the
+address bar, and sends it as ``Authorization: Bearer`` with every request (never a
+cookie: see :mod:`clearance.inbox._auth`). It keeps the page live without reloading it:
+every ``data-poll`` milliseconds it fetches ``/asks`` (who is signed in, and the
+server-rendered, escaped cards of the pending asks), adds the cards
 of new asks and removes those no longer pending, leaving every other card as it is (a
 person's scope choice is not reset under their cursor). It sends an answer with ``fetch``
 and writes the inbox's reply into the card with ``textContent``. It never builds HTML
@@ -16,14 +20,38 @@ __all__ = ["INBOX_CSS", "INBOX_JS"]
 INBOX_JS = """\
 "use strict";
 (() => {
+  const KEY = "clearance-inbox-token";
   const list = document.getElementById("asks");
   const empty = document.getElementById("empty");
   const count = document.getElementById("count");
   const status = document.getElementById("status");
+  const signin = document.getElementById("signin");
   const interval = Number(document.body.dataset.poll || "1000");
   // Asks answered (or refused) on this page: their cards stay, with what the inbox said.
   const kept = new Set();
   let stopped = false;
+
+  // The person's token: in the link's fragment (never sent to a server), then only in this
+  // tab's sessionStorage (this origin's alone) and sent as a bearer header, never a cookie.
+  const found = /(?:^#|&)token=([^&]+)/.exec(window.location.hash);
+  if (found) {
+    sessionStorage.setItem(KEY, decodeURIComponent(found[1]));
+    history.replaceState(null, "", window.location.pathname + window.location.search);
+  }
+  const token = sessionStorage.getItem(KEY);
+
+  function auth(extra) {
+    return Object.assign({ Authorization: `Bearer ${token}` }, extra || {});
+  }
+
+  function signedOut(message) {
+    stopped = true;
+    sessionStorage.removeItem(KEY);
+    document.getElementById("user").hidden = true;
+    document.getElementById("signout").hidden = true;
+    signin.hidden = false;
+    status.textContent = message;
+  }
 
   const cards = () => Array.from(list.querySelectorAll("article.ask"));
 
@@ -48,21 +76,28 @@ INBOX_JS = """\
   async function refresh() {
     let response;
     try {
-      response = await fetch("/asks", { cache: "no-store", credentials: "same-origin" });
+      response = await fetch("/asks", {
+        cache: "no-store",
+        credentials: "omit",
+        headers: auth({ Accept: "application/json" }),
+      });
     } catch (error) {
       status.textContent = "The inbox is not answering; trying again.";
       return;
     }
+    const reply = await response.json().catch(() => ({}));
     if (response.status === 401) {
-      stopped = true;
-      status.textContent = "Signed out: open a new login link from clearance inbox.";
+      signedOut(reply.message || "Signed out: open your link from clearance inbox.");
       return;
     }
     if (!response.ok) {
-      status.textContent = `The inbox answered ${response.status}; trying again.`;
+      status.textContent = reply.message || `The inbox answered ${response.status}; trying again.`;
       return;
     }
-    const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+    document.getElementById("who").textContent = reply.user;
+    document.getElementById("user").hidden = false;
+    document.getElementById("signout").hidden = false;
+    const doc = new DOMParser().parseFromString(reply.cards, "text/html");
     show(Array.from(doc.querySelectorAll("article.ask")));
     status.textContent = `Live, updated ${new Date().toLocaleTimeString()}`;
   }
@@ -83,14 +118,15 @@ INBOX_JS = """\
       const response = await fetch("/answer", {
         method: "POST",
         body,
-        credentials: "same-origin",
-        headers: { Accept: "application/json" },
+        credentials: "omit",
+        headers: auth({ Accept: "application/json" }),
       });
       const reply = await response.json().catch(() => ({}));
       message = reply.message || `The inbox answered ${response.status}.`;
       ok = response.ok;
       // Answered, or no longer answerable: the card keeps the outcome.
       final = ok || response.status === 409 || response.status === 404;
+      if (response.status === 401) signedOut(message);
     } catch (error) {
       message = "The answer could not be sent; try again.";
     }
@@ -105,6 +141,14 @@ INBOX_JS = """\
     recount();
   }
 
+  async function signOut() {
+    try {
+      await fetch("/logout", { method: "POST", credentials: "omit", headers: auth() });
+    } finally {
+      signedOut("Signed out. Restart clearance inbox for a new link.");
+    }
+  }
+
   async function loop() {
     while (!stopped) {
       await refresh();
@@ -112,7 +156,12 @@ INBOX_JS = """\
     }
   }
 
+  if (!token) {
+    signedOut("Not signed in");
+    return;
+  }
   list.addEventListener("submit", answer);
+  document.getElementById("signout").addEventListener("click", signOut);
   loop();
 })();
 """

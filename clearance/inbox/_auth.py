@@ -1,56 +1,63 @@
-"""Who is signed in to an inbox: one-time login tokens, sessions and their CSRF tokens.
+"""Who is using an inbox: one bearer token per person, and a limit on failed attempts.
 
-A login token is made per person when the inbox starts and printed in a link. It works
-once: exchanging it for a session burns it, so a link seen later (in a terminal's
-scrollback, a browser's history) signs nobody in. A session is a random cookie value,
-kept here only as its SHA-256 (so a lookup's timing says nothing about a valid value), with
-the person's name, its own CSRF token and an end. Tokens are compared in constant time.
+Rule R13: nothing ambient may answer. A browser sends cookies for ``127.0.0.1`` to every
+port, so a cookie session is readable by any other local server the person opens (one an
+agent started, say), which could then fetch the page and answer. So the inbox sets no
+cookie and reads none: each person gets a random token (256 bits) when the inbox starts,
+printed in a link *after* ``#`` (the fragment, which a browser never sends to a server, nor
+in a ``Referer``). The page's script moves it to the tab's ``sessionStorage`` (per origin,
+so per port: another server cannot read it), removes it from the address bar, and sends it
+as ``Authorization: Bearer`` on every request. A page of another origin cannot set that
+header on a request to the inbox (it would need a CORS preflight the inbox never grants).
+
+Tokens are kept only as their SHA-256 (a lookup's timing says nothing about a valid
+value); a token lasts ``ttl`` seconds from the start, or until its person signs out.
+
+Failed attempts (a token that is not one) are counted: after ``max_failures`` within
+``window`` seconds every authenticated request is refused, without looking at its token,
+until the window has room again; each failure is logged (never the token presented).
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
+import logging
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-__all__ = ["Logins", "SignedIn"]
+__all__ = ["Failures", "People", "Person"]
+
+log = logging.getLogger("clearance.inbox")
 
 
 @dataclass(frozen=True, slots=True)
-class SignedIn:
-    """A session: who it is, and the CSRF token every answer it sends must carry."""
+class Person:
+    """Who a token is for, and until when it works."""
 
     user: str
-    csrf: str = field(repr=False)
     expires_at: float
-
-    def csrf_matches(self, presented: str | None) -> bool:
-        """Whether ``presented`` is this session's CSRF token (constant time)."""
-        if not presented:
-            return False
-        return hmac.compare_digest(presented.encode(), self.csrf.encode())
 
 
 def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
+    return hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-class Logins:
-    """One-time login tokens and the sessions they open (see the module docstring).
+class People:
+    """The people of an inbox and their bearer tokens (see the module docstring).
 
     Args:
-        users: the people who may sign in, one login token each.
-        session_ttl: seconds a session lasts from sign-in.
+        users: the people who may answer, one token each.
+        ttl: seconds a token works from the start.
 
     Raises:
         ValueError: no user, an empty or repeated name.
     """
 
-    def __init__(self, users: Iterable[str], *, session_ttl: float) -> None:
+    def __init__(self, users: Iterable[str], *, ttl: float) -> None:
         names = list(users)
         if not names:
             raise ValueError("an inbox needs at least one user")
@@ -59,61 +66,85 @@ class Logins:
                 raise ValueError(f"an inbox user needs a name, not {name!r}")
         if len(set(names)) != len(names):
             raise ValueError("inbox users must have different names")
-        self.session_ttl = session_ttl
         self._lock = threading.Lock()
-        self._tokens: dict[str, str] = {secrets.token_urlsafe(32): name for name in names}
-        self._sessions: dict[str, SignedIn] = {}
+        ends = time.time() + ttl
+        self._tokens = {name: secrets.token_urlsafe(32) for name in names}
+        self._people = {_digest(t): Person(name, ends) for name, t in self._tokens.items()}
 
     @property
     def tokens(self) -> dict[str, str]:
-        """The login tokens not used yet, by person."""
+        """Each person's token, by name (what the printed links carry)."""
         with self._lock:
-            return {user: token for token, user in self._tokens.items()}
+            live = {p.user for p in self._people.values()}
+            return {name: t for name, t in self._tokens.items() if name in live}
 
-    def _find_token(self, presented: str) -> str | None:
-        found = None
-        for token in self._tokens:  # every one, in constant time each
-            if hmac.compare_digest(presented.encode(), token.encode()) and found is None:
-                found = token
-        return found
-
-    def user_of_token(self, presented: str | None) -> str | None:
-        """Who an unused login token is for (the token stays valid)."""
+    def person(self, presented: str | None) -> Person | None:
+        """Whose live token ``presented`` is, or None."""
         if not presented:
             return None
+        key = _digest(presented)
         with self._lock:
-            token = self._find_token(presented)
-            return self._tokens[token] if token is not None else None
-
-    def sign_in(self, presented: str | None) -> tuple[str, SignedIn] | None:
-        """Burn a login token and open a session: ``(cookie value, session)``, or None for
-        a token that is not (or no longer) valid."""
-        if not presented:
-            return None
-        with self._lock:
-            token = self._find_token(presented)
-            if token is None:
-                return None
-            user = self._tokens.pop(token)
-            cookie = secrets.token_urlsafe(32)
-            session = SignedIn(user, secrets.token_urlsafe(32), time.time() + self.session_ttl)
-            self._sessions[_digest(cookie)] = session
-            return cookie, session
-
-    def session(self, cookie: str | None) -> SignedIn | None:
-        """The live session of a cookie value, or None."""
-        if not cookie:
-            return None
-        key = _digest(cookie)
-        with self._lock:
-            found = self._sessions.get(key)
+            found = self._people.get(key)
             if found is not None and found.expires_at <= time.time():
-                del self._sessions[key]
+                del self._people[key]
                 return None
             return found
 
-    def sign_out(self, cookie: str | None) -> None:
-        """End the session of a cookie value (nothing when there is none)."""
-        if cookie:
+    def sign_out(self, presented: str | None) -> None:
+        """End the token ``presented`` (its person needs a new inbox for a new one)."""
+        if presented:
             with self._lock:
-                self._sessions.pop(_digest(cookie), None)
+                self._people.pop(_digest(presented), None)
+
+
+class Failures:
+    """Failed attempts to use an inbox's tokens (see the module docstring).
+
+    Args:
+        max_failures: how many failures a window holds before requests are refused.
+        window: the window's length, in seconds.
+    """
+
+    def __init__(self, *, max_failures: int = 10, window: float = 60.0) -> None:
+        self.max_failures = max_failures
+        self.window = window
+        self._lock = threading.Lock()
+        self._times: deque[float] = deque()
+        self.total = 0
+        """Every failure since the start."""
+
+    def _trim(self, now: float) -> None:
+        while self._times and self._times[0] <= now - self.window:
+            self._times.popleft()
+
+    def locked_for(self) -> float:
+        """Seconds until requests are taken again (0: they are now)."""
+        now = time.monotonic()
+        with self._lock:
+            self._trim(now)
+            if len(self._times) < self.max_failures:
+                return 0.0
+            return max(0.0, self._times[-self.max_failures] + self.window - now)
+
+    def failed(self, what: str) -> None:
+        """Count (and log) one failed attempt: ``what`` says which, never with a token."""
+        now = time.monotonic()
+        with self._lock:
+            self._trim(now)
+            self._times.append(now)
+            self.total += 1
+            recent = len(self._times)
+        log.warning(
+            "inbox: refused a request with %s (%d in the last %g s, %d in all)",
+            what,
+            recent,
+            self.window,
+            self.total,
+        )
+        if recent == self.max_failures:
+            log.warning(
+                "inbox: %d failed attempts in %g s: something on this machine is trying "
+                "tokens; every request is refused until the attempts stop",
+                recent,
+                self.window,
+            )

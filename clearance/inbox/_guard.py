@@ -11,7 +11,7 @@ it comes from another site is refused too). The MCP gateway checks the same two 
 SDK's transport security, on loopback); the inbox knows its port, so it takes no other.
 
 Every response it lets through gets headers that forbid inline script, framing, sniffing,
-caching, and referrers to other sites (so that neither a login link nor the page's
+caching, and referrers to other sites (so that neither a person's link nor the page's
 content leaves it).
 """
 

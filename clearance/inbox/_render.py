@@ -25,7 +25,7 @@ from clearance._text import json_text, printable
 from clearance.harness.ask_display import ask_lines, deciding_fields
 from clearance.harness.ask_store import StoredAsk
 
-__all__ = ["ANSWER_LABELS", "ask_card", "ask_list", "inbox_page", "login_page", "message_page"]
+__all__ = ["ANSWER_LABELS", "ask_card", "ask_list", "inbox_page", "message_page"]
 
 ANSWER_LABELS: Mapping[str, str] = {
     "deny": "Deny",
@@ -102,7 +102,7 @@ def _scopes(ask: StoredAsk) -> str:
     )
 
 
-def ask_card(ask: StoredAsk, *, csrf: str) -> str:
+def ask_card(ask: StoredAsk) -> str:
     """One ask as an ``<article>``: what it is, why it asks, and the answer form."""
     rows, elided = _argument_rows(ask, elide_values=True)
     whole = ""
@@ -148,7 +148,6 @@ def ask_card(ask: StoredAsk, *, csrf: str) -> str:
         f'<p class="ids">ask <code>{ask_id}</code> · call <code>{_h(ask.call_id)}</code> · '
         f"session <code>{_h(ask.session_id)}</code></p>"
         '<form method="post" action="/answer">'
-        f'<input type="hidden" name="csrf" value="{_h(csrf)}">'
         f'<input type="hidden" name="ask_id" value="{ask_id}">'
         f'<fieldset class="controls">{_scopes(ask)}<div class="buttons">{buttons}</div>'
         "</fieldset></form>"
@@ -161,9 +160,9 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
 
 
-def ask_list(asks: Sequence[StoredAsk], *, csrf: str) -> str:
+def ask_list(asks: Sequence[StoredAsk]) -> str:
     """The cards of ``asks`` (what the page fetches to stay live)."""
-    return "".join(ask_card(ask, csrf=csrf) for ask in asks)
+    return "".join(ask_card(ask) for ask in asks)
 
 
 def _document(title: str, body: str, *, poll_ms: int | None = None) -> str:
@@ -179,37 +178,22 @@ def _document(title: str, body: str, *, poll_ms: int | None = None) -> str:
     )
 
 
-def inbox_page(asks: Sequence[StoredAsk], *, user: str, csrf: str, store: str, poll_ms: int) -> str:
-    """The inbox: who is signed in, the pending asks, and the script that keeps it live."""
-    count = len(asks)
+def inbox_page(*, store: str, poll_ms: int) -> str:
+    """The inbox: a shell with no ask and nothing secret on it. Its script signs in with
+    the token in the link's fragment, then fills in who is signed in and the cards."""
     body = (
         '<header class="top"><h1>clearance inbox</h1>'
         f'<span class="store">{_h(store)}</span>'
-        f'<span class="user">signed in as <strong>{_h(user)}</strong></span>'
-        '<form method="post" action="/logout" class="logout">'
-        f'<input type="hidden" name="csrf" value="{_h(csrf)}">'
-        '<button type="submit">Sign out</button></form></header>'
-        '<main><p class="summary"><span id="count">'
-        f"{count} ask{'' if count == 1 else 's'} waiting</span>"
-        ' <span id="status" role="status">Live</span></p>'
-        f'<p id="empty"{" hidden" if asks else ""}>No asks waiting. '
-        "New ones appear here as hosts raise them.</p>"
-        f'<div id="asks">{ask_list(asks, csrf=csrf)}</div></main>'
+        '<span class="user" id="user" hidden>signed in as <strong id="who"></strong></span>'
+        '<button type="button" id="signout" hidden>Sign out</button></header>'
+        '<main><p class="summary"><span id="count"></span>'
+        ' <span id="status" role="status">Signing in</span></p>'
+        '<p id="signin" hidden>Not signed in: open the link <code>clearance inbox</code> '
+        "printed for you (each person has their own).</p>"
+        '<p id="empty" hidden>No asks waiting. New ones appear here as hosts raise them.</p>'
+        '<div id="asks"></div></main>'
     )
     return _document("clearance inbox", body, poll_ms=poll_ms)
-
-
-def login_page(user: str, token: str) -> str:
-    """The page a login link opens: a button that spends the link (so that a link preview
-    fetching it does not)."""
-    body = (
-        '<main class="narrow"><h1>clearance inbox</h1>'
-        f"<p>Sign in as <strong>{_h(user)}</strong>. This link works once.</p>"
-        '<form method="post" action="/login">'
-        f'<input type="hidden" name="token" value="{_h(token)}">'
-        '<button type="submit" class="allow_once">Sign in</button></form></main>'
-    )
-    return _document("clearance inbox: sign in", body)
 
 
 def message_page(title: str, message: str, *, back: bool = True) -> str:

@@ -9,7 +9,10 @@ to save the page (with the ask on it) for the README.
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -70,13 +73,17 @@ async def browser() -> AsyncIterator[Any]:
 
 
 async def signed_in_page(browser: Any, link: str) -> Any:
-    """A new person's page: the login link opened, Sign in pressed."""
+    """A new person's page: their link opened (the token after ``#`` signs them in)."""
     context = await browser.new_context(viewport={"width": 1100, "height": 820})
     page = await context.new_page()
     await page.goto(link)
-    await page.get_by_role("button", name="Sign in").click()
-    await page.wait_for_url(link.partition("login")[0])
-    await page.locator("header.top").wait_for()
+    await page.locator("#user").wait_for(state="visible", timeout=15_000)
+    # The token left the address bar for this tab's sessionStorage; no cookie anywhere.
+    assert "token" not in page.url and "#" not in page.url
+    token = link.partition("#token=")[2]
+    assert await page.evaluate("sessionStorage.getItem('clearance-inbox-token')") == token
+    assert await page.evaluate("document.cookie") == ""
+    assert await context.cookies() == []
     # Set on this very document: a reload would lose it.
     await page.evaluate("window.__same_document = true")
     return page
@@ -200,3 +207,67 @@ async def test_hostile_text_from_the_store_stays_text(
     answered = store.get("ask_hostile")
     assert answered is not None and answered.answered_by == "alice"
     store.close()
+
+
+class _Elsewhere(http.server.SimpleHTTPRequestHandler):
+    """Another local server the person opens in the same browser (one an agent started)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+async def test_a_page_on_another_loopback_port_cannot_answer(
+    browser: Any, inbox_process: Running, tmp_path: Path, workspace: Path
+) -> None:
+    """Rule R13: the person is signed in; another server on 127.0.0.1 gets every cookie the
+    browser holds for it (none from the inbox) and runs script in the same browser: it
+    cannot read the token, and nothing it sends answers."""
+    host = Host(tmp_path / "clearance.db", workspace)
+    page = await signed_in_page(browser, inbox_process.links["alice"])
+    site = tmp_path / "elsewhere"
+    site.mkdir()
+    (site / "index.html").write_text("<!doctype html><title>elsewhere</title><p>hello</p>")
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Elsewhere, directory=str(site))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    inbox = inbox_process.url.rstrip("/")
+    try:
+        async with host.harness:
+            session = await host.harness.create_session(principal=ALICE)
+            paused = await session.authorize("notes.write", ARGS, call_id="c1")
+            assert paused.pending and paused.ask_id
+            await page.locator("article.ask").wait_for(timeout=15_000)
+            other = await page.context.new_page()
+            await other.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+            seen = await other.evaluate(
+                """async ([inbox, askId]) => {
+                  const out = {cookie: document.cookie,
+                               stored: sessionStorage.getItem("clearance-inbox-token")};
+                  const body = new URLSearchParams({ask_id: askId, decision: "allow_always"});
+                  const tries = [
+                    fetch(`${inbox}/answer`, {method: "POST", body, credentials: "include",
+                                              mode: "no-cors"}),
+                    fetch(`${inbox}/answer`, {method: "POST", body, credentials: "include",
+                                              headers: {Authorization: "Bearer x"}}),
+                    fetch(`${inbox}/asks`, {credentials: "include"}),
+                    fetch(`${inbox}/`, {credentials: "include"}),
+                  ];
+                  out.read = [];
+                  for (const t of tries) {
+                    try { const r = await t; out.read.push(await r.text()); }
+                    catch (e) { out.read.push(`refused: ${e.name}`); }
+                  }
+                  return out;
+                }""",
+                [inbox, paused.ask_id],
+            )
+            assert seen["cookie"] == "" and seen["stored"] is None
+            assert not any("notes.write" in text for text in seen["read"]), seen
+            again = await session.authorize("notes.write", ARGS, call_id="c1")
+            assert again.pending and host.ran == []
+            assert host.asks.get(paused.ask_id).status == "pending"  # type: ignore[union-attr]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import httpx
-from inbox_support import Running, cli_env
+from inbox_support import Running, bearer, cli_env, hostile_ask, token_of
 
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 
@@ -21,16 +21,61 @@ def test_it_prints_one_link_per_person_and_serves_them(inbox_process: Running) -
     assert inbox_process.url.startswith("http://127.0.0.1:")
     assert sorted(inbox_process.links) == ["alice", "bob"]
     assert len(set(inbox_process.links.values())) == 2
+    assert all(
+        link.startswith(inbox_process.url + "#token=") for link in inbox_process.links.values()
+    )
     with httpx.Client(base_url=inbox_process.url) as client:
-        assert client.get("/").status_code == 401
-        login = client.get(inbox_process.links["bob"])
-        assert login.status_code == 200 and "Sign in as <strong>bob</strong>" in login.text
-        token = inbox_process.links["bob"].partition("token=")[2]
-        done = client.post("/login", data={"token": token})
-        assert done.status_code == 303
-        page = client.get("/")
-        assert page.status_code == 200 and "signed in as <strong>bob</strong>" in page.text
-        assert "No asks waiting" in page.text
+        page = client.get(inbox_process.links["bob"])  # the fragment stays in the browser
+        assert page.status_code == 200 and "set-cookie" not in page.headers
+        assert "/static/inbox.js" in page.text and "bob" not in page.text
+        assert client.get("/asks").status_code == 401
+        bob = token_of(inbox_process.links["bob"])
+        listed = client.get("/asks", headers=bearer(bob))
+        assert listed.status_code == 200 and listed.json() == {"user": "bob", "cards": ""}
+
+
+def test_a_server_on_another_port_holding_every_cookie_cannot_answer(
+    inbox_process: Running, tmp_path: Path
+) -> None:
+    """Rule R13: the person uses the inbox; another local server gets every cookie the
+    browser holds for 127.0.0.1 (browsers do not keep cookies per port) and sends what it
+    likes, from the browser (its own Origin) or by itself (no Origin): nothing answers."""
+    db = tmp_path / "clearance.db"
+    store = SqliteAskStore(db)
+    store.put(hostile_ask("ask_r13"))
+    alice = token_of(inbox_process.links["alice"])
+    jar: dict[str, str] = {}
+    with httpx.Client(base_url=inbox_process.url) as person:
+        for response in (
+            person.get(inbox_process.links["alice"]),
+            person.get("/asks", headers=bearer(alice)),
+            person.get("/static/inbox.js"),
+        ):
+            assert response.status_code == 200
+            assert "set-cookie" not in response.headers  # nothing ambient to steal
+        jar.update(dict(person.cookies))
+    jar.update({"clearance_inbox": alice[:8], "session": "x"})  # and whatever else it has
+    other = "http://127.0.0.1:1"  # the other server's origin
+    with httpx.Client(base_url=inbox_process.url, cookies=jar) as thief:
+        form = {"ask_id": "ask_r13", "decision": "allow_always", "scope": "3"}
+        for headers in (
+            {"origin": other},
+            {"origin": other, **bearer("x")},
+            {},
+            {"sec-fetch-site": "same-site"},
+            bearer("not-alices"),
+        ):
+            sent = thief.post("/answer", data=form, headers=headers)
+            assert sent.status_code in (401, 403), (headers, sent.text)
+            listed = thief.get(
+                "/asks", headers={k: v for k, v in headers.items() if k != "sec-fetch-site"}
+            )
+            assert listed.status_code in (401, 403) and "ask_r13" not in listed.text
+        page = thief.get("/")  # the page it can read holds no token
+        assert alice not in page.text and "ask_r13" not in page.text
+    found = store.get("ask_r13")
+    assert found is not None and found.status == "pending"
+    store.close()
 
 
 def test_sigterm_stops_it(inbox_process: Running) -> None:

@@ -1,5 +1,6 @@
-"""The inbox over HTTP (its ASGI app, in process): sign-in, CSRF, Host/Origin, answers,
-refusals and escaping, against real asks in a real SQLite ask store."""
+"""The inbox over HTTP (its ASGI app, in process): bearer tokens and no cookies (rule R13),
+failed attempts, Host/Origin, answers, refusals and escaping, against real asks in a real
+SQLite ask store."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
-from inbox_support import ALICE, Host, hostile_ask, sign_in
+from inbox_support import ALICE, Host, bearer, hostile_ask
+from support import approver
 
 from clearance.harness.approvers import Approvers
 from clearance.harness.ask_store import MemoryAskStore, StoredAsk
@@ -28,8 +30,9 @@ BASE = f"http://127.0.0.1:{PORT}"
 ARGS = {"path": "notes/plan.md", "content": "ship it"}
 
 
-def link(inbox: Inbox, user: str) -> str:
-    return f"{BASE}/login?token={inbox.logins.tokens[user]}"
+def token(inbox: Inbox, user: str) -> str:
+    """What ``user``'s link carries after ``#`` (what the page sends as a bearer)."""
+    return inbox.people.tokens[user]
 
 
 def client_for(inbox: Inbox) -> httpx.AsyncClient:
@@ -65,99 +68,138 @@ def stored(db: Path, ask_id: str) -> StoredAsk:
 
 
 async def answer(
-    client: httpx.AsyncClient, csrf: str, ask_id: str, decision: str, **more: str
+    client: httpx.AsyncClient, token: str, ask_id: str, decision: str, **more: str
 ) -> httpx.Response:
+    """What the page's script sends: a form, its origin, the person's bearer token."""
     return await client.post(
         "/answer",
-        data={"csrf": csrf, "ask_id": ask_id, "decision": decision, **more},
-        headers={"origin": BASE, "accept": "application/json"},
+        data={"ask_id": ask_id, "decision": decision, **more},
+        headers={"origin": BASE, "accept": "application/json", **bearer(token)},
     )
 
 
-async def test_a_login_link_works_once_and_sets_a_strict_httponly_cookie(host: Host) -> None:
+async def cards(client: httpx.AsyncClient, token: str) -> str:
+    """The cards ``GET /asks`` gives the page (checking it answers)."""
+    got = await client.get("/asks", headers=bearer(token))
+    assert got.status_code == 200, got.text
+    return str(got.json()["cards"])
+
+
+async def test_the_page_holds_nothing_and_the_token_is_a_bearer_never_a_cookie(
+    host: Host,
+) -> None:
     await paused(host)
     inbox = Inbox(host.asks, users=["alice"])
-    token = inbox.logins.tokens["alice"]
+    alice = token(inbox, "alice")
     async with client_for(inbox) as client:
-        nobody = await client.get("/")
-        assert nobody.status_code == 401 and "notes.write" not in nobody.text
+        page = await client.get("/")
+        assert page.status_code == 200
+        # Anyone local may fetch the page: no ask, no token, no name on it.
+        assert "notes.write" not in page.text and alice not in page.text
+        assert "alice" not in page.text
+        for headers in ({}, bearer("not-a-token"), {"authorization": alice}):
+            refused = await client.get("/asks", headers=headers)
+            assert refused.status_code == 401 and "notes.write" not in refused.text
+        got = await client.get("/asks", headers=bearer(alice))
+        assert got.status_code == 200 and got.json()["user"] == "alice"
+        assert "notes.write" in got.json()["cards"]
+        assert not any("set-cookie" in r.headers for r in (page, got))
+        # The token as a cookie (or any cookie) answers nothing: there is no cookie session.
+        client.cookies.set("clearance_inbox", alice)
+        client.cookies.set(f"clearance_inbox_{PORT}", alice)
         assert (await client.get("/asks")).status_code == 401
-        assert (await client.get("/login?token=not-a-token")).status_code == 403
-        # Opening the link (or a link preview fetching it) does not spend it.
-        for _ in range(2):
-            page = await client.get(f"/login?token={token}")
-            assert page.status_code == 200 and "Sign in as <strong>alice</strong>" in page.text
-        done = await client.post("/login", data={"token": token}, headers={"origin": BASE})
-        assert done.status_code == 303 and done.headers["location"] == "/"
-        cookie = done.headers["set-cookie"]
-        attributes = {part.strip().lower() for part in cookie.split(";")}
-        assert cookie.startswith(f"clearance_inbox_{PORT}=")
-        assert {"httponly", "samesite=strict", "path=/"} <= attributes
-        assert (await client.get("/")).status_code == 200
-    async with client_for(inbox) as stranger:
-        again = await stranger.post("/login", data={"token": token}, headers={"origin": BASE})
-        assert again.status_code == 403 and "already used" in again.text
-        assert (await stranger.get(f"/login?token={token}")).status_code == 403
-        # The spent token is no cookie either.
-        stranger.cookies.set(f"clearance_inbox_{PORT}", token)
-        assert (await stranger.get("/asks")).status_code == 401
+        assert not client.cookies.get("session")
 
 
-async def test_answers_need_the_sessions_csrf_token(host: Host) -> None:
+async def test_answers_need_the_persons_token_and_are_theirs(host: Host) -> None:
     ask_id = await paused(host)
     inbox = Inbox(host.asks, users=["alice", "bob"])
-    async with client_for(inbox) as bob:
-        bobs_csrf = await sign_in(bob, link(inbox, "bob"))
     async with client_for(inbox) as client:
-        refused = await answer(client, "x", ask_id, "allow_once")
-        assert refused.status_code == 401
-        csrf = await sign_in(client, link(inbox, "alice"))
-        for wrong in ("", "x" * len(csrf), bobs_csrf):
+        alice = token(inbox, "alice")
+        for wrong in ("", "x" * len(alice), alice[:-1], alice + "x"):
             refused = await answer(client, wrong, ask_id, "allow_once")
-            assert refused.status_code == 403, wrong
-            assert "CSRF" in refused.json()["message"]
+            assert refused.status_code == 401, wrong
+            assert "Not signed in" in refused.json()["message"]
         missing = await client.post(
             "/answer",
             data={"ask_id": ask_id, "decision": "allow_once"},
             headers={"origin": BASE, "accept": "application/json"},
         )
-        assert missing.status_code == 403
+        assert missing.status_code == 401
         assert stored(host.db, ask_id).status == "pending"
-        given = await answer(client, csrf, ask_id, "allow_once")
+        given = await answer(client, alice, ask_id, "allow_once")
         assert given.status_code == 200, given.text
         assert given.json() == {"ok": True, "message": "Allowed once by alice: the call goes on."}
     found = stored(host.db, ask_id)
     assert (found.status, found.answered_by, found.via) == ("answered", "alice", "inbox")
+    # Sealed with alice's approver key (rule R13).
+    assert found.seal is not None and found.seal.approver == "alice"
+
+
+async def test_failed_attempts_are_limited_and_logged(
+    host: Host, caplog: pytest.LogCaptureFixture
+) -> None:
+    ask_id = await paused(host)
+    inbox = Inbox(host.asks, users=["alice"], max_failures=3, failure_window=0.5)
+    alice = token(inbox, "alice")
+    async with client_for(inbox) as client:
+        for n in range(3):
+            refused = await answer(client, f"guess-{n}", ask_id, "allow_always")
+            assert refused.status_code == 401
+        logged = [r.getMessage() for r in caplog.records if r.name == "clearance.inbox"]
+        assert len([m for m in logged if "refused a request with a token" in m]) == 3
+        assert any("trying tokens" in m for m in logged)
+        assert not any("guess-" in m for m in logged)  # never the token presented
+        # Locked: even the right token is refused, without being looked at.
+        locked = await answer(client, alice, ask_id, "allow_once")
+        assert locked.status_code == 429 and "trying tokens" in locked.json()["message"]
+        assert int(locked.headers["retry-after"]) >= 1
+        assert (await client.get("/asks", headers=bearer(alice))).status_code == 429
+        assert stored(host.db, ask_id).status == "pending"
+        await anyio.sleep(0.6)  # the attempts stopped: the window empties
+        given = await answer(client, alice, ask_id, "allow_once")
+        assert given.status_code == 200, given.text
+
+
+async def test_a_person_without_an_approver_key_answers_nothing(host: Host) -> None:
+    ask_id = await paused(host)
+    with pytest.raises(ValueError, match="'carol' has no approver key"):
+        Inbox(host.asks, users=["alice", "carol"])
+    dana = approver("dana-removed")
+    inbox = Inbox(host.asks, users=["dana-removed"])
+    Approvers.default().remove(dana.name)  # removed while the inbox runs
+    async with client_for(inbox) as client:
+        refused = await answer(client, token(inbox, "dana-removed"), ask_id, "allow_once")
+        assert refused.status_code == 403 and "no longer an approver" in refused.json()["message"]
+    assert stored(host.db, ask_id).status == "pending"
 
 
 async def test_requests_for_another_host_or_from_another_origin_are_refused(host: Host) -> None:
     ask_id = await paused(host)
     inbox = Inbox(host.asks, users=["alice"])
     async with client_for(inbox) as client:
-        csrf = await sign_in(client, link(inbox, "alice"))
+        # Even with the person's token (a page elsewhere cannot have it, but say it did).
+        alice = token(inbox, "alice")
+        form = {"ask_id": ask_id, "decision": "allow_always"}
         # DNS rebinding: the attacker's name resolves here, but the browser says so.
         for host_header in ("evil.example", f"evil.example:{PORT}", "127.0.0.1:1", "127.0.0.1"):
             page = await client.get("/", headers={"host": host_header})
             assert page.status_code == 421, host_header
-            assert "notes.write" not in page.text and csrf not in page.text
+            assert "notes.write" not in page.text
+            listed = await client.get("/asks", headers={"host": host_header, **bearer(alice)})
+            assert listed.status_code == 421 and "notes.write" not in listed.text
             sent = await client.post(
-                "/answer",
-                data={"csrf": csrf, "ask_id": ask_id, "decision": "allow_always"},
-                headers={"host": host_header},
+                "/answer", data=form, headers={"host": host_header, **bearer(alice)}
             )
             assert sent.status_code == 421
         for origin in ("http://evil.example", "null", f"https://127.0.0.1:{PORT}", BASE + "."):
             sent = await client.post(
-                "/answer",
-                data={"csrf": csrf, "ask_id": ask_id, "decision": "allow_always"},
-                headers={"origin": origin},
+                "/answer", data=form, headers={"origin": origin, **bearer(alice)}
             )
             assert sent.status_code == 403, origin
         # A browser that sends no Origin still says where a POST comes from.
         sent = await client.post(
-            "/answer",
-            data={"csrf": csrf, "ask_id": ask_id, "decision": "allow_always"},
-            headers={"sec-fetch-site": "cross-site"},
+            "/answer", data=form, headers={"sec-fetch-site": "cross-site", **bearer(alice)}
         )
         assert sent.status_code == 403 and "Sec-Fetch-Site" in sent.text
         assert stored(host.db, ask_id).status == "pending"
@@ -172,8 +214,8 @@ async def test_a_second_answer_is_refused_saying_who_answered(host: Host) -> Non
     ask_id = await paused(host)
     inbox = Inbox(host.asks, users=["alice", "bob"])
     async with client_for(inbox) as alice, client_for(inbox) as bob:
-        alices = await sign_in(alice, link(inbox, "alice"))
-        bobs = await sign_in(bob, link(inbox, "bob"))
+        alices = token(inbox, "alice")
+        bobs = token(inbox, "bob")
         assert (await answer(bob, bobs, ask_id, "deny")).json()["message"] == "Denied by bob."
         again = await answer(alice, alices, ask_id, "allow_once")
         assert again.status_code == 409
@@ -182,11 +224,11 @@ async def test_a_second_answer_is_refused_saying_who_answered(host: Host) -> Non
             "message": f"Ask {ask_id} was already answered (deny by bob via inbox); "
             "nothing changed.",
         }
-        # Without the page's script (a plain form post): a page saying the same.
+        # Not asking for JSON: a page saying the same.
         plain = await alice.post(
             "/answer",
-            data={"csrf": alices, "ask_id": ask_id, "decision": "allow_once"},
-            headers={"origin": BASE},
+            data={"ask_id": ask_id, "decision": "allow_once"},
+            headers={"origin": BASE, **bearer(alices)},
         )
         assert plain.status_code == 409 and "text/html" in plain.headers["content-type"]
         assert "was already answered (deny by bob via inbox)" in plain.text
@@ -200,13 +242,13 @@ async def test_a_closed_ask_is_refused(host: Host) -> None:
     host.asks.withdraw(ask_id, "expired")
     inbox = Inbox(host.asks, users=["alice"])
     async with client_for(inbox) as client:
-        csrf = await sign_in(client, link(inbox, "alice"))
-        refused = await answer(client, csrf, ask_id, "allow_once")
+        alice = token(inbox, "alice")
+        refused = await answer(client, alice, ask_id, "allow_once")
         assert refused.status_code == 409
         assert refused.json()["message"] == (
             f"Ask {ask_id} was closed (expired) before this answer; nothing changed."
         )
-        assert "article" not in (await client.get("/asks")).text
+        assert "article" not in await cards(client, alice)
 
 
 @pytest.mark.parametrize(
@@ -216,6 +258,10 @@ async def test_a_closed_ask_is_refused(host: Host) -> None:
         ({"decision": "allow_session", "scope": "9"}, 400, "(1 to 3)"),
         ({"decision": "allow_session", "scope": "-1"}, 400, "(1 to 3)"),
         ({"decision": "allow_session", "scope": "1e3"}, 400, "(1 to 3)"),
+        # "²".isdigit() is true and int("²") raises (it was a 500); int("٣") is 3.
+        ({"decision": "allow_session", "scope": "\u00b2"}, 400, "(1 to 3)"),
+        ({"decision": "allow_session", "scope": "\u0663"}, 400, "(1 to 3)"),
+        ({"decision": "allow_session", "scope": "\uff12"}, 400, "(1 to 3)"),
     ],
 )
 async def test_malformed_answers_are_refused_and_change_nothing(
@@ -224,8 +270,7 @@ async def test_malformed_answers_are_refused_and_change_nothing(
     ask_id = await paused(host)
     inbox = Inbox(host.asks, users=["alice"])
     async with client_for(inbox) as client:
-        csrf = await sign_in(client, link(inbox, "alice"))
-        refused = await answer(client, csrf, ask_id, **fields)
+        refused = await answer(client, token(inbox, "alice"), ask_id, **fields)
         assert refused.status_code == status and says in refused.json()["message"]
     assert stored(host.db, ask_id).status == "pending"
 
@@ -234,14 +279,13 @@ async def test_forms_that_are_not_forms_are_refused(host: Host) -> None:
     ask_id = await paused(host)
     inbox = Inbox(host.asks, users=["alice"])
     async with client_for(inbox) as client:
-        csrf = await sign_in(client, link(inbox, "alice"))
-        headers = {"origin": BASE, "accept": "application/json"}
-        body = {"csrf": csrf, "ask_id": ask_id, "decision": "allow_once"}
+        headers = {"origin": BASE, "accept": "application/json", **bearer(token(inbox, "alice"))}
+        body = {"ask_id": ask_id, "decision": "allow_once"}
         as_json = await client.post("/answer", json=body, headers=headers)
         assert as_json.status_code == 415
         twice = await client.post(
             "/answer",
-            content=f"csrf={csrf}&ask_id={ask_id}&decision=deny&decision=allow_always",
+            content=f"ask_id={ask_id}&decision=deny&decision=allow_always",
             headers={**headers, "content-type": "application/x-www-form-urlencoded"},
         )
         assert twice.status_code == 400 and "once" in twice.json()["message"]
@@ -256,10 +300,9 @@ async def test_the_chosen_scope_becomes_the_grant_and_the_journal_names_the_pers
     ask_id = await paused(host)
     inbox = Inbox(host.asks, users=["alice"])
     async with client_for(inbox) as client:
-        csrf = await sign_in(client, link(inbox, "alice"))
-        page = (await client.get("/")).text
-        assert 'value="2"> path under notes/</label>' in page
-        given = await answer(client, csrf, ask_id, "allow_always", scope="2")
+        alice = token(inbox, "alice")
+        assert 'value="2"> path under notes/</label>' in await cards(client, alice)
+        given = await answer(client, alice, ask_id, "allow_always", scope="2")
         assert given.json()["message"] == (
             "Allowed always by alice (the grant covers path under notes/)."
         )
@@ -310,10 +353,10 @@ async def test_hostile_store_text_is_shown_as_text() -> None:
     store.put(hostile_ask(ask_id))
     inbox = Inbox(store, users=["alice"])
     async with client_for(inbox) as client:
-        csrf = await sign_in(client, link(inbox, "alice"))
-        cards = await client.get("/asks")
+        alice = token(inbox, "alice")
+        shown = await cards(client, alice)
         page = await client.get("/")
-        for markup_text in (cards.text, page.text):
+        for markup_text in (shown, page.text):
             markup = _Markup()
             markup.feed(markup_text)
             assert markup.tags <= CARD_TAGS | {
@@ -330,16 +373,16 @@ async def test_hostile_store_text_is_shown_as_text() -> None:
                 and "\u2066" not in markup_text
             )
         markup = _Markup()
-        markup.feed(cards.text)
+        markup.feed(shown)
         assert markup.tags <= CARD_TAGS
         text = "".join(markup.text)
         # What a person reads: the markup as text, bidi and escape characters spelled out.
         assert "<script>window.__pwned = 1</script>" in text
         assert "\\u202etxt.exe\\u2066 \\x1b[2J &amp; </textarea>" in text
-        assert "<b>" not in cards.text and markup.tags <= CARD_TAGS
+        assert "<b>" not in shown and markup.tags <= CARD_TAGS
         # The ask id round-trips through the form's hidden field: the ask can be answered.
-        (sent_id,) = re.findall(r'name="ask_id" value="([^"]*)"', cards.text)
-        given = await answer(client, csrf, html.unescape(sent_id), "deny")
+        (sent_id,) = re.findall(r'name="ask_id" value="([^"]*)"', shown)
+        given = await answer(client, alice, html.unescape(sent_id), "deny")
         assert given.status_code == 200, given.text
     answered = store.get(ask_id)
     assert answered is not None and answered.status == "answered"
@@ -365,18 +408,19 @@ async def test_every_response_carries_the_security_headers(host: Host) -> None:
     assert responses[1].headers["content-type"].startswith("text/javascript")
 
 
-async def test_signing_out_ends_the_session(host: Host) -> None:
+async def test_signing_out_ends_the_token(host: Host) -> None:
     await paused(host)
-    inbox = Inbox(host.asks, users=["alice"])
+    inbox = Inbox(host.asks, users=["alice", "bob"])
+    alice, bob = token(inbox, "alice"), token(inbox, "bob")
     async with client_for(inbox) as client:
-        csrf = await sign_in(client, link(inbox, "alice"))
-        refused = await client.post("/logout", data={"csrf": "x"}, headers={"origin": BASE})
-        assert refused.status_code == 403
-        assert (await client.get("/asks")).status_code == 200
-        out = await client.post("/logout", data={"csrf": csrf}, headers={"origin": BASE})
+        refused = await client.post("/logout", headers={"origin": BASE, **bearer("x")})
+        assert refused.status_code == 401
+        assert (await client.get("/asks", headers=bearer(alice))).status_code == 200
+        out = await client.post("/logout", headers={"origin": BASE, **bearer(alice)})
         assert out.status_code == 200 and "Signed out" in out.text
-        client.cookies.clear()
-        assert (await client.get("/asks")).status_code == 401
+        assert (await client.get("/asks", headers=bearer(alice))).status_code == 401
+        assert (await client.get("/asks", headers=bearer(bob))).status_code == 200
+    assert sorted(inbox.people.tokens) == ["bob"]
 
 
 async def test_beside_a_harness_an_answer_releases_a_call_waiting_in_process(
@@ -401,14 +445,14 @@ async def test_beside_a_harness_an_answer_releases_a_call_waiting_in_process(
             outcomes.append(await session.call_tool("notes__write", ARGS, call_id="c1"))
 
         async with client_for(inbox) as client, anyio.create_task_group() as tg:
-            csrf = await sign_in(client, link(inbox, "alice"))
+            alice = token(inbox, "alice")
             tg.start_soon(terminal_ui)
             await anyio.lowlevel.checkpoint()
             async with anyio.create_task_group() as calls:
                 calls.start_soon(call)
                 with anyio.fail_after(5):
                     await asked.wait()
-                given = await answer(client, csrf, shown[0], "allow_once")
+                given = await answer(client, alice, shown[0], "allow_once")
                 assert given.status_code == 200
             tg.cancel_scope.cancel()
     assert outcomes[0].status == "ok" and host.ran == [ARGS]
@@ -416,13 +460,18 @@ async def test_beside_a_harness_an_answer_releases_a_call_waiting_in_process(
     assert (decided["by"], decided["via"]) == ("alice", "inbox")
 
 
-def test_an_inbox_needs_people_and_sane_intervals() -> None:
-    store = MemoryAskStore()
+def test_an_inbox_needs_people_with_keys_and_sane_intervals() -> None:
+    store = MemoryAskStore(approvers=Approvers.default())
     for users in ([], [""], ["alice", "alice"]):
         with pytest.raises(ValueError):
             Inbox(store, users=users)
     with pytest.raises(ValueError, match="positive"):
         Inbox(store, users=["alice"], poll_interval=0)
+    with pytest.raises(ValueError, match="at least 1"):
+        Inbox(store, users=["alice"], max_failures=0)
+    # A store in memory has no approvers: only an inbox beside its harness answers there.
+    with pytest.raises(ValueError, match="'alice' has no approver key"):
+        Inbox(MemoryAskStore(), users=["alice"])
 
 
 async def test_old_asks_are_not_shown_or_answered(host: Host) -> None:
@@ -430,8 +479,8 @@ async def test_old_asks_are_not_shown_or_answered(host: Host) -> None:
     inbox = Inbox(host.asks, users=["alice"], max_age=0.05)
     await anyio.sleep(0.1)
     async with client_for(inbox) as client:
-        csrf = await sign_in(client, link(inbox, "alice"))
-        assert "article" not in (await client.get("/asks")).text
-        refused = await answer(client, csrf, ask_id, "allow_once")
+        alice = token(inbox, "alice")
+        assert "article" not in await cards(client, alice)
+        refused = await answer(client, alice, ask_id, "allow_once")
         assert refused.status_code == 409 and "too old" in refused.json()["message"]
     assert stored(host.db, ask_id).status == "pending"

@@ -4,7 +4,6 @@ host applies the answer, and the grant it made holds on both."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from inbox_support import ALICE, WRITE_SCHEMA, Running, start_inbox
+from inbox_support import ALICE, WRITE_SCHEMA, Running, bearer, start_inbox, token_of
 from postgres_support import fresh_schema
 
 from clearance import Harness, Tool, ToolRegistry
@@ -87,21 +86,17 @@ async def test_an_ask_from_one_host_answered_in_the_inbox_goes_on_in_another(
         )
         assert paused.pending and paused.ask_id is not None
         async with httpx.AsyncClient(base_url=inbox_over.url) as client:
-            link = inbox_over.links["alice"]
-            token = link.partition("token=")[2]
-            await client.post("/login", data={"token": token})
-            page = await client.get("/")
-            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
-            assert csrf is not None and paused.ask_id in page.text
+            alice = bearer(token_of(inbox_over.links["alice"]))
+            listed = await client.get("/asks", headers=alice)
+            assert paused.ask_id in listed.json()["cards"]
             given = await client.post(
                 "/answer",
                 data={
-                    "csrf": csrf.group(1),
                     "ask_id": paused.ask_id,
                     "decision": "allow_always",
                     "scope": "2",  # path under notes/
                 },
-                headers={"accept": "application/json"},
+                headers={"accept": "application/json", **alice},
             )
             assert given.status_code == 200, given.text
         # The other host (after the first went away, say) applies the answer.
