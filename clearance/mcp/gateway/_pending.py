@@ -123,6 +123,12 @@ class PendingCalls:
         for grant in grants.list(principal=str(session.principal), tool=auth.qualified_name):
             if grant.grant_id == auth.grant and grant.kind == "session":
                 grants.revoke(grant.grant_id)
+                # The person's answer still allows this call, once: it runs as an
+                # allow_once would, not on the grant just dropped (which run_authorized
+                # would find revoked, rule R12).
+                held = session.authorized.get(auth.call_id)
+                if held is not None and held.grant is not None:
+                    held.grant = None
                 _log.info(
                     "allow_session for %s has no MCP session to live in; allowed once",
                     auth.call_id,
