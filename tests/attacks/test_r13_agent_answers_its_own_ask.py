@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -31,7 +32,9 @@ from clearance.harness.approvers import Approvers
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.harness.grants import arguments_hash
 from clearance.harness.grants_sqlite import SqliteGrantStore
-from clearance.policy import LocalEvaluator
+from clearance.policy import LocalEvaluator, NoopEvaluator
+from clearance.toolsets import register_shell
+from clearance.toolsets.confinement import landlock_abi
 
 pytestmark = pytest.mark.anyio
 
@@ -267,3 +270,53 @@ async def test_the_person_answers_as_themselves_only(world: World) -> None:
         assert allowed.allowed and allowed.answered_by == "bob"
     (decided,) = world.allowed_decisions()
     assert (decided["by"], decided["via"]) == ("bob", "cli")
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="the kernel offers no Landlock")
+async def test_the_bundled_shell_tool_reaches_no_key_and_no_store(world: World) -> None:
+    """The agent's own shell tool (``shell.run``, confined under Landlock, rule R15) with
+    the worst policy there is (the noop evaluator allows every command): it can neither
+    read the person's key, nor run ``clearance asks approve`` with it, nor write the store."""
+    key = world.person / "clearance" / "approvers" / "alice.key"
+    agent = ToolRegistry()
+    register_shell(agent, world.workspace, allowed_programs=None)
+    async with host(world) as session:
+        paused = await attempt(session, PAY_MALLORY)
+        assert paused.ask_id
+        forge = (
+            f"import sqlite3; db = sqlite3.connect({str(world.db)!r}); "
+            "db.execute(\"UPDATE asks SET status = 'answered'\"); db.commit()"
+        )
+        commands = [
+            f"cat {shlex.quote(str(key))}",
+            shlex.join([sys.executable, "-c", forge]),
+            # pointed at the person's own config directory
+            shlex.join(
+                [
+                    "env",
+                    f"XDG_CONFIG_HOME={world.person}",
+                    sys.executable,
+                    "-m",
+                    "clearance",
+                    "asks",
+                    "approve",
+                    paused.ask_id,
+                    "--db",
+                    str(world.db),
+                    "--by",
+                    "alice",
+                ]
+            ),
+        ]
+        async with Harness(agent, evaluator=NoopEvaluator()) as shell_host:
+            shell = await shell_host.create_session(principal=ALICE)
+            for n, command in enumerate(commands):
+                done = await shell.call_tool("shell__run", {"command": command}, call_id=f"s{n}")
+                result = done.result.structured_content if done.result is not None else None
+                # It ran (confined) or was refused; either way nothing came of it.
+                if isinstance(result, dict):
+                    assert result["exit_code"] != 0, (command, result)
+                    assert key.read_text().strip() not in str(result)
+        assert world.row(paused.ask_id)[0] == "pending"
+        assert (await attempt(session, PAY_MALLORY)).pending
+    assert world.ran == [] and world.allowed_decisions() == []

@@ -11,7 +11,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from support import approver
 from clearance import CallContext, Harness, Principal, StoreError, Tool, ToolRegistry
 from clearance.errors import AskError
 from clearance.harness.approvals import PermissionDecision
+from clearance.harness.approvers import Seal
 from clearance.harness.ask_store import StoredAsk
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.harness.grants import GrantScope, arguments_hash
@@ -58,6 +59,7 @@ class Backend:
             import sys, time
             from {module} import {cls}
             from clearance.harness.approvals import PermissionDecision
+from clearance.harness.approvers import Seal
             from clearance.harness.approvers import Approvers
             store = {cls}(sys.argv[1])
             key = Approvers.default().credential(sys.argv[2])
@@ -152,6 +154,29 @@ def test_an_answer_is_given_once_and_applied_once(stores: Callable[[], Any]) -> 
     assert a.find(str(ALICE), "mail.send", "c1", arguments_hash(ARGS)) is None
     with pytest.raises(AskError, match="no ask"):
         a.answer("ask_nope", PermissionDecision("deny"), credential=approver("carol"))
+
+
+def test_an_answer_without_a_valid_seal_is_no_answer(stores: Callable[[], Any]) -> None:
+    """Rule R13: a row written with an answer (here through ``put``, as anything that can
+    write the store could) is reported only if its seal verifies: else it reads closed,
+    is found by no call, and is applied by nobody."""
+    a, b = stores(), stores()
+    answer = PermissionDecision("allow_always", decided_by="alice", via="cli")
+    for seal in (None, Seal("alice", "00" * 32), Seal("@host", "ab" * 32)):
+        a.put(replace(_ask(), status="answered", decision=answer, answered_by="alice", seal=seal))
+        assert b.find(str(ALICE), "mail.send", "c1", arguments_hash(ARGS)) is None
+        got = b.get("ask_1")
+        assert got is not None and got.decision is None and got.answered_by is None
+        assert (got.status, got.closed_why) == ("closed", "unverified answer")
+        assert not b.consume("ask_1")
+        assert a.get("ask_1").status == "closed"  # closed in the store too
+    # A genuine answer of another call's ask, its row re-pointed at this call: not found.
+    a.put(_ask("ask_2", call_id="c2"))
+    a.answer("ask_2", PermissionDecision("allow_once"), credential=approver("carol"))
+    real = b.get("ask_2")
+    assert real is not None and real.status == "answered" and real.seal is not None
+    a.put(replace(real, call_id="c3"))  # the call it is found by, and the body, changed
+    assert b.find(str(ALICE), "mail.send", "c3", arguments_hash(ARGS)) is None
 
 
 def test_a_withdrawn_ask_cannot_be_answered(stores: Callable[[], Any]) -> None:
