@@ -1,6 +1,7 @@
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 
 import pytest
@@ -32,6 +33,13 @@ _CONFIG = tempfile.mkdtemp(prefix="clearance-test-config-")
 os.environ["XDG_CONFIG_HOME"] = _CONFIG
 os.environ.pop("CLEARANCE_APPROVERS_DIR", None)
 atexit.register(shutil.rmtree, _CONFIG, True)
+
+# Several tests stop a CLI with SIGINT, as Ctrl-C would. A shell that starts a job in the
+# background (`.ci/run &`) starts it with SIGINT ignored, and every child inherits that:
+# those CLIs would never stop. Python's own handler here is reset to the default in each
+# program the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # What the CLI prints is fitted to the terminal (COLUMNS, LINES); the tests check the output
 # of a fixed width, whatever the shell that started pytest had set.
