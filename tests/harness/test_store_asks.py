@@ -59,7 +59,6 @@ class Backend:
             import sys, time
             from {module} import {cls}
             from clearance.harness.approvals import PermissionDecision
-from clearance.harness.approvers import Seal
             from clearance.harness.approvers import Approvers
             store = {cls}(sys.argv[1])
             key = Approvers.default().credential(sys.argv[2])
