@@ -416,3 +416,20 @@ def test_a_log_never_wholly_committed_is_moved_aside_and_read_back(
     finally:
         log.close(remove=True)
     assert not path.exists()
+
+
+def test_a_line_that_cannot_be_restored_is_set_aside(tmp_path: Path) -> None:
+    """Issue 38: a start log holding a record no store can hold (an id with a lone
+    surrogate; a record whose id is not a string) never blocks the host's reopening: the
+    line is set aside in ``PATH.rejected`` (``PATH.old.rejected``) and the others read."""
+    from clearance.harness.journal._postgres_start_log import pg_line, read_pg_start_log
+
+    path = tmp_path / "starts"
+    good = ("s1", 1, 1.5, "tool_started", "t", "c1", 1, '{"tool":"x"}')
+    lone = b'[2,1.5,"tool_started","s1","t","mcp-\\ud800-1",1,{}]\n'
+    not_text = b'[3,1.5,"tool_started","s1","t",7,1,{}]\n'
+    path.write_bytes(lone + pg_line(good).encode() + not_text)
+    Path(f"{path}.old").write_bytes(b"not json\n")
+    assert read_pg_start_log(path) == [good]
+    assert Path(f"{path}.rejected").read_bytes().count(b"\n") == 2
+    assert Path(f"{path}.old.rejected").read_bytes() == b"not json\n"
