@@ -376,3 +376,69 @@ async def test_a_lone_surrogate_never_reaches_the_shared_upstream_server(tmp_pat
             good = await session.call_tool("up__echo", {"text": "fine"}, call_id="good")
             assert good.ok and good.text == "fine"
     assert len(pids.read_text().split()) == 1
+
+
+async def test_hostile_requests_over_stdio(tmp_path: Path) -> None:
+    """The stdio entry point: its parser refuses a lone surrogate itself; what it lets
+    through (a NUL in a name, a huge id, deep arguments, NaN) is refused or bounded by the
+    gateway, and the next call is served."""
+    config = tmp_path / "clearance.toml"
+    config.write_text(
+        '[evaluator]\nkind = "local"\nallow = ["up.echo"]\n\n[journal]\npath = "journal.db"\n\n'
+        f'[[mcp_servers]]\nname = "up"\nprogram = "{sys.executable}"\n'
+        f'args = ["{HERE / "upstream_server.py"}"]\ntools = ["up.echo"]\n'
+    )
+
+    def call(request_id: Any, name: str, arguments: Any) -> bytes:
+        params = {"name": name, "arguments": arguments}
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        return json.dumps(message).encode() + b"\n"
+
+    async with await anyio.open_process(
+        [sys.executable, "-m", "clearance", "gateway", "--config", str(config)],
+        cwd=tmp_path,
+        stderr=None,
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None
+        buffered = b""
+
+        async def answer(request_id: Any) -> dict[str, Any]:
+            nonlocal buffered
+            while True:
+                while b"\n" in buffered:
+                    line, buffered = buffered.split(b"\n", 1)
+                    found = json.loads(line)
+                    if found.get("id") == request_id:
+                        return dict(found)
+                buffered += await process.stdout.receive()  # type: ignore[union-attr]
+
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "hostile", "version": "0"},
+            },
+        }
+        with anyio.fail_after(60):
+            await process.stdin.send(json.dumps(init).encode() + b"\n")
+            await answer(0)
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await process.stdin.send(json.dumps(note).encode() + b"\n")
+            await process.stdin.send(call(1, "up__echo\x00", {}))
+            assert "the tool name holds a NUL" in (await answer(1))["error"]["message"]
+            await process.stdin.send(call(2, "up__echo", {"d": _deep(100, 1)}))
+            assert "nested deeper than 64" in (await answer(2))["error"]["message"]
+            await process.stdin.send(call(3, "up__echo", {"text": "\ud800"}))
+            await process.stdin.send(call("z" * 3_000_000, "up__echo", {"text": "big id"}))
+            big = await answer("z" * 3_000_000)
+            call_id = big["result"]["_meta"]["clearance/outcome"]["call_id"]
+            assert call_id.startswith("mcp-#") and len(call_id) < 40
+            await process.stdin.send(call(4, "up__echo", {"text": "still here"}))
+            served = await answer(4)
+            assert served["result"]["content"][0]["text"] == "still here"
+            await process.stdin.aclose()
+            await process.wait()
+    _check_journal(tmp_path / "journal.db")
