@@ -4,7 +4,7 @@ clearance session, and whose asks are LangGraph interrupts.
 ::
 
     from langgraph.types import Command
-    from clearance.integrations.langgraph import ClearanceToolNode, register_tools
+    from clearance.integrations.langgraph import ClearanceToolNode, answer_all, register_tools
 
     register_tools(registry, "files", [read_file, send_mail], root=workspace,
                    facts={"read_file": {"/path": "path"}})
@@ -15,7 +15,7 @@ clearance session, and whose asks are LangGraph interrupts.
         graph = builder.compile(checkpointer=checkpointer)
         state = await node.run(graph, {"messages": [...]}, config)   # the user's input (R14)
         while "__interrupt__" in state:                       # asks nobody here answered
-            state = await graph.ainvoke(Command(resume="allow_session"), config)
+            state = await graph.ainvoke(Command(resume=answer_all(state, "allow_session")), config)
 
 Only the host's input is the user's (rule R14): :meth:`ClearanceToolNode.run` records the
 input's human messages with ``session.add_user_message``, then invokes the graph. The node
@@ -80,7 +80,7 @@ import json
 import os
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -95,6 +95,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
@@ -115,7 +116,7 @@ from clearance.integrations._host import (
     record_replayed,
 )
 
-__all__ = ["VIA", "ClearanceToolNode", "SessionSource", "register_tools"]
+__all__ = ["VIA", "ClearanceToolNode", "SessionSource", "answer_all", "register_tools"]
 
 VIA = "langgraph"
 """How the journal names answers given by resuming a LangGraph interrupt."""
@@ -235,6 +236,10 @@ class ClearanceToolNode:
         self._seen: dict[str, set[str]] = {}
         """By session id: the keys of the state's human messages already recorded in its
         provenance as a tool's (:mod:`clearance.provenance`, rule R14)."""
+        self._paused: dict[tuple[str, str], int] = {}
+        """By (session id, tool call id): how many runs of the call a tool's own
+        ``interrupt()`` paused. LangGraph runs the tool again from its start on resume:
+        that run is a call of its own, decided under ``<tool call id>#<n>``."""
 
     # -- the run: the host's entry point ---------------------------------------------------
 
@@ -278,12 +283,8 @@ class ClearanceToolNode:
 
     async def __call__(self, state: Any, config: RunnableConfig) -> Any:
         session = await self._session(config)
-        seen = self._seen.setdefault(session.id, set())
-        # The state's human messages count as a tool's (rule R14): a node may have made
-        # one from what a model wrote. The user's own enter through ``run``.
-        record_replayed(session, seen, _replayed(self._messages(state)))
         calls, turn_id = self._tool_calls(state)
-        decided = await self._decide(session, calls, turn_id)
+        decided = await self._decide_in(session, state, calls, turn_id)
         token = _DECIDED.set((session, {_fingerprint(c): decided[c["id"] or ""] for c in calls}))
         try:
             return await self.tool_node.ainvoke(state, config)
@@ -291,6 +292,16 @@ class ClearanceToolNode:
             _DECIDED.reset(token)
             for call in calls:
                 self._held.pop((session.id, call["id"] or ""), None)
+
+    async def _decide_in(
+        self, session: Session, state: Any, calls: list[ToolCall], turn_id: str | None
+    ) -> dict[str, Authorization]:
+        """Decide ``calls`` of a node run over ``state`` (see :meth:`_decide`)."""
+        seen = self._seen.setdefault(session.id, set())
+        # The state's human messages count as a tool's (rule R14): a node may have made
+        # one from what a model wrote. The user's own enter through ``run``.
+        record_replayed(session, seen, _replayed(self._messages(state)))
+        return await self._decide(session, calls, turn_id)
 
     # -- deciding --------------------------------------------------------------------------
 
@@ -348,8 +359,9 @@ class ClearanceToolNode:
             harness = session.harness
             payload: dict[str, Any] = {
                 _KEY: [
-                    ask_payload(harness, a.ask_id or "", call_id=a.call_id, tool=self._name(a))
-                    for a in pending
+                    ask_payload(harness, a.ask_id or "", call_id=c["id"] or "", tool=self._name(a))
+                    for c in calls
+                    if (a := decided[c["id"] or ""]).pending
                 ]
             }
             if problem is not None:
@@ -385,15 +397,20 @@ class ClearanceToolNode:
         key = (session.id, call_id)
         held = self._held.pop(key, None)
         if held is not None and held[0] == _fingerprint(call):
-            if not held[1].allowed or session.holds(call_id):
+            kept = held[1].call_id
+            if not held[1].allowed or session.holds(kept):
                 self._held[key] = held
                 return held[1]
-            if call_id in session.authorized:
+            if kept in session.authorized:
                 # Allowed before the graph paused, and no longer so now (rule R12): its
                 # grant was revoked while the graph waited, or it expired. Decided again.
-                await session.withdraw(call_id)
+                await session.withdraw(kept)
         name = qualified_name(call["name"], namespace=self.namespace, names=self.names)
-        auth = await session.authorize(name, call["args"], call_id=call_id, turn_id=turn_id)
+        runs = self._paused.get(key, 0)
+        # A run of the tool that its own interrupt() paused ended (cancelled); the run
+        # LangGraph makes on resume is decided as a call of its own.
+        run_id = call_id if runs == 0 else f"{call_id}#{runs + 1}"
+        auth = await session.authorize(name, call["args"], call_id=run_id, turn_id=turn_id)
         if not auth.pending:
             if len(self._held) >= _HELD_LIMIT:
                 self._held.pop(next(iter(self._held)))
@@ -414,9 +431,43 @@ class ClearanceToolNode:
         ``session.execution``; any other is answered without running."""
         call = request.tool_call
         current = _DECIDED.get()
+        own = current is None
+        if current is None:
+            # The ToolNode runs without this node around it (``create_react_agent(model,
+            # tools=node.tool_node)``, which sends each tool call to a task of its own):
+            # the call is decided here, and an ask interrupts this task.
+            current = await self._decide_alone(request)
+        try:
+            return await self._run_decided(request, execute, current)
+        finally:
+            if own:
+                self._held.pop((current[0].id, call["id"] or ""), None)
+
+    async def _decide_alone(
+        self, request: ToolCallRequest
+    ) -> tuple[Session, Mapping[str, Authorization]]:
+        """Decide the one call of ``request`` (a task of its own)."""
+        runtime = request.runtime
+        config = cast(RunnableConfig, getattr(runtime, "config", None) or {})
+        session = await self._session(config)
+        call = request.tool_call
+        try:
+            turn_id = self._tool_calls(request.state)[1]
+        except ValueError:
+            turn_id = None
+        decided = await self._decide_in(session, request.state, [call], turn_id)
+        return session, {_fingerprint(call): decided[call["id"] or ""]}
+
+    async def _run_decided(
+        self,
+        request: ToolCallRequest,
+        execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+        current: tuple[Session, Mapping[str, Authorization]],
+    ) -> ToolMessage | Command[Any]:
+        call = request.tool_call
         # Found by call id, tool and arguments: only the very call that was decided runs.
-        auth = current[1].get(_fingerprint(call)) if current is not None else None
-        if current is None or auth is None or not auth.allowed:
+        auth = current[1].get(_fingerprint(call))
+        if auth is None or not auth.allowed:
             # Fail closed: a call this node did not authorize never runs.
             message = auth.message if auth is not None else None
             return ToolMessage(
@@ -428,14 +479,25 @@ class ClearanceToolNode:
         session = current[0]
         assert auth.arguments is not None
         authorized = request.override(tool_call={**call, "args": auth.arguments})
+        paused: GraphBubbleUp | None = None
         try:
             async with session.execution(auth.call_id) as run:
-                output = await execute(authorized)
-                if isinstance(output, ToolMessage):
-                    status = "error" if output.status == "error" else None
-                    run.result(_result(output.content), status=status)
+                try:
+                    output = await execute(authorized)
+                except GraphBubbleUp as exc:
+                    # The tool called interrupt() (LangGraph's own approval in a tool): this
+                    # run ends here, cancelled, and LangGraph runs the tool again from its
+                    # start on resume, a run decided anew (see _authorize).
+                    paused = exc
+                    run.result(None, status="cancelled")
                 else:
-                    run.fail("the tool returned a state update (Command), which clearance refuses")
+                    if isinstance(output, ToolMessage):
+                        status = "error" if output.status == "error" else None
+                        run.result(_result(output.content), status=status)
+                    else:
+                        run.fail(
+                            "the tool returned a state update (Command), which clearance refuses"
+                        )
         except StaleAuthorizationError as exc:
             # Checked again as it comes to run (rule R12): expired, or its grant revoked.
             return ToolMessage(
@@ -444,6 +506,12 @@ class ClearanceToolNode:
                 tool_call_id=call["id"] or "",
                 status="error",
             )
+        if paused is not None:
+            key = (session.id, call["id"] or "")
+            if len(self._paused) >= _HELD_LIMIT and key not in self._paused:
+                self._paused.pop(next(iter(self._paused)))
+            self._paused[key] = self._paused.get(key, 0) + 1
+            raise paused
         outcome = run.outcome
         assert outcome is not None
         return ToolMessage(
@@ -452,6 +520,24 @@ class ClearanceToolNode:
             tool_call_id=call["id"] or "",
             status="success" if outcome.ok else "error",
         )
+
+
+def answer_all(state: Mapping[str, Any], answer: Any) -> dict[str, Any]:
+    """The ``Command(resume=...)`` value that gives ``answer`` to every clearance ask a
+    paused graph shows (``state["__interrupt__"]``), each named by its ask id, under the id
+    of the interrupt that shows it: the person answers what they were shown, whatever the
+    number of tool calls or tasks. Interrupts that are not clearance's (a tool's own
+    ``interrupt()``) are left out: answer them by their interrupt id.
+
+    ``answer`` is any answer an ask takes (``"allow_once"``, ``{"decision": ..., "by":
+    ...}``...); to answer asks differently, build the dict from the interrupts' values."""
+    resume: dict[str, Any] = {}
+    for pause in state.get("__interrupt__", ()):
+        value = getattr(pause, "value", None)
+        asks = value.get(_KEY) if isinstance(value, Mapping) else None
+        if isinstance(asks, list):
+            resume[pause.id] = {ask["ask_id"]: answer for ask in asks}
+    return resume
 
 
 def _fingerprint(call: ToolCall) -> str:
@@ -527,10 +613,13 @@ def _call_of(
     if key in asks:
         return asks[key]
     stored = session.harness.ask_store.get(key)
-    if stored is not None and stored.call_id in decided:
-        tool = decided[stored.call_id].qualified_name
-        if stored.tool == tool and stored.principal == str(session.principal):
-            return stored.call_id
+    if stored is None:
+        return None
+    for call_id, auth in decided.items():
+        # The ask's call: the tool call id, or the id its run was decided under (#n)
+        if stored.call_id in (call_id, auth.call_id):
+            if stored.tool == auth.qualified_name and stored.principal == str(session.principal):
+                return call_id
     return None
 
 

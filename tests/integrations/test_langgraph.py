@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from doc_examples import DOCS, python_blocks, run_block
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -18,7 +19,8 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
-from langgraph.types import Command, Send
+from langgraph.types import Command, Send, interrupt
+from support import cli_answer
 
 from clearance import (
     Grant,
@@ -36,7 +38,7 @@ from clearance import (
 from clearance.errors import ToolRegistrationError
 from clearance.guardrails import SecretScanner
 from clearance.harness.ask_store_sqlite import SqliteAskStore
-from clearance.integrations.langgraph import ClearanceToolNode, register_tools
+from clearance.integrations.langgraph import ClearanceToolNode, answer_all, register_tools
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
@@ -823,3 +825,134 @@ async def test_an_authorization_that_expired_while_the_graph_waited_is_decided_a
     assert ran == []
     read = next(m for m in script.tool_messages() if m.tool_call_id == "r1")
     assert read.status == "error" and "expired" in str(read.content)
+
+
+# -- durable asks and LangGraph's own ways (issue 31) -----------------------------------------
+
+
+def deploy_tool(ran: list[tuple[str, Any]]) -> BaseTool:
+    @tool
+    def deploy(env: str) -> str:
+        """Deploy the app, once a person says yes (LangGraph's approval in a tool)."""
+        answer = interrupt({"question": f"deploy to {env}?"})
+        ran.append(("deploy", answer))
+        return f"deployed to {env}" if answer == "yes" else "not deployed"
+
+    return deploy
+
+
+@pytest.mark.parametrize("clearance_asks", [False, True])
+async def test_a_tool_s_own_interrupt_resumes_and_runs_once(
+    workspace: Path, clearance_asks: bool
+) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = [deploy_tool(ran)]
+    reg = ToolRegistry()
+    register_tools(reg, "app", tools)
+    rules = {"ask": ["app.deploy"]} if clearance_asks else {"allow": ["app.deploy"]}
+    journal = MemoryJournal()
+    script = Script(ai(("deploy", "d1", {"env": "prod"})))
+    async with Harness(reg, evaluator=LocalEvaluator(**rules), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        app = graph(
+            script, ClearanceToolNode(tools, session=session, namespace="app"), InMemorySaver()
+        )
+        state = await app.ainvoke(start(), THREAD)
+        if clearance_asks:  # clearance's ask first, then the tool's own question
+            (shown,) = asks_of(state)
+            assert shown["call_id"] == "d1" and shown["tool"] == "app.deploy"
+            answer = {"decision": "allow_once", "by": "alice"}
+            state = await app.ainvoke(Command(resume=answer), THREAD)
+        (question,) = state["__interrupt__"]
+        assert question.value == {"question": "deploy to prod?"}
+        assert ran == []
+        state = await app.ainvoke(Command(resume="yes"), THREAD)
+    assert "__interrupt__" not in state
+    assert ran == [("deploy", "yes")]  # the tool ran to its end once
+    (message,) = script.tool_messages()
+    assert message.content == "deployed to prod" and message.status == "success"
+    # the paused run ended (cancelled); the resumed run is a call of its own, complete
+    paused = [e for e in journal.events(call_id="d1") if e.type == "tool_finished"]
+    assert [e.data["status"] for e in paused] == ["cancelled"]
+    resumed = final_records(journal, "d1#2")
+    assert types(resumed) == ["call_decided", "tool_started", "tool_finished"]
+    assert resumed[-1].data["status"] == "ok"
+
+
+class ToolCallingScript(GenericFakeChatModel):
+    """A scripted chat model that takes ``bind_tools`` (what ``create_react_agent`` calls)."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+async def test_the_prebuilt_agent_takes_the_node_and_an_answer_from_the_cli(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """``create_react_agent(model, tools=node.tool_node)``: each call is decided in its own
+    task; an ask answered with the real `clearance asks approve` in another process lets the
+    graph resume with no resume value, and the call runs once."""
+    from langgraph.prebuilt import create_react_agent
+
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    db = tmp_path / "state.db"
+    model = ToolCallingScript(
+        messages=iter(
+            [
+                ai(
+                    ("read_file", "r1", {"path": "docs/a.md"}),
+                    ("send_mail", "m1", {"to": "bob@example.com", "body": "hi"}),
+                ),
+                AIMessage("done"),
+            ]
+        )
+    )
+    journal = MemoryJournal()
+    async with Harness(
+        registry(workspace, tools),
+        evaluator=evaluator(),
+        journal=journal,
+        ask_store=SqliteAskStore(db),
+        grant_store=SqliteGrantStore(db),
+    ) as h:
+        session = await h.create_session(principal=ALICE)
+        node = ClearanceToolNode(tools, session=session, namespace="files")
+        agent = create_react_agent(model, tools=node.tool_node, checkpointer=InMemorySaver())
+        paused = await node.run(agent, start(), THREAD)
+        (pause,) = paused["__interrupt__"]
+        (shown,) = pause.value["clearance"]
+        assert shown["call_id"] == "m1" and ran == [("read_file", "docs/a.md")]
+        await cli_answer(db, shown["ask_id"], approver_name="carol")
+        state = await agent.ainvoke(None, THREAD)  # resumed: the store holds the answer
+    assert "__interrupt__" not in state and state["messages"][-1].content == "done"
+    assert ran == [("read_file", "docs/a.md"), ("send_mail", "bob@example.com")]
+    mail = final_records(journal, "m1")
+    assert types(mail) == ["call_decided", "tool_started", "tool_finished"]
+    assert mail[0].data["ask"]["answered_by"] == "carol"
+
+
+async def test_the_documented_loop_ends_with_two_asks_in_one_turn(workspace: Path) -> None:
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    script = Script(
+        ai(
+            ("send_mail", "m1", {"to": "bob@example.com", "body": "hi"}),
+            ("send_mail", "m2", {"to": "carol@example.com", "body": "hi"}),
+        )
+    )
+    async with Harness(registry(workspace, tools), evaluator=evaluator()) as h:
+        session = await h.create_session(principal=ALICE)
+        node = ClearanceToolNode(tools, session=session, namespace="files")
+        app = graph(script, node, InMemorySaver())
+        state = await node.run(app, start(), THREAD)
+        rounds = 0
+        with anyio.fail_after(30):
+            while "__interrupt__" in state:  # the module docstring's loop
+                rounds += 1
+                assert rounds < 5, state["__interrupt__"]
+                state = await app.ainvoke(
+                    Command(resume=answer_all(state, "allow_session")), THREAD
+                )
+    assert sorted(ran) == [("send_mail", "bob@example.com"), ("send_mail", "carol@example.com")]
