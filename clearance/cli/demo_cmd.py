@@ -39,6 +39,7 @@ from clearance.config import (
 from clearance.harness.approvals import PermissionAsk
 from clearance.harness.journal import JournalEvent
 from clearance.harness.providers import ScriptedProvider
+from clearance.toolsets.confinement import landlock_abi
 from clearance.tuning import calls_from_events
 from clearance.types import Principal
 
@@ -84,9 +85,10 @@ def _print_journal(events: Sequence[JournalEvent], columns: int) -> None:
     print_table(_JOURNAL_HEADERS, rows, width=columns)
 
 
-def demo_config(workspace: Path, db: Path) -> Config:
+def demo_config(workspace: Path, db: Path, *, confined: bool = True) -> Config:
     """The demo's configuration: the coding Cedar pack over the files and shell tools in
-    ``workspace``, a ``PathScope`` guardrail, journal and grants in ``db``."""
+    ``workspace``, a ``PathScope`` guardrail, journal and grants in ``db``; the shell's
+    programs confined by Landlock unless ``confined`` is false."""
     return Config(
         evaluator=EvaluatorConfig("cedar", policies=pack_path("coding")),
         guardrails=(
@@ -102,6 +104,7 @@ def demo_config(workspace: Path, db: Path) -> Config:
         tools=ToolsConfig(
             files=FilesToolsConfig(workspace),
             shell=ShellToolsConfig(workspace, allowed_programs=("git", "ls", "pytest")),
+            confinement="landlock" if confined else "none",
         ),
         base_dir=workspace,
     )
@@ -152,7 +155,20 @@ def demo(db: str | None, approve: Approve | None, as_json: bool) -> None:
         db_path = Path(db).resolve() if db else tmp / "clearance.db"
         if db and not db_path.parent.is_dir():
             fail(f"--db: the directory {str(db_path.parent)!r} does not exist", EXIT_USAGE)
-        config = demo_config(workspace, db_path)
+        # The demo's script is fixed (git, ls, pytest in a scratch workspace): where the
+        # kernel cannot confine programs (macOS, Linux without Landlock) it runs them
+        # unconfined and says so, rather than stopping a newcomer's first command. A
+        # configuration of one's own refuses to start there (R15) unless it says
+        # confinement = "none".
+        confined = landlock_abi() >= 1
+        config = demo_config(workspace, db_path, confined=confined)
+        if not confined:
+            click.echo(
+                "clearance demo: this system cannot confine the programs shell.run starts "
+                "(no Landlock), so the demo's scripted commands run unconfined; your own "
+                'configuration refuses to start here unless [tools] confinement = "none"',
+                err=True,
+            )
         if echo is not None:
             echo(click.style("clearance demo", bold=True) + ": a scripted coding agent")
             echo(f"  workspace  {printable(workspace)} (temporary)")

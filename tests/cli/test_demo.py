@@ -142,3 +142,21 @@ def test_demo_rejects_a_db_in_a_missing_directory(cli: Any) -> None:
     r = cli("demo", "--db", "no/such/dir/x.db")
     assert r.code == 2
     assert r.err.startswith("error: --db: the directory")
+
+
+def test_without_landlock_the_demo_runs_unconfined_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # macOS, or Linux without Landlock: a newcomer's first command still runs (its script
+    # is fixed), and says in words that its commands are not confined.
+    from click.testing import CliRunner
+
+    from clearance.cli import cli
+    from clearance.toolsets import _landlock
+
+    monkeypatch.setattr(_landlock, "abi", lambda: 0)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["demo", "--approve", "deny", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "run unconfined" in result.stderr
+    assert json.loads(result.stdout)["calls"]
