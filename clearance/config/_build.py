@@ -64,6 +64,7 @@ def build_registry(config: Config) -> ToolRegistry:
             config.tools.files.root,
             protected_files=_store_files(config),
             read_only_paths=_decisive_files(config),
+            secrets=config.tools.landlock.protected,
         )
     if config.tools.shell is not None:
         shell = config.tools.shell

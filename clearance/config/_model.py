@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clearance.config._paths import default_journal_path, pack_path
+from clearance.toolsets.files import SECRETS
 
 __all__ = [
     "DEFAULT_SHELL_PROGRAMS",
@@ -198,8 +199,10 @@ class LandlockConfig:
     besides the system directories."""
     write_paths: tuple[Path, ...] = ()
     """More directories a program may write, besides the workspace."""
-    protected: tuple[str, ...] = (".env", ".env.*")
-    """Glob patterns, relative to the workspace, of secrets no program may read or write."""
+    protected: tuple[str, ...] = SECRETS
+    """Glob patterns of the workspace's secrets no bundled tool reads or writes (a pattern
+    without ``/`` matches a name in any directory, one with ``/`` the path from the
+    workspace): the file tools refuse them, the kernel hides them from programs."""
     connect_ports: tuple[int, ...] = ()
     """TCP ports a program may connect to (every other TCP connect is refused)."""
     bind_ports: tuple[int, ...] = ()

@@ -3,14 +3,16 @@ read-only paths, checked on the canonical path (see :mod:`clearance.toolsets.fil
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
 from collections.abc import Sequence
 
 from clearance.guardrails.paths import PathScope
 from clearance.harness.tools import CallToolResult
 from clearance.toolsets._results import error_result
 
-__all__ = ["PROTECTED", "SQLITE_SIDE_FILES", "FileGuard"]
+__all__ = ["PROTECTED", "SECRETS", "SQLITE_SIDE_FILES", "FileGuard", "secret_pattern"]
 
 PROTECTED: tuple[str, ...] = (".git", ".gitconfig")
 """Path segments the bundled mutating file tools refuse by default."""
@@ -18,14 +20,33 @@ PROTECTED: tuple[str, ...] = (".git", ".gitconfig")
 SQLITE_SIDE_FILES: tuple[str, ...] = ("", "-wal", "-shm", "-journal", "-starts", ".lock")
 """Suffixes of the files SQLite (and clearance's journal) keep beside a database."""
 
+SECRETS: tuple[str, ...] = (".env", ".env.*")
+"""Glob patterns of the workspace's secrets, which no bundled tool reads or writes: the
+file tools refuse them and the kernel hides them from the programs ``shell.run`` starts
+(R15). A pattern without ``/`` matches a name in any directory, one with ``/`` the path
+from the workspace."""
+
+
+def secret_pattern(globs: Sequence[str]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+    """``(names, paths)``: one expression for the patterns without ``/`` (matched against
+    a name) and one for those with ``/`` (matched against the path from the workspace);
+    None where there are none."""
+
+    def one(patterns: list[str]) -> re.Pattern[str] | None:
+        if not patterns:
+            return None
+        return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in patterns))
+
+    return one([g for g in globs if "/" not in g]), one([g for g in globs if "/" in g])
+
 
 class FileGuard:
     """What the handlers refuse beyond the root: protected segments for writes and moves;
-    protected files (with their SQLite side files) for every tool; read-only paths (files
-    or directories) for writes and moves. A write or move of a directory above a protected
-    or read-only path is refused too: it would carry them away."""
+    protected files (with their SQLite side files) and secrets (:data:`SECRETS`) for every
+    tool; read-only paths (files or directories) for writes and moves. A write or move of a
+    directory above a protected or read-only path is refused too: it would carry them away."""
 
-    __slots__ = ("files", "read_only", "scope", "segments")
+    __slots__ = ("_secret_names", "_secret_paths", "files", "read_only", "scope", "segments")
 
     def __init__(
         self,
@@ -33,7 +54,9 @@ class FileGuard:
         segments: Sequence[str],
         files: Sequence[str | os.PathLike[str]],
         read_only: Sequence[str | os.PathLike[str]] = (),
+        secrets: Sequence[str] = (),
     ) -> None:
+        self._secret_names, self._secret_paths = secret_pattern(secrets)
         self.scope = scope
         self.segments = frozenset(s.lower() for s in segments)
         self.files = frozenset(
@@ -47,6 +70,11 @@ class FileGuard:
         if mutating and (segment := _protected(path, self.segments)) is not None:
             return error_result(
                 f"{tool}: {segment!r} is protected and cannot be changed", "protected"
+            )
+        if self.secret(path):
+            return error_result(
+                f"{tool}: {path!r} is a secret of the workspace; no tool reads or writes it",
+                "protected",
             )
         if not self.files and not self.read_only:
             return None
@@ -69,6 +97,17 @@ class FileGuard:
                     "protected",
                 )
         return None
+
+    def secret(self, path: str) -> bool:
+        """Whether the canonical ``path`` is one of the workspace's secrets."""
+        if path in ("", "."):
+            return False
+        names, paths = self._secret_names, self._secret_paths
+        name = path.rsplit("/", 1)[-1]
+        return bool(
+            (names is not None and names.match(name) is not None)
+            or (paths is not None and paths.match(path) is not None)
+        )
 
     def absolute(self, path: str) -> str:
         root = str(self.scope.root)

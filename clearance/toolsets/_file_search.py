@@ -40,7 +40,7 @@ def search_handler(guard: FileGuard, max_results: int, max_file_bytes: int) -> H
     """``search``: the lines of the text files under a directory that match a query."""
 
     def skipped(rel: str) -> bool:
-        return bool(guard.files) and guard.absolute(rel) in guard.files
+        return guard.secret(rel) or (bool(guard.files) and guard.absolute(rel) in guard.files)
 
     def search(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         query: str = arguments["query"]

@@ -37,9 +37,7 @@ Example::
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -48,7 +46,7 @@ from typing import Literal
 
 from clearance.errors import ConfinementError
 from clearance.toolsets import _landlock
-from clearance.toolsets._file_guard import SQLITE_SIDE_FILES
+from clearance.toolsets._file_guard import SECRETS, SQLITE_SIDE_FILES, secret_pattern
 
 __all__ = [
     "DEVICE_FILES",
@@ -118,7 +116,7 @@ class Confinement:
     """The system directories a program may read and execute."""
     write_paths: tuple[str | os.PathLike[str], ...] = ()
     """More directories a program may write, besides the workspace (a cache)."""
-    protected: tuple[str, ...] = (".env", ".env.*")
+    protected: tuple[str, ...] = SECRETS
     """Glob patterns of secrets in the workspace a program may neither read nor write: a
     pattern without ``/`` matches a name in any directory (``.env`` is every ``.env``),
     one with ``/`` the path from the workspace (``config/*.key``). Matched when each
@@ -216,8 +214,7 @@ class Confiner:
         """The workspace's secrets as they are now: each entry :attr:`Confinement.protected`
         matches (and where a link among them leads), found by a walk that follows no
         link and skips ``.git``."""
-        names = _pattern([p for p in self.settings.protected if "/" not in p])
-        relative = _pattern([p for p in self.settings.protected if "/" in p])
+        names, relative = secret_pattern(self.settings.protected)
         found: list[str] = []
         root = str(self.workspace)
         for directory, dirnames, filenames in os.walk(root):
@@ -232,13 +229,6 @@ class Confiner:
                 path = os.path.join(directory, name)
                 found += [path, os.path.realpath(path)]
         return found
-
-
-def _pattern(globs: Sequence[str]) -> re.Pattern[str] | None:
-    """One regular expression matching any of ``globs`` (None: there are none)."""
-    if not globs:
-        return None
-    return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs))
 
 
 def _python_paths() -> list[str]:

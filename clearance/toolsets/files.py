@@ -36,7 +36,7 @@ from clearance.facts.paths import PathFact
 from clearance.guardrails.paths import PathScope
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.toolsets._file_edit import apply_patch_handler, edit_handler
-from clearance.toolsets._file_guard import PROTECTED, SQLITE_SIDE_FILES, FileGuard
+from clearance.toolsets._file_guard import PROTECTED, SECRETS, SQLITE_SIDE_FILES, FileGuard
 from clearance.toolsets._file_handlers import (
     Handler,
     list_dir_handler,
@@ -48,6 +48,7 @@ from clearance.toolsets._file_search import search_handler
 
 __all__ = [
     "PROTECTED",
+    "SECRETS",
     "SQLITE_SIDE_FILES",
     "Handler",
     "files_guardrail",
@@ -77,6 +78,7 @@ def files_tools(
     protected: Sequence[str] = PROTECTED,
     protected_files: Sequence[str | os.PathLike[str]] = (),
     read_only_paths: Sequence[str | os.PathLike[str]] = (),
+    secrets: Sequence[str] = SECRETS,
 ) -> list[Tool]:
     """The workspace file tools, confined to ``root``.
 
@@ -102,12 +104,15 @@ def files_tools(
             move: clearance's configuration file and policy directories, when they
             live inside the workspace (an agent that rewrites them decides its next run).
             A directory above any of these (or above a protected file) is not moved.
+        secrets: glob patterns of the workspace's secrets, which no tool reads, writes,
+            moves or searches (default ``.env`` and ``.env.*`` in any directory; the
+            same patterns the kernel hides from ``shell.run``'s programs, R15).
 
     Raises:
         ConfigError: ``root`` is not an existing directory.
     """
     scope = PathScope(root)
-    guard = FileGuard(scope, protected, protected_files, read_only_paths)
+    guard = FileGuard(scope, protected, protected_files, read_only_paths, secrets)
     path_fact = PathFact(scope.root)
     entry_fact = PathFact(scope.root, follow_final=False)
     return [

@@ -392,3 +392,43 @@ def test_the_program_is_found_as_exec_would_find_it(places: tuple[Path, Path]) -
     script.chmod(0o755)
     assert run("./src/hello.sh")["stdout"] == "hello from ./src/hello.sh\n"
     assert run("src/hello.sh")["exit_code"] == 0
+
+
+@pytest.mark.anyio
+async def test_the_file_tools_refuse_the_secrets_the_kernel_hides(tmp_path: Path) -> None:
+    """One list of secrets for both (``[tools.landlock] protected``): what a program
+    cannot read, files.read_file cannot either (the coding pack reads freely)."""
+    work = tmp_path / "ws"
+    (work / "svc").mkdir(parents=True)
+    (work / "svc" / ".env.prod").write_text("TOKEN=t0ken-prod\n")
+    (work / "keys").mkdir()
+    (work / "keys" / "id.pem").write_text("-----BEGIN t0ken-pem\n")
+    (work / "notes.md").write_text("t0ken in notes\n")
+    (work / "link").symlink_to("svc/.env.prod")
+    toml = tmp_path / "clearance.toml"
+    toml.write_text(
+        '[evaluator]\nkind = "noop"\n\n[tools.files]\nroot = "ws"\n\n[tools.shell]\n'
+        '\n[tools.landlock]\nprotected = [".env*", "keys/*.pem"]\n'
+    )
+    registry = build_registry(load_config(toml))
+    calls = [
+        ("files__read_file", {"path": "svc/.env.prod"}),
+        ("files__read_file", {"path": "link"}),
+        ("files__read_file", {"path": "keys/id.pem"}),
+        ("files__write_file", {"path": "svc/.env.new", "content": "x"}),
+        ("files__edit", {"path": "svc/.env.prod", "edits": [{"old": "TOKEN", "new": "X"}]}),
+        ("files__move_file", {"source": "keys/id.pem", "destination": "id.txt"}),
+        ("files__apply_patch", {"patch": "--- /dev/null\n+++ b/.env\n@@ -0,0 +1 @@\n+A=1\n"}),
+        ("shell__run", {"command": "cat svc/.env.prod keys/id.pem"}),
+    ]
+    async with harness(registry, evaluator=NoopEvaluator()) as h:
+        session = await h.create_session(principal=ALICE)
+        for i, (tool, arguments) in enumerate(calls):
+            outcome = await session.call_tool(tool, arguments, call_id=f"c{i}")
+            assert outcome.status == "error", (tool, arguments, outcome.text)
+            assert "t0ken-" not in outcome.text, (tool, arguments)
+        found = await session.call_tool("files__search", {"query": "t0ken"}, call_id="s")
+    assert found.status == "ok", found.text
+    assert "notes.md" in found.text and "t0ken-" not in found.text
+    assert (work / "svc" / ".env.prod").read_text() == "TOKEN=t0ken-prod\n"
+    assert not (work / ".env").exists() and not (work / "id.txt").exists()

@@ -13,6 +13,7 @@ import clearance.toolsets.shell as shell
 def test_the_files_module_exports_its_public_names(tmp_path: Path) -> None:
     assert set(files.__all__) == {
         "PROTECTED",
+        "SECRETS",
         "SQLITE_SIDE_FILES",
         "Handler",
         "files_guardrail",
