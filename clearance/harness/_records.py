@@ -23,6 +23,7 @@ def verdict_record(verdict: Verdict, failed: bool, secret_values: set[str]) -> d
             "errors": list(verdict.errors),
             "message": verdict.message,
             "evaluator": verdict.evaluator,
+            **({"policy_version": verdict.policy_version} if verdict.policy_version else {}),
         }
     return {
         "effect": "error" if failed else verdict.effect,
@@ -31,6 +32,7 @@ def verdict_record(verdict: Verdict, failed: bool, secret_values: set[str]) -> d
         "errors": [scrub(e, secret_values) for e in verdict.errors],
         "message": scrub(verdict.message, secret_values),
         "evaluator": verdict.evaluator,
+        **({"policy_version": verdict.policy_version} if verdict.policy_version else {}),
     }
 
 

@@ -165,6 +165,11 @@ class Verdict:
     """Which evaluator answered."""
     annotations: Mapping[str, str] = field(default_factory=dict)
     """Names for the ids in ``reasons`` (Cedar ``@id``), where they differ."""
+    policy_version: str | None = field(default=None, compare=False)
+    """Which version of the policies decided: a digest of the whole policy set in force
+    (``sha256:`` and 16 hex digits of its policy files, entities and schema declarations),
+    journaled with the decision; ``None`` for an evaluator without versions. Not compared:
+    two verdicts are equal when they decide alike, whichever set made them."""
 
     def __post_init__(self) -> None:
         # A verdict is checked where it is made: an effect spelled any other way
@@ -179,6 +184,8 @@ class Verdict:
             raise TypeError("Verdict.message must be a string or None")
         if not isinstance(self.annotations, Mapping):
             raise TypeError("Verdict.annotations must be a mapping")
+        if self.policy_version is not None and not isinstance(self.policy_version, str):
+            raise TypeError("Verdict.policy_version must be a string or None")
 
     @classmethod
     def allow(cls, *reasons: str, evaluator: str = "", message: str | None = None) -> Verdict:
@@ -351,6 +358,7 @@ def combine(verdicts: Sequence[Verdict], *, evaluator: str = "") -> Verdict:
         "; ".join(messages) or None,
         evaluator or "+".join(v.evaluator for v in deciding),
         annotations,
+        "+".join(dict.fromkeys(v.policy_version for v in verdicts if v.policy_version)) or None,
     )
 
 

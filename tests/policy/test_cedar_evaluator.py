@@ -1362,3 +1362,40 @@ def test_a_permit_reading_a_fact_gets_the_fact() -> None:
     assert (allowed.effect, allowed.reasons, allowed.errors) == ("allow", ("docs", "any"), ())
     asked = decide("https://other.example/")
     assert (asked.effect, asked.reasons, asked.errors) == ("ask", ("any",), ())
+
+
+def test_every_verdict_names_the_version_of_the_set_that_made_it(tmp_path: Path) -> None:
+    # The journal says which policies decided: equal sets, equal versions; any change
+    # (a policy, the entities) a new one; denies the set could not decide carry it too.
+    policy = tmp_path / "p.cedar"
+    policy.write_text('@id("v1") permit(principal, action, resource);')
+    ev = CedarEvaluator.from_directory(tmp_path)
+    ev.bind(REGISTRY)
+    first = ev.evaluate(request("files.read_file")).policy_version
+    assert first is not None and re.fullmatch(r"sha256:[0-9a-f]{16}", first)
+    assert first == ev.policy_version
+    twin = CedarEvaluator.from_directory(tmp_path)
+    twin.bind(REGISTRY)
+    assert twin.evaluate(request("files.read_file")).policy_version == first
+    policy.write_text('@id("v1") permit(principal, action, resource) when { true };')
+    ev.reload()
+    second = ev.evaluate(request("files.read_file")).policy_version
+    assert second not in (None, first)
+    stranger = ev.evaluate(request("files.read_file", principal=Principal("Robot", "r2")))
+    assert stranger.effect == "deny" and stranger.policy_version == second
+
+
+@pytest.mark.anyio
+async def test_the_journal_records_the_version_that_decided() -> None:
+    from support import Recorder, coding_registry, harness
+
+    from clearance.harness.journal import MemoryJournal
+
+    journal = MemoryJournal()
+    evaluator = CedarEvaluator('@id("reads") permit(principal, action, resource);')
+    async with harness(coding_registry(Recorder()), evaluator=evaluator, journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        await session.call_tool("files__read_file", {"path": "a.txt"}, call_id="c1")
+    (decided,) = [e for e in journal.events() if e.type == "call_decided"]
+    assert decided.data["verdict"]["policy_version"] == evaluator.policy_version
+    assert evaluator.policy_version is not None

@@ -99,6 +99,8 @@ class VerdictRecord(_Model):
     errors: list[str] = Field(default_factory=list)
     message: str | None = None
     evaluator: str | None = None
+    policy_version: str | None = None
+    """The digest of the policy set that decided (``Verdict.policy_version``)."""
 
 
 class ShadowRecord(_Model):

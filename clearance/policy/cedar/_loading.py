@@ -5,6 +5,8 @@ tool and action entities, the engine, the checks, and per-tool request plans, al
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +21,7 @@ from clearance.policy.cedar.entities import tool_entities, type_from_json, uid_k
 from clearance.policy.cedar.schema import CedarType, SchemaModel, build_schema
 from clearance.types import ToolLike
 
-__all__ = ["LoadedSet", "build_engine", "load_set"]
+__all__ = ["LoadedSet", "build_engine", "load_set", "policy_set_version"]
 
 
 @dataclass(slots=True)
@@ -120,7 +122,21 @@ def load_set(
     extra: dict[tuple[str, str], Mapping[str, Any]] = {
         uid_key(e["uid"]): e for e in sources.entities
     }
-    return LoadedSet(engine, model, plans, shapes, extra, VerdictMap(infos), ungoverned)
+    verdicts = VerdictMap(infos, policy_set_version(sources))
+    return LoadedSet(engine, model, plans, shapes, extra, verdicts, ungoverned)
+
+
+def policy_set_version(sources: Sources) -> str:
+    """``sha256:`` and 16 hex digits over the set's policy files (paths and texts, in
+    order), extra entities and schema declarations: equal sets, equal versions."""
+    body = json.dumps(
+        [sources.policies, sources.entities, sources.schema],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _action_entities(model: SchemaModel) -> list[dict[str, Any]]:

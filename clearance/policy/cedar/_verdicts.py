@@ -29,16 +29,18 @@ EVALUATOR_NAME = "cedar"
 _CACHE_SIZE = 8192
 
 
-def deny(message: str) -> Verdict:
+def deny(message: str, version: str | None = None) -> Verdict:
     """A deny that no policy decided: the call could not be put to Cedar."""
-    return Verdict("deny", message=message, evaluator=EVALUATOR_NAME)
+    return Verdict("deny", message=message, evaluator=EVALUATOR_NAME, policy_version=version)
 
 
 class VerdictMap:
     """Maps one policy set's answers to verdicts; answers without errors are cached (they
     repeat)."""
 
-    def __init__(self, infos: tuple[PolicyInfo, ...]) -> None:
+    def __init__(self, infos: tuple[PolicyInfo, ...], version: str | None = None) -> None:
+        self.version = version
+        """The digest of the policy set (``Verdict.policy_version``)."""
         self._labels: Mapping[str, str] = {i.id: i.label for i in infos}
         self._ask: Mapping[str, str] = {
             i.id: i.annotations["ask"] for i in infos if "ask" in i.annotations
@@ -83,15 +85,17 @@ class VerdictMap:
                 f"forbid {', '.join(failed)} could not be evaluated; a forbid that fails "
                 "denies the call"
             )
-            return Verdict("deny", failed, errors, message, EVALUATOR_NAME, MappingProxyType({}))
+            return Verdict(
+                "deny", failed, errors, message, EVALUATOR_NAME, MappingProxyType({}), self.version
+            )
         if response.decision == "allow":
             asks = [self._ask[r] for r in response.reasons if r in self._ask]
             if len(asks) == len(response.reasons):
                 why = "; ".join(dict.fromkeys(a for a in asks if a)) or (
                     "approval required by " + ", ".join(reasons)
                 )
-                return Verdict("ask", reasons, errors, why, EVALUATOR_NAME, names)
-            return Verdict("allow", reasons, errors, None, EVALUATOR_NAME, names)
+                return Verdict("ask", reasons, errors, why, EVALUATOR_NAME, names, self.version)
+            return Verdict("allow", reasons, errors, None, EVALUATOR_NAME, names, self.version)
         if reasons:
             message = f"forbidden by {', '.join(reasons)}"
         elif any(e.policy_id is None for e in response.errors):
@@ -100,4 +104,4 @@ class VerdictMap:
             )
         else:
             message = f"no policy permits {principal} to call {tool}"
-        return Verdict("deny", reasons, errors, message, EVALUATOR_NAME, names)
+        return Verdict("deny", reasons, errors, message, EVALUATOR_NAME, names, self.version)

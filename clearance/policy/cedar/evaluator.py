@@ -213,6 +213,13 @@ class CedarEvaluator(Evaluator):
         return tuple(dict.fromkeys(i.label for i in self.engine.policies if i.kind != "template"))
 
     @property
+    def policy_version(self) -> str | None:
+        """The digest of the policy set in force (``Verdict.policy_version``); ``None``
+        before :meth:`bind`."""
+        state = self._state
+        return state.verdicts.version if state else None
+
+    @property
     def ungoverned(self) -> tuple[str, ...]:
         """Tools no permit can ever match (found by :meth:`bind`): always denied."""
         state = self._state
@@ -342,7 +349,8 @@ class CedarEvaluator(Evaluator):
         if plan is None:
             return deny(
                 f"tool {request.tool.qualified_name!r} is not in the Cedar schema "
-                "(it was not registered when the policies were loaded)"
+                "(it was not registered when the policies were loaded)",
+                state.verdicts.version,
             )
         principal = request.principal
         try:
@@ -350,7 +358,8 @@ class CedarEvaluator(Evaluator):
             if found is None:
                 return deny(
                     f"principal type {principal.type!r} is not declared in the Cedar schema "
-                    f"(declared: {', '.join(state.principal_shapes)})"
+                    f"(declared: {', '.join(state.principal_shapes)})",
+                    state.verdicts.version,
                 )
             context: dict[str, Any] = {}
             if plan.send_input:
@@ -374,7 +383,7 @@ class CedarEvaluator(Evaluator):
                     plan.provenance_need,
                 )
         except ValueMismatch as exc:
-            return deny(f"cannot put the call to Cedar: {exc}")
+            return deny(f"cannot put the call to Cedar: {exc}", state.verdicts.version)
         uid, entities = found
         response = state.engine.is_authorized(uid, plan.action, plan.resource, context, entities)
         return state.verdicts.verdict(response, principal, plan.label)
