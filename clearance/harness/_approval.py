@@ -205,6 +205,13 @@ class Approval(Recorder):
                 "is answered",
             )
             call.pending = True
+            # The same call (by its call id, not found by a resume key) tried again
+            # while its ask still waits: its pending decision is on record already, with
+            # its ask; a host that tries again (an adapter resumed before the answer is
+            # given) adds no second record (one decision record per asked call).
+            call.pending_recorded = (
+                stored is not None and stored.status == "pending" and call.resume_key is None
+            )
             return False
         running = call.running
         if running is not None and session.on_permission_ask is None:

@@ -68,6 +68,9 @@ class CallState:
     ``authorization_ttl`` seconds later (rule R12)."""
     pending: bool = False
     """The call's ask waits in the store: ``authorize`` comes back pending."""
+    pending_recorded: bool = False
+    """Its pending was journaled already: this is the same call tried again while its
+    ask still waits (no second ``call_decided``; see ``Approval._ask``)."""
     resume_key: str | None = None
     """What a stored ask of this call is found again by, with its principal, tool and
     canonical arguments (default: the call id)."""

@@ -184,6 +184,12 @@ class Recorder:
         if call.dry:
             call.record.update(decision=decision, reasons=reasons, message=message)
             return self._outcome(call, status, message, decision, reasons)
+        if outcome == "pending" and call.pending_recorded:
+            # The same call tried again while its ask waits: its pending is on record.
+            call.decided_written = True
+            return self._outcome(
+                call, status, f"{message} (correlation id {call.correlation_id})", decision, reasons
+            )
         running = call.running
         if running is not None:
             running.hold()  # the call ends here: a close meanwhile has nothing to cancel

@@ -88,7 +88,8 @@ async def test_a_paused_call_gets_its_answer_once() -> None:
     assert decided[-1]["by"] == "bob" and decided[-1]["via"] == "cli"
     assert decided[-1]["how"] == "store"
     outcomes = [e.data["outcome"] for e in journal.events(call_id="c1") if e.type == "call_decided"]
-    assert outcomes == ["pending", "pending", "authorized"]
+    # one pending record (the same call tried again while it waits adds none), one decision
+    assert outcomes == ["pending", "authorized"]
 
 
 async def test_an_answer_holds_only_for_the_call_it_was_given_for() -> None:

@@ -307,6 +307,12 @@ async def test_an_ask_nobody_here_answers_is_an_interrupt(workspace: Path) -> No
     decided = [e.data for e in journal.events(call_id="m1") if e.type == "permission_decided"]
     assert [(d["by"], d["via"]) for d in decided] == [("alice", "langgraph")]
     assert final_records(journal, "m2")[0].data["ask"]["answer"] == "grant"
+    # one decision record per asked call: its pending, then the answered decision (issue 31)
+    assert outcomes_of(journal, "m1") == ["pending", "authorized"]
+
+
+def outcomes_of(journal: Any, call_id: str) -> list[str]:
+    return [e.data["outcome"] for e in journal.events(call_id=call_id) if e.type == "call_decided"]
 
 
 async def test_several_asks_in_one_turn_run_nothing_until_all_are_answered(
@@ -353,6 +359,9 @@ async def test_several_asks_in_one_turn_run_nothing_until_all_are_answered(
     assert types(final_records(journal, "m1")) == ["call_decided", "tool_started", "tool_finished"]
     carol = final_records(journal, "m2")
     assert types(carol) == ["call_decided"] and carol[0].data["outcome"] == "denied"
+    # asked again three times, recorded pending once
+    assert outcomes_of(journal, "m2") == ["pending", "denied"]
+    assert outcomes_of(journal, "m1") == ["pending", "authorized"]
     assert (carol[0].data["ask"]["answered_by"], carol[0].data["ask"]["via"]) == (
         "ops",
         "langgraph",
@@ -403,11 +412,13 @@ async def test_an_interrupted_graph_resumes_after_a_restart(
     journal = SqliteJournal(stores / "journal.db")
     try:
         mail = final_records(journal, "m1")
+        mail_outcomes = outcomes_of(journal, "m1")
         read = [e for e in final_records(journal, "r1") if e.type != "call_decided"]
     finally:
         await journal.aclose()
     assert types(mail) == ["call_decided", "tool_started", "tool_finished"]
     assert (mail[0].data["ask"]["answered_by"], mail[0].data["ask"]["via"]) == ("bo", "langgraph")
+    assert mail_outcomes == ["pending", "authorized"]  # across the restart too
     assert types(read) == ["tool_started", "tool_finished"]  # the read ran once
 
 

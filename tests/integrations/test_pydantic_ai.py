@@ -308,6 +308,9 @@ async def test_an_ask_nobody_here_answers_becomes_a_deferred_approval(workspace:
     assert decided[0]["via"] == "pydantic-ai"
     assert final_records(journal, "m2")[0].data["ask"]["answer"] == "grant"
     assert h.pending_asks() == []
+    # one decision record per asked call: its pending, then the answered decision (issue 31)
+    outcomes = [e.data["outcome"] for e in journal.events(call_id="m1") if e.type == "call_decided"]
+    assert outcomes == ["pending", "authorized"]
 
 
 async def test_a_host_denial_is_recorded_and_shown_and_nothing_runs(workspace: Path) -> None:
