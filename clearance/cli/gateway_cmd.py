@@ -19,6 +19,7 @@ import dataclasses
 import secrets
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -319,23 +320,89 @@ async def run_gateway(
     """
     from clearance.mcp.gateway import DEFAULT_TOKEN_FILE, PrincipalToken, write_token_file
 
-    async with open_gateway(config, harness_factory=harness_factory) as gateway:
-        if config.transport == "stdio":
-            if ready is not None:
-                ready("stdio")
-            await gateway.serve_stdio()
-            return
-        # The token is made only once everything else is known to work.
-        tokens = list(config.tokens)
-        if not tokens:
-            token_file = config.token_file or DEFAULT_TOKEN_FILE
-            token = secrets.token_urlsafe(32)
-            try:
-                write_token_file(token_file, token)
-            except OSError as exc:
-                raise ConfigError(f"cannot write the token file {token_file}: {exc}") from None
-            tokens = [PrincipalToken(config.principal, token)]
-            print(f"clearance gateway: token written to {token_file}", file=sys.stderr)
-        await gateway.serve_http(
-            tokens, host=config.host, port=config.port, endpoint=config.endpoint, ready=ready
+    async with (
+        open_gateway(config, harness_factory=harness_factory) as gateway,
+        anyio.create_task_group() as tg,
+    ):
+        if _can_take_signals():
+            tg.start_soon(_reload_on_sighup, gateway.harness.evaluator)
+        try:
+            await _serve(
+                gateway, config, ready, DEFAULT_TOKEN_FILE, PrincipalToken, write_token_file
+            )
+        finally:
+            tg.cancel_scope.cancel()
+
+
+def _can_take_signals() -> bool:
+    return hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread()
+
+
+async def _reload_on_sighup(evaluator: Any) -> None:
+    """SIGHUP reloads the policies (a SIGHUP used to kill the gateway): a set that does not
+    load leaves the last good one in force, said on stderr."""
+    with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            reload_policies(evaluator)
+
+
+def reload_policies(evaluator: Any) -> bool:
+    """Reload ``evaluator``'s policies now, saying on stderr what happened; False (and the
+    last good set kept) when the new set does not load or the evaluator has none to reload."""
+    reload = getattr(evaluator, "reload", None)
+    if not callable(reload):
+        print(
+            "clearance gateway: SIGHUP: this evaluator has no policies to reload",
+            file=sys.stderr,
+            flush=True,
         )
+        return False
+    try:
+        reload()
+    except ClearanceError as exc:
+        print(
+            printable(
+                f"clearance gateway: SIGHUP: the policies did not load; the last good set "
+                f"stays in force: {exc}",
+                newlines=True,
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+        return False
+    version = getattr(evaluator, "policy_version", None)
+    print(
+        "clearance gateway: SIGHUP: policies reloaded" + (f" ({version})" if version else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    return True
+
+
+async def _serve(
+    gateway: Any,
+    config: GatewayConfig,
+    ready: Callable[[str], None] | None,
+    default_token_file: Path,
+    principal_token: Any,
+    write_token_file: Callable[[Path, str], None],
+) -> None:
+    if config.transport == "stdio":
+        if ready is not None:
+            ready("stdio")
+        await gateway.serve_stdio()
+        return
+        # The token is made only once everything else is known to work.
+    tokens = list(config.tokens)
+    if not tokens:
+        token_file = config.token_file or default_token_file
+        token = secrets.token_urlsafe(32)
+        try:
+            write_token_file(token_file, token)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the token file {token_file}: {exc}") from None
+        tokens = [principal_token(config.principal, token)]
+        print(f"clearance gateway: token written to {token_file}", file=sys.stderr)
+    await gateway.serve_http(
+        tokens, host=config.host, port=config.port, endpoint=config.endpoint, ready=ready
+    )

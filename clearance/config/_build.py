@@ -116,7 +116,7 @@ def build_evaluator(config: Config) -> AuthorityEvaluator:
     from clearance.policy.cedar import CedarEvaluator
 
     assert ev.policies is not None
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"watch": ev.watch}
     if ev.entities is not None:
         options["entities"] = ev.entities
     return cast("AuthorityEvaluator", CedarEvaluator.from_directory(ev.policies, **options))

@@ -147,7 +147,18 @@ class _ConfigReader(TomlReader):
         raw = self.table(
             raw,
             w,
-            ("kind", "policies", "pack", "entities", "rules", "allow", "ask", "deny", *_AUTHZEN),
+            (
+                "kind",
+                "policies",
+                "pack",
+                "entities",
+                "watch",
+                "rules",
+                "allow",
+                "ask",
+                "deny",
+                *_AUTHZEN,
+            ),
         )
         kind = raw.get("kind")
         if kind not in ("cedar", "local", "noop", "authzen"):
@@ -155,7 +166,7 @@ class _ConfigReader(TomlReader):
                 (*w, "kind"), 'evaluator.kind must be "cedar", "local", "authzen" or "noop"'
             )
         allowed = {
-            "cedar": {"kind", "policies", "pack", "entities"},
+            "cedar": {"kind", "policies", "pack", "entities", "watch"},
             "local": {"kind", "rules", "allow", "ask", "deny"},
             "noop": {"kind"},
             "authzen": {"kind", *_AUTHZEN},
@@ -179,7 +190,8 @@ class _ConfigReader(TomlReader):
             entities = (
                 self.existing_file(raw["entities"], (*w, "entities")) if "entities" in raw else None
             )
-            return EvaluatorConfig("cedar", policies=policies, entities=entities)
+            watch = self.boolean(raw["watch"], (*w, "watch")) if "watch" in raw else True
+            return EvaluatorConfig("cedar", policies=policies, entities=entities, watch=watch)
         if kind == "local":
             inline = {
                 k: self.strings(raw[k], (*w, k)) for k in ("allow", "ask", "deny") if k in raw

@@ -95,6 +95,10 @@ class EvaluatorConfig:
     """Cedar: the policy directory (``pack = "coding"`` names a bundled pack instead)."""
     entities: Path | None = None
     """Cedar: an optional entities JSON file (users, groups and their attributes)."""
+    watch: bool = True
+    """Cedar: reload the policy directory when it changes (checked at most once a second
+    during decisions; see ``CedarEvaluator.from_directory``); ``watch = false`` loads it
+    once. A running gateway also reloads on SIGHUP."""
     rules: Path | None = None
     """Local: a TOML file with ``allow``, ``ask`` and ``deny`` lists."""
     allow: tuple[str, ...] = ()
