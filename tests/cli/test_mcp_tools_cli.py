@@ -299,7 +299,8 @@ def test_run_starts_the_configured_servers_and_decides_their_calls(cli: Any, pro
     assert calls["c1"]["reasons"] == ["time-read"]
     assert calls["c2"]["decision"] == "deny"
     # A script naming a tool no server or toolset has is still bad input.
-    script["turns"][0]["tool_calls"][0]["name"] = "time__no_such_tool"
-    (project / "script.json").write_text(json.dumps(script))
+    (project / "script.json").write_text(
+        json.dumps(script).replace('"time__get_current_time"', '"time__no_such_tool"', 1)
+    )
     bad = cli("run", "script.json", cwd=project)
     assert bad.code == 2 and "time__no_such_tool" in bad.err

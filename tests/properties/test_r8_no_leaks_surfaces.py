@@ -150,7 +150,7 @@ async def test_r8_no_withheld_value_or_copy_on_any_surface(
             decision = await harness.decide(
                 principal=ALICE, tool="api__publish", arguments=arguments
             )
-        inbox = ask_list(store.all(), csrf="t")
+        inbox = ask_list(store.all())
         store.close()
         stored = _stored_bytes(Path(tmp))
     provider.shutdown()
