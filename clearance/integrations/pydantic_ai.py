@@ -50,7 +50,9 @@ and who answered) and then decides the call again with the same call id. A plain
 ``approvals={id: True}`` is taken as ``allow_once`` too (with ``metadata={id: {"clearance":
 answer}}`` as that answer); a plain ``False``/``ToolDenied`` never reaches the toolset
 (PydanticAI answers it itself), so the call does not run but its ask stays open: use
-:func:`deferred_results` to have the denial recorded.
+:func:`deferred_results` to have the denial recorded. An ask answered outside PydanticAI
+(``clearance asks approve``, the inbox) resumes with :func:`resume_results`, which answers
+nothing: the toolset applies the answer the ask store holds, once.
 
 Not covered: a tool that defers *itself* (raises ``ApprovalRequired``/``CallDeferred`` from
 its body) ends its clearance run there, and its approved retry is refused as a reused call id
@@ -112,12 +114,13 @@ from clearance.integrations._host import (
     record_replayed,
 )
 
-__all__ = ["VIA", "ClearanceToolset", "deferred_results", "register_toolset"]
+__all__ = ["VIA", "ClearanceToolset", "deferred_results", "register_toolset", "resume_results"]
 
 VIA = "pydantic-ai"
 """How the journal names answers given through PydanticAI's deferred tool results."""
 
 _KEY = "clearance"
+_FROM_STORE = "answered_in_store"
 
 
 def register_toolset(
@@ -282,17 +285,63 @@ class ClearanceToolset(WrapperToolset[AgentDepsT]):
         """Authorize the call; a host approval of this call's open ask answers it first."""
         arguments = to_jsonable_python(tool_args)
         turn_id = getattr(ctx, "run_id", None)
+        metadata = ctx.tool_call_metadata
+        carried = metadata.get(_KEY) if isinstance(metadata, Mapping) else None
+        if isinstance(carried, Mapping) and carried.get(_FROM_STORE) is True:
+            # resume_results: the answer is the one in the ask store (the CLI, an inbox);
+            # the host's approval here only resumes the run and answers nothing.
+            return await self.session.authorize(name, arguments, call_id=call_id, turn_id=turn_id)
         asked = open_ask_id(self.session, name, call_id) if ctx.tool_call_approved else None
         auth = await self.session.authorize(name, arguments, call_id=call_id, turn_id=turn_id)
         if auth.pending and asked is not None and auth.ask_id == asked:
             # The host approved this very ask (same call id and arguments) through
             # PydanticAI: that is the answer, with the one its metadata carries, if any.
-            metadata = ctx.tool_call_metadata
-            carried = metadata.get(_KEY) if isinstance(metadata, Mapping) else None
             answer = parse_answer(carried if carried is not None else True, by=self.by)
             await answer_ask(self.session.harness, asked, answer, via=VIA)
             auth = await self.session.authorize(name, arguments, call_id=call_id, turn_id=turn_id)
         return auth
+
+
+def resume_results(
+    requests: DeferredToolRequests,
+    others: Mapping[str, bool | ToolApproved | ToolDenied] | None = None,
+) -> DeferredToolResults:
+    """The ``DeferredToolResults`` that resume a run whose clearance asks are answered
+    outside PydanticAI (``clearance asks approve``/``deny`` in another process, the inbox,
+    ``harness.answer_ask``): each clearance call is handed back to
+    :class:`ClearanceToolset`, which decides it again and applies the answer the ask store
+    holds, once. They answer nothing themselves: a call whose ask is still open comes back
+    deferred (the same ask), an allowed one runs, a denied one is shown its denial. A
+    replayed resume (the same history and results again, after the call ran) finds no
+    answer left: the call is deferred again and does not run twice.
+
+    Args:
+        requests: the ``DeferredToolRequests`` the paused run ended with.
+        others: the answers of the deferred calls that are not clearance's (the tools'
+            own ``requires_approval``).
+
+    Raises:
+        AskError: a deferred call that is not clearance's has no answer in ``others``,
+            or ``others`` names a call that is not among the requests.
+    """
+    others = dict(others or {})
+    pending = {call.tool_call_id for call in requests.approvals}
+    unknown = sorted(set(others) - pending)
+    if unknown:
+        raise AskError(f"no approval is requested for tool call {unknown[0]!r}")
+    approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+    metadata: dict[str, dict[str, Any]] = {}
+    for call_id in sorted(pending):
+        if _KEY in (requests.metadata.get(call_id) or {}):
+            approvals[call_id] = ToolApproved()
+            metadata[call_id] = {_KEY: {_FROM_STORE: True}}
+        elif call_id in others:
+            approvals[call_id] = others[call_id]
+        else:
+            raise AskError(
+                f"tool call {call_id!r} was not deferred by clearance: answer it in others"
+            )
+    return DeferredToolResults(approvals=approvals, metadata=metadata)
 
 
 def deferred_results(

@@ -24,6 +24,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.toolsets import FunctionToolset
+from support import cli_answer
 
 from clearance import (
     Grant,
@@ -45,6 +46,7 @@ from clearance.integrations.pydantic_ai import (
     ClearanceToolset,
     deferred_results,
     register_toolset,
+    resume_results,
 )
 from clearance.policy import LocalEvaluator
 
@@ -789,3 +791,72 @@ async def test_an_authorization_not_used_in_time_runs_nothing(workspace: Path) -
     assert ran == []
     [(_, shown, outcome)] = script.seen
     assert outcome == "denied" and "expired" in str(shown)
+
+
+# -- durable asks: answered from another process (issue 31) -----------------------------------
+
+
+@pytest.mark.parametrize("answer", ["allow_once", "deny"])
+async def test_an_ask_answered_with_the_cli_resumes_after_a_restart_once(
+    workspace: Path, tmp_path: Path, answer: str
+) -> None:
+    """The ask of a deferred call answered with the real `clearance asks` in another
+    process; a restarted host resumes with resume_results: the store's answer applies once,
+    and the same resume replayed never runs the call again."""
+    ran: list[tuple[str, Any]] = []
+    toolset = tools(workspace, ran)
+    db = tmp_path / "state.db"
+    journal = MemoryJournal()
+
+    def harness() -> Harness:
+        return Harness(
+            registry(workspace, toolset),
+            evaluator=evaluator(),
+            journal=journal,
+            grant_store=SqliteGrantStore(db),
+            ask_store=SqliteAskStore(db),
+        )
+
+    def agent(session: Any, script: Script) -> Agent[None, Any]:
+        clearance = ClearanceToolset(toolset, session=session, namespace="files")
+        return Agent(script.model(), toolsets=[clearance], output_type=OUTPUT)
+
+    async with harness() as h:
+        session = await h.create_session(principal=ALICE)
+        script = Script([call("send_mail", "m1", to="bob@example.com", body="hi")])
+        first = await agent(session, script).run("mail bob")
+        assert isinstance(first.output, DeferredToolRequests)
+        saved = ModelMessagesTypeAdapter.dump_json(first.all_messages())
+        requests = first.output
+        # resumed before anyone answered: deferred again, the same ask, nothing runs
+        early = await agent(session, Script()).run(
+            message_history=first.all_messages(), deferred_tool_results=resume_results(requests)
+        )
+        assert isinstance(early.output, DeferredToolRequests) and ran == []
+        (ask,) = h.pending_asks()
+    await cli_answer(db, ask.ask_id, answer=answer, approver_name="carol")
+
+    outputs = []
+    for _restart in range(2):  # the host restarted; then again, and the resume is replayed
+        async with harness() as h:
+            session = await h.create_session(principal=ALICE)
+            for _ in range(2):  # resumed, then the same resume replayed in this session
+                resumed = await agent(session, Script()).run(
+                    message_history=ModelMessagesTypeAdapter.validate_json(saved),
+                    deferred_tool_results=resume_results(requests),
+                )
+                outputs.append(resumed.output)
+    assert ran == ([("send_mail", "bob@example.com")] if answer == "allow_once" else [])
+    decided = [
+        e.data
+        for e in journal.events(call_id="m1")
+        if e.type == "call_decided" and e.data["outcome"] != "pending"
+    ]
+    # the one answered decision; each replay in the same session is refused as a reused id
+    first_answer, *replays = decided
+    assert first_answer["ask"]["answered_by"] == "carol"
+    assert first_answer["outcome"] == ("authorized" if answer == "allow_once" else "denied")
+    assert [r["stage"] for r in replays] == ["call_id"] * len(replays)
+    answers = [e.data for e in journal.events(call_id="m1") if e.type == "permission_decided"]
+    assert [(a["answer"], a["by"]) for a in answers] == [(answer, "carol")]
+    assert isinstance(outputs[2], DeferredToolRequests)  # a new host: asked anew, not run
