@@ -898,12 +898,14 @@ class ToolCallingScript(GenericFakeChatModel):
 
 
 @pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+@pytest.mark.parametrize("restart", [False, True])
 async def test_the_prebuilt_agent_takes_the_node_and_an_answer_from_the_cli(
-    workspace: Path, tmp_path: Path
+    workspace: Path, tmp_path: Path, restart: bool
 ) -> None:
     """``create_react_agent(model, tools=node.tool_node)``: each call is decided in its own
     task; an ask answered with the real `clearance asks approve` in another process lets the
-    graph resume with no resume value, and the call runs once."""
+    graph resume with no resume value (after a restart of the host too), and the call runs
+    once."""
     from langgraph.prebuilt import create_react_agent
 
     ran: list[tuple[str, Any]] = []
@@ -921,27 +923,42 @@ async def test_the_prebuilt_agent_takes_the_node_and_an_answer_from_the_cli(
         )
     )
     journal = MemoryJournal()
-    async with Harness(
-        registry(workspace, tools),
-        evaluator=evaluator(),
-        journal=journal,
-        ask_store=SqliteAskStore(db),
-        grant_store=SqliteGrantStore(db),
-    ) as h:
+    saver = InMemorySaver()  # the checkpointer outlives the host in this test
+
+    def harness() -> Harness:
+        return Harness(
+            registry(workspace, tools),
+            evaluator=evaluator(),
+            journal=journal,
+            ask_store=SqliteAskStore(db),
+            grant_store=SqliteGrantStore(db),
+        )
+
+    async def host(h: Harness) -> tuple[ClearanceToolNode, Any]:
         session = await h.create_session(principal=ALICE)
         node = ClearanceToolNode(tools, session=session, namespace="files")
-        agent = create_react_agent(model, tools=node.tool_node, checkpointer=InMemorySaver())
+        return node, create_react_agent(model, tools=node.tool_node, checkpointer=saver)
+
+    async with harness() as h:
+        node, agent = await host(h)
         paused = await node.run(agent, start(), THREAD)
         (pause,) = paused["__interrupt__"]
         (shown,) = pause.value["clearance"]
         assert shown["call_id"] == "m1" and ran == [("read_file", "docs/a.md")]
+        if not restart:
+            await cli_answer(db, shown["ask_id"], approver_name="carol")
+            state = await agent.ainvoke(None, THREAD)  # resumed: the store holds the answer
+    if restart:
         await cli_answer(db, shown["ask_id"], approver_name="carol")
-        state = await agent.ainvoke(None, THREAD)  # resumed: the store holds the answer
+        async with harness() as h:
+            node, agent = await host(h)
+            state = await agent.ainvoke(None, THREAD)
     assert "__interrupt__" not in state and state["messages"][-1].content == "done"
     assert ran == [("read_file", "docs/a.md"), ("send_mail", "bob@example.com")]
     mail = final_records(journal, "m1")
     assert types(mail) == ["call_decided", "tool_started", "tool_finished"]
     assert mail[0].data["ask"]["answered_by"] == "carol"
+    assert outcomes_of(journal, "m1") == ["pending", "authorized"]
 
 
 async def test_the_documented_loop_ends_with_two_asks_in_one_turn(workspace: Path) -> None:
