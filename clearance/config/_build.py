@@ -26,6 +26,7 @@ from clearance.policy.noop import NoopEvaluator
 from clearance.provenance import TrustList
 from clearance.toolsets.confinement import Confinement
 from clearance.toolsets.files import register_files
+from clearance.toolsets.git import register_git
 from clearance.toolsets.shell import register_shell
 
 __all__ = [
@@ -72,6 +73,8 @@ def build_registry(config: Config) -> ToolRegistry:
         if shell.timeout is not None:
             options["timeout"] = shell.timeout
         register_shell(registry, shell.root, confinement=build_confinement(config), **options)
+    if config.tools.git is not None:
+        register_git(registry, config.tools.git.root, confinement=build_confinement(config))
     return registry
 
 
@@ -309,7 +312,7 @@ def _decisive_files(config: Config) -> tuple[Path, ...]:
     ev = config.evaluator
     tools = config.tools
     roots = [config.base_dir]
-    roots += [t.root for t in (tools.files, tools.shell) if t is not None]
+    roots += [t.root for t in (tools.files, tools.shell, tools.git) if t is not None]
     found = [config.path, *(root / CONFIG_FILE for root in roots)]
     found += [ev.policies, ev.entities, ev.rules]
     if ev.authzen is not None:

@@ -24,6 +24,7 @@ from clearance.config._model import (
     Config,
     EvaluatorConfig,
     FilesToolsConfig,
+    GitToolsConfig,
     GuardrailConfig,
     JournalConfig,
     LandlockConfig,
@@ -327,7 +328,7 @@ class _ConfigReader(TomlReader):
         )
 
     def load_tools(self, raw: Any) -> ToolsConfig:
-        raw = self.table(raw, ("tools",), ("files", "shell", "confinement", "landlock"))
+        raw = self.table(raw, ("tools",), ("files", "shell", "git", "confinement", "landlock"))
         files = None
         if "files" in raw:
             w: Where = ("tools", "files")
@@ -358,8 +359,21 @@ class _ConfigReader(TomlReader):
             raise self.error(
                 ("tools", "confinement"), 'tools.confinement must be "landlock" or "none"'
             )
+        git = None
+        if "git" in raw:
+            w = ("tools", "git")
+            section = self.table(raw["git"], w, ("root",))
+            git = GitToolsConfig(
+                self.existing_dir(section["root"], (*w, "root"))
+                if "root" in section
+                else files.root
+                if files
+                else self.base
+            )
         landlock = self.load_landlock(raw["landlock"]) if "landlock" in raw else LandlockConfig()
-        return ToolsConfig(files=files, shell=shell, confinement=confinement, landlock=landlock)
+        return ToolsConfig(
+            files=files, shell=shell, git=git, confinement=confinement, landlock=landlock
+        )
 
     def load_landlock(self, raw: Any) -> LandlockConfig:
         w: Where = ("tools", "landlock")

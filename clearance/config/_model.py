@@ -194,6 +194,15 @@ class ShellToolsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class GitToolsConfig:
+    """``[tools.git]``: the bundled git tools (``git.status`` ... ``git.restore``)."""
+
+    root: Path
+    """The workspace whose repository they work in (default: the files root, else the
+    config's directory)."""
+
+
+@dataclass(frozen=True, slots=True)
 class LandlockConfig:
     """``[tools.landlock]``: the kernel ruleset the programs of ``shell.run`` run under
     (rule R15; see ``docs/confinement.md``)."""
@@ -219,6 +228,7 @@ class ToolsConfig:
 
     files: FilesToolsConfig | None = None
     shell: ShellToolsConfig | None = None
+    git: GitToolsConfig | None = None
     confinement: Literal["landlock", "none"] = "landlock"
     """``confinement = "landlock"`` (default): the programs the bundled tools run are
     confined by the kernel, and the tools refuse to start where it cannot; ``"none"``:
@@ -257,7 +267,7 @@ class Config:
     def default(cls, base_dir: str | os.PathLike[str] | None = None) -> Config:
         """The configuration used when no ``clearance.toml`` is found.
 
-        The bundled ``coding`` Cedar pack decides; the ``files`` tools work in
+        The bundled ``coding`` Cedar pack decides; the ``files`` and ``git`` tools work in
         ``base_dir`` (default: the current directory) and ``shell.run`` runs the default
         programs there; a ``PathScope`` keeps file paths inside it; the journal and grants
         go to ``clearance.db`` in the state directory (:func:`default_journal_path`),
@@ -268,7 +278,11 @@ class Config:
             evaluator=EvaluatorConfig("cedar", policies=pack_path("coding")),
             guardrails=(default_path_scope(),),
             journal=JournalConfig(default_journal_path(base)),
-            tools=ToolsConfig(files=FilesToolsConfig(base), shell=ShellToolsConfig(base)),
+            tools=ToolsConfig(
+                files=FilesToolsConfig(base),
+                shell=ShellToolsConfig(base),
+                git=GitToolsConfig(base),
+            ),
             path=None,
             base_dir=base,
         )

@@ -31,6 +31,7 @@ from typing import Any
 
 from clearance.facts.base import ATTRIBUTE_TYPES, Canonical, CustomFact, FactError, FactKind
 from clearance.facts.command import CommandFact
+from clearance.facts.git import GitRefFact
 from clearance.facts.numbers import NumberFact
 from clearance.facts.patch import PatchFact
 from clearance.facts.paths import PathFact
@@ -82,6 +83,8 @@ def _builtin(name: str, root: str | None, pointer: str) -> FactKind:
         if root is None:
             raise FactsError(f"{pointer}: a '{name}' fact needs the tool's root=")
         return PathFact(root, follow_final=name == "path")
+    if name == "git_ref":
+        return GitRefFact()
     if name == "patch":
         if root is None:
             raise FactsError(f"{pointer}: a 'patch' fact needs the tool's root=")
@@ -96,7 +99,7 @@ def _builtin(name: str, root: str | None, pointer: str) -> FactKind:
         return NumberFact()
     raise FactsError(
         f"{pointer}: unknown fact kind {name!r} "
-        "(built-in: path, path_entry, patch, command, url, email, number)"
+        "(built-in: path, path_entry, patch, git_ref, command, url, email, number)"
     )
 
 

@@ -5,6 +5,8 @@
   ``search``).
 - :mod:`clearance.toolsets.shell`: ``run(command)`` without a shell, bounded in output
   and time.
+- :mod:`clearance.toolsets.git`: ``status``, ``diff``, ``log``, ``show``, ``add``,
+  ``commit``, ``branch``, ``checkout``, ``restore``, their arguments facts.
 
 Example::
 
@@ -14,6 +16,15 @@ Example::
 """
 
 from clearance.toolsets.files import files_guardrail, files_tools, register_files
+from clearance.toolsets.git import git_tools, register_git
 from clearance.toolsets.shell import register_shell, shell_tools
 
-__all__ = ["files_guardrail", "files_tools", "register_files", "register_shell", "shell_tools"]
+__all__ = [
+    "files_guardrail",
+    "files_tools",
+    "git_tools",
+    "register_files",
+    "register_git",
+    "register_shell",
+    "shell_tools",
+]

@@ -52,8 +52,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -62,11 +60,10 @@ from clearance.errors import ConfigError
 from clearance.facts.base import FactError
 from clearance.facts.command import CommandFact, check_words
 from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegistry
-from clearance.toolsets._landlock import REFUSED
 from clearance.toolsets._results import error_result
+from clearance.toolsets._runner import Runner
 from clearance.toolsets._shell_confine import confine
-from clearance.toolsets._shell_process import run_process
-from clearance.toolsets.confinement import Confinement, Confiner
+from clearance.toolsets.confinement import Confinement
 
 __all__ = ["register_shell", "shell_tools"]
 
@@ -119,30 +116,10 @@ def shell_tools(
     if timeout <= 0:
         raise ValueError("timeout must be positive")
     allowed = None if allowed_programs is None else frozenset(allowed_programs)
-    confiner = (confinement or Confinement()).start("shell", cwd)
-    # HOME is an empty private directory, not the workspace, and git reads no global or
-    # system config: otherwise a config file the agent wrote (core.fsmonitor, hooks,
-    # diff drivers) turns an allow-listed "git status" into any program. TMPDIR is
-    # private too: the only other place a confined command may write.
-    home = tempfile.mkdtemp(prefix="clearance-home-")
-    temporary = os.path.join(home, "tmp")
-    os.mkdir(temporary, 0o700)
-    private = [home]
-    environment = (
-        {"TMPDIR": temporary, **env}
-        if env is not None
-        else {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "LANG": "C.UTF-8",
-            "HOME": home,
-            "TMPDIR": temporary,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_TERMINAL_PROMPT": "0",
-            # Also for git run by other programs (a test suite): no repository above.
-            "GIT_CEILING_DIRECTORIES": str(cwd.parent),
-        }
+    runner = Runner(
+        "shell", cwd, env=env, confinement=confinement, timeout=timeout, max_output=max_output
     )
+    environment = runner.environment
 
     def run(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         command: str = arguments["command"]
@@ -165,9 +142,7 @@ def shell_tools(
             argv, command_env = confine(argv, cwd, environment)
         except FactError as exc:
             return error_result(f"run: {exc.reason}", "refused")
-        if confiner is None:
-            return run_process(argv, cwd, command_env, timeout, max_output, ctx)
-        return _run_confined(argv, cwd, command_env, timeout, max_output, ctx, confiner, private)
+        return runner.run(argv, ctx, command_env)
 
     return [
         Tool(
@@ -191,53 +166,6 @@ def shell_tools(
             facts={"/command": CommandFact(cwd)},
         )
     ]
-
-
-def _run_confined(
-    argv: list[str],
-    cwd: Path,
-    env: dict[str, str],
-    timeout: float,
-    max_output: int,
-    ctx: CallContext,
-    confiner: Confiner,
-    writable: list[str],
-) -> CallToolResult:
-    """Run ``argv`` through the Landlock exec wrapper (the program is found here, as
-    ``execvp`` would find it, so that the wrapper runs exactly that file)."""
-    program = _find_program(argv[0], cwd, env)
-    if isinstance(program, CallToolResult):
-        return program
-    wrapped = confiner.wrap(program, argv, writable)
-    result = run_process(wrapped, cwd, env, timeout, max_output, ctx)
-    out = result.structured_content
-    if (
-        isinstance(out, dict)
-        and out.get("exit_code") == REFUSED
-        and str(out.get("stderr", "")).startswith("clearance confinement:")
-    ):
-        return error_result(f"run: {str(out['stderr']).strip()}", "confinement")
-    return result
-
-
-def _find_program(name: str, cwd: Path, env: Mapping[str, str]) -> str | CallToolResult:
-    """The file ``name`` runs, as ``execvp`` finds it: a path with a slash is taken from
-    ``cwd`` (the wrapper's working directory too), a bare name is looked up on the
-    command's ``PATH``."""
-    if "/" in name:
-        path = os.path.join(cwd, name)
-        if not os.path.exists(path):
-            return error_result(f"run: program {name!r} not found", "not_found")
-        if os.path.isdir(path) or not os.access(path, os.X_OK):
-            return error_result(f"run: program {name!r} is not executable", "not_executable")
-        return name  # as written: the wrapper runs in cwd, and a script sees this name
-    # Relative entries of PATH (and empty ones: the current directory) are taken from
-    # cwd, where the program runs, not from the harness's working directory.
-    search = env.get("PATH", os.defpath).split(os.pathsep)
-    found = shutil.which(name, path=os.pathsep.join(os.path.join(cwd, d) for d in search))
-    if found is None:
-        return error_result(f"run: program {name!r} not found", "not_found")
-    return found
 
 
 def register_shell(

@@ -34,6 +34,7 @@ from typing import Any
 from clearance.errors import ConfigError, ToolRegistrationError
 from clearance.facts import EmailFact, NumberFact, PathFact, UrlFact
 from clearance.facts.command import CommandFact
+from clearance.facts.git import GitRefFact
 from clearance.facts.patch import PatchFact
 from clearance.harness.tools import CallContext, Tool, ToolRegistry
 
@@ -69,6 +70,7 @@ _FACT_OPTIONS = {
     "path": {"root"},
     "path_entry": {"root"},
     "patch": {"root"},
+    "git_ref": set(),
     "command": {"root", "max_length"},
     "url": {"default_scheme"},
     "email": set(),
@@ -128,6 +130,8 @@ def _fact_spec(tool: str, pointer: str, kind: Any, relative_to: str | None) -> d
     if isinstance(kind, PathFact):
         name = "path" if kind.follow_final else "path_entry"
         return {"kind": name, "root": _root_text(kind.root, relative_to)}
+    if isinstance(kind, GitRefFact):
+        return {"kind": "git_ref"}
     if isinstance(kind, PatchFact):
         return {"kind": "patch", "root": _root_text(kind.root, relative_to)}
     if isinstance(kind, CommandFact):

@@ -128,7 +128,7 @@ def test_an_unknown_kind_name_is_refused_with_the_known_ones() -> None:
     with pytest.raises(FactsError) as info:
         declare_facts({"/p": "Path"}, root=None, schema=schema_of(p=STRINGS))
     assert str(info.value) == (
-        "/p: unknown fact kind 'Path' (built-in: path, path_entry, patch, command, url, email, number)"
+        "/p: unknown fact kind 'Path' (built-in: path, path_entry, patch, git_ref, command, url, email, number)"
     )
 
 

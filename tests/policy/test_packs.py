@@ -13,7 +13,9 @@ from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.base import AuthzRequest, Principal, SessionInfo
 from clearance.policy.cedar import CedarEvaluator
 from clearance.policy.testing import load_decision_tests, run_decision_tests
+from clearance.toolsets.confinement import Confinement
 from clearance.toolsets.files import files_tools
+from clearance.toolsets.git import git_tools
 from clearance.toolsets.shell import shell_tools
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,6 +133,7 @@ def dummy_coding_registry(root: Path = ROOT) -> ToolRegistry:
             )
         ],
     )
+    registry.register("git", git_tools(root, confinement=Confinement(kind="none")))
     return registry
 
 
@@ -138,6 +141,7 @@ def bundled_registry(root: Path) -> ToolRegistry:
     registry = ToolRegistry()
     registry.register("files", files_tools(root))
     registry.register("shell", shell_tools(root))
+    registry.register("git", git_tools(root))
     return registry
 
 

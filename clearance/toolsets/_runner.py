@@ -1,0 +1,121 @@
+"""How the bundled tools that run programs run them: in the workspace, with a private
+``HOME`` and ``TMPDIR`` and a minimal environment, under the kernel's confinement (R15).
+
+:class:`Runner` is shared by ``shell.run`` and the ``git`` toolset, so that every program a
+bundled tool starts gets the same environment and the same Landlock ruleset.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from clearance.harness.tools import CallContext, CallToolResult
+from clearance.toolsets._landlock import REFUSED
+from clearance.toolsets._results import error_result
+from clearance.toolsets._shell_process import run_process
+from clearance.toolsets.confinement import Confinement
+
+__all__ = ["Runner"]
+
+
+class Runner:
+    """Runs one toolset's programs (see the module docstring).
+
+    Args:
+        toolset: the toolset's name, for refusals (``"shell"``, ``"git"``).
+        root: the workspace (resolved); programs run with it as working directory.
+        env: the programs' environment (default: ``PATH``, ``LANG=C.UTF-8``, the private
+            ``HOME`` and ``TMPDIR``, git settings that ignore the global and system config,
+            ``GIT_CEILING_DIRECTORIES`` the root's parent). ``TMPDIR`` is added when
+            ``env`` names none.
+        confinement: the kernel confinement (default ``Confinement()``).
+        timeout: seconds a program may run.
+        max_output: bytes of stdout and of stderr kept each.
+
+    Raises:
+        ConfinementError: Landlock was asked for and the kernel offers none.
+    """
+
+    __slots__ = ("_confiner", "_private", "environment", "max_output", "root", "timeout")
+
+    def __init__(
+        self,
+        toolset: str,
+        root: Path,
+        *,
+        env: Mapping[str, str] | None,
+        confinement: Confinement | None,
+        timeout: float,
+        max_output: int,
+    ) -> None:
+        self.root = root
+        self.timeout = timeout
+        self.max_output = max_output
+        self._confiner = (confinement or Confinement()).start(toolset, root)
+        # HOME is an empty private directory, not the workspace, and git reads no global
+        # or system config: otherwise a config file the agent wrote (core.fsmonitor,
+        # hooks, diff drivers) turns an allow-listed "git status" into any program.
+        # TMPDIR is private too: the only other place a confined program may write.
+        home = tempfile.mkdtemp(prefix="clearance-home-")
+        temporary = os.path.join(home, "tmp")
+        os.mkdir(temporary, 0o700)
+        self._private = [home]
+        self.environment: dict[str, str] = (
+            {"TMPDIR": temporary, **env}
+            if env is not None
+            else {
+                "PATH": os.environ.get("PATH", os.defpath),
+                "LANG": "C.UTF-8",
+                "HOME": home,
+                "TMPDIR": temporary,
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CONFIG_GLOBAL": os.devnull,
+                "GIT_TERMINAL_PROMPT": "0",
+                # Also for git run by other programs (a test suite): no repository above.
+                "GIT_CEILING_DIRECTORIES": str(root.parent),
+            }
+        )
+
+    def run(self, argv: list[str], ctx: CallContext, env: Mapping[str, str]) -> CallToolResult:
+        """Run ``argv`` with ``env`` (confined unless the confinement is ``"none"``); the
+        result is :func:`~clearance.toolsets._shell_process.run_process`'s."""
+        environment = dict(env)
+        if self._confiner is None:
+            return run_process(argv, self.root, environment, self.timeout, self.max_output, ctx)
+        program = _find_program(argv[0], self.root, environment)
+        if isinstance(program, CallToolResult):
+            return program
+        wrapped = self._confiner.wrap(program, argv, self._private)
+        result = run_process(wrapped, self.root, environment, self.timeout, self.max_output, ctx)
+        out = result.structured_content
+        if (
+            isinstance(out, dict)
+            and out.get("exit_code") == REFUSED
+            and str(out.get("stderr", "")).startswith("clearance confinement:")
+        ):
+            return error_result(f"run: {str(out['stderr']).strip()}", "confinement")
+        return result
+
+
+def _find_program(name: str, cwd: Path, env: Mapping[str, str]) -> str | CallToolResult:
+    """The file ``name`` runs, as ``execvp`` finds it: a path with a slash is taken from
+    ``cwd`` (the wrapper's working directory too), a bare name is looked up on the
+    command's ``PATH``."""
+    if "/" in name:
+        path = os.path.join(cwd, name)
+        if not os.path.exists(path):
+            return error_result(f"run: program {name!r} not found", "not_found")
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            return error_result(f"run: program {name!r} is not executable", "not_executable")
+        return name  # as written: the wrapper runs in cwd, and a script sees this name
+    # Relative entries of PATH (and empty ones: the current directory) are taken from
+    # cwd, where the program runs, not from the harness's working directory.
+    search = env.get("PATH", os.defpath).split(os.pathsep)
+    found = shutil.which(name, path=os.pathsep.join(os.path.join(cwd, d) for d in search))
+    if found is None:
+        return error_result(f"run: program {name!r} not found", "not_found")
+    return found
