@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -208,6 +209,8 @@ def explain_command(
         "message": _explain_message(result["decision"], record),
         "errors": list(verdict.get("errors") or ()),
         "evaluator": verdict.get("evaluator"),
+        "policy_details": _policy_details(evaluator, list(verdict.get("reasons") or ())),
+        "policy_version": verdict.get("policy_version"),
         "schema": record.get("schema"),
         "guardrails": guards,
         "provenance": record.get("provenance"),
@@ -216,6 +219,41 @@ def explain_command(
         print_json(explanation)
         return
     _print_explanation(explanation)
+
+
+def _policy_details(evaluator: AuthorityEvaluator, labels: list[str]) -> list[dict[str, Any]]:
+    """Each deciding policy with where it is written (file, line) and its annotations,
+    for a Cedar evaluator; empty for others (their reasons name rules, not files)."""
+    engine = getattr(evaluator, "engine", None)
+    policies = getattr(engine, "policies", None)
+    if not policies:
+        return []
+    by_label = {info.label: info for info in policies if info.kind != "template"}
+    details = []
+    for label in labels:
+        info = by_label.get(label)
+        if info is None:
+            continue
+        details.append(
+            {
+                "id": label,
+                "effect": info.effect,
+                "path": _shown_path(info.path),
+                "line": info.line,
+                "annotations": dict(info.annotations),
+            }
+        )
+    return details
+
+
+def _shown_path(path: str | None) -> str | None:
+    """``path`` relative to the working directory when it is under it."""
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
 
 
 def _read_conversation(path: str) -> Provenance:
@@ -250,8 +288,22 @@ def _print_explanation(e: Mapping[str, Any]) -> None:
     decision = click.style(printable(e["decision"]), fg=LABEL_COLOURS[colour], bold=True)
     rows: list[tuple[str, str]] = [
         ("stage", str(e["stage"]) + (f" ({e['evaluator']})" if e["stage"] == "evaluator" else "")),
-        ("policies", ", ".join(e["policies"]) or "-"),
     ]
+    details = {d["id"]: d for d in e.get("policy_details") or ()}
+    for n, label in enumerate(e["policies"] or ["-"]):
+        detail = details.get(label)
+        where = ""
+        if detail is not None:
+            where = f"  {detail['effect']}"
+            if detail["path"]:
+                where += f"  {detail['path']}:{detail['line']}"
+            where += "".join(
+                f"  @{key}({json.dumps(value, ensure_ascii=False)})"
+                for key, value in detail["annotations"].items()
+                if key != "id"
+            )
+        rows.append(("policies" if n == 0 else "", label + where))
+
     if e["message"]:
         rows.append(("message", str(e["message"])))
     rows.append(("errors", "; ".join(e["errors"]) or "-"))

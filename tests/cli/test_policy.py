@@ -260,6 +260,12 @@ def test_explain_names_the_decision_the_policies_and_the_stage(cli: Any, tmp_pat
     )
     assert asked["message"] == "The agent wants to write a file in the workspace."
     assert asked["principal"] == 'User::"alice"'
+    # Each deciding policy with where it is written and its annotations (issue 32).
+    (detail,) = asked["policy_details"]
+    assert detail["id"] == "ask-before-write" and detail["effect"] == "permit"
+    assert detail["path"].endswith(".cedar") and isinstance(detail["line"], int)
+    assert detail["annotations"]["ask"] == asked["message"]
+    assert asked["policy_version"].startswith("sha256:")
     assert not (tmp_path / "src").exists()  # nothing ran
 
     denied = _explain(cli, "shell__run", {"command": "ls && rm -rf build"})
@@ -289,7 +295,7 @@ def test_explain_text_output_and_schema_stage(cli: Any) -> None:
     assert allowed.code == 0, allowed.err
     assert re.search(r"^decision +allow$", allowed.out, re.M)
     assert re.search(r"^stage +evaluator \(cedar\)$", allowed.out, re.M)
-    assert re.search(r"^policies +read-freely$", allowed.out, re.M)
+    assert re.search(r"^policies +read-freely  permit  \S+coding\.cedar:\d+$", allowed.out, re.M)
 
 
 @pytest.mark.parametrize(
