@@ -50,7 +50,7 @@ def _open_store(db: str | None, config_path: str | None) -> Any:
     path = Path(db) if db is not None else load_cli_config(config_path).grants_path
     if not path.is_file():
         fail(f"no grant store at {str(path)!r} (give the file with --db)")
-    return SqliteGrantStore(path)
+    return SqliteGrantStore(path, load=False)
 
 
 def _when(ts: float | None) -> str:
@@ -87,9 +87,13 @@ def list_command(
             raise click.BadParameter(str(exc), param_hint="'--principal'") from None
     store = _open_store(db, config_path)
     try:
-        found: list[Grant] = sorted(
-            store.list(principal=principal, tool=tool), key=lambda g: g.created_at
+        # SQLite: the filters are applied in the query, the other grants never loaded.
+        listed = (
+            store.query(principal=principal, tool=tool)
+            if isinstance(store, SqliteGrantStore)
+            else store.list(principal=principal, tool=tool)
         )
+        found: list[Grant] = sorted(listed, key=lambda g: g.created_at)
     finally:
         store.close()
     if as_json:

@@ -31,6 +31,7 @@ from clearance.harness._recorder import Recorder
 from clearance.harness._redaction import scrub
 from clearance.harness.approvals import PermissionAsk, PermissionDecision, arguments_hash
 from clearance.harness.ask_store import StoredAsk, host_credential
+from clearance.harness.grants import find_grant
 from clearance.harness.outcomes import CallOutcome
 from clearance.policy.base import Verdict
 
@@ -128,7 +129,7 @@ class Approval(Recorder):
         principal = view.principal
         record: dict[str, Any] = {"reason": reason, "policies": list(policies)}
         call.record["ask"] = record
-        grant = h.grants.find(principal, tool.qualified_name, arguments, session.id)
+        grant = await find_grant(h.grants, principal, tool.qualified_name, arguments, session.id)
         if grant is not None:
             record.update(answer="grant", grant=grant.grant_id)
             call.grant = grant

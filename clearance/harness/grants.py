@@ -16,6 +16,7 @@ revoked, by this store, another store object on the same file or another process
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import posixpath
@@ -35,6 +36,7 @@ __all__ = [
     "GrantStore",
     "MemoryGrantStore",
     "arguments_hash",
+    "find_grant",
     "guess_path_fields",
     "new_grant_id",
     "suggest_scopes",
@@ -415,33 +417,108 @@ class GrantStore(Protocol):
     def end_session(self, session_id: str) -> None: ...
 
 
+class _Bucket:
+    """The grants of one principal and tool, by scope kind: exact grants by the hash of
+    their arguments, the others in insertion order. Changes are made under the store's
+    lock so that a lookup without it stays valid: an addition appends (a list iterated
+    meanwhile is safe to grow) or sets one dictionary entry; a removal puts a new list in
+    place."""
+
+    __slots__ = ("exact", "prefix", "tool")
+
+    def __init__(self) -> None:
+        self.exact: dict[str, list[Grant]] = {}
+        self.prefix: list[Grant] = []
+        self.tool: list[Grant] = []
+
+    def __len__(self) -> int:
+        return len(self.exact) + len(self.prefix) + len(self.tool)
+
+    def put(self, grant: Grant) -> None:
+        scope = grant.scope
+        if scope.kind == "exact":
+            assert scope.arguments_hash is not None
+            self.exact[scope.arguments_hash] = [
+                *self.exact.get(scope.arguments_hash, ()),
+                grant,
+            ]
+        elif scope.kind == "prefix":
+            self.prefix.append(grant)
+        else:
+            self.tool.append(grant)
+
+    def drop(self, grant: Grant) -> None:
+        scope, grant_id = grant.scope, grant.grant_id
+        if scope.kind == "exact":
+            assert scope.arguments_hash is not None
+            kept = [g for g in self.exact.get(scope.arguments_hash, ()) if g.grant_id != grant_id]
+            if kept:
+                self.exact[scope.arguments_hash] = kept
+            else:
+                self.exact.pop(scope.arguments_hash, None)
+        elif scope.kind == "prefix":
+            self.prefix = [g for g in self.prefix if g.grant_id != grant_id]
+        else:
+            self.tool = [g for g in self.tool if g.grant_id != grant_id]
+
+
 class MemoryGrantStore:
-    """Grants in memory: ``allow_always`` lasts as long as the process."""
+    """Grants in memory: ``allow_always`` lasts as long as the process.
+
+    Lookups are indexed: by principal and tool, then by scope kind; an exact grant is
+    found by the hash of the call's canonical arguments (computed once per lookup), so a
+    lookup costs the same with 10 or 100,000 exact grants on one principal and tool
+    (``benchmarks/bench_grant_lookup.py``). Of the grants covering a call, the one added
+    first is returned, as when every grant was scanned in order.
+    """
 
     def __init__(self) -> None:
         self._grants: dict[str, Grant] = {}
-        self._by_key: dict[tuple[str, str], list[Grant]] = {}
+        self._index: dict[tuple[str, str], _Bucket] = {}
+        self._order: dict[str, int] = {}
+        """Each grant's insertion number: the first-added covering grant wins."""
+        self._next = 0
         self._lock = threading.RLock()
 
     def find(
         self, principal: str, tool: str, arguments: Mapping[str, Any], session_id: str
     ) -> Grant | None:
-        now = time.time()
-        for grant in self._by_key.get((principal, tool), ()):
-            if grant.covers(principal, tool, arguments, session_id, now):
-                return grant
-        return None
+        bucket = self._index.get((principal, tool))
+        if bucket is None:
+            return None
+        now, order = time.time(), self._order
+        best: Grant | None = None
+        candidates: list[Iterable[Grant]] = [bucket.tool, bucket.prefix]
+        if bucket.exact:
+            candidates.append(bucket.exact.get(arguments_hash(arguments), ()))
+        for grants in candidates:
+            for grant in grants:
+                if grant.covers(principal, tool, arguments, session_id, now):
+                    if best is None or order.get(grant.grant_id, 0) < order.get(best.grant_id, 0):
+                        best = grant
+                    break  # each kind's grants are in insertion order
+        return best
 
     def add(self, grant: Grant) -> None:
         with self._lock:
             self._forget(grant.grant_id)
-            self._grants[grant.grant_id] = grant
-            self._by_key.setdefault((grant.principal, grant.tool), []).append(grant)
+            self._put(grant)
 
     def list(self, *, principal: str | None = None, tool: str | None = None) -> list[Grant]:
+        if principal is not None and tool is not None:
+            bucket = self._index.get((principal, tool))
+            if bucket is None:
+                return []
+            grants = [
+                *bucket.tool,
+                *bucket.prefix,
+                *(g for gs in bucket.exact.values() for g in gs),
+            ]
+            order = self._order
+            return sorted(grants, key=lambda g: order.get(g.grant_id, 0))
         return [
             g
-            for g in self._grants.values()
+            for g in list(self._grants.values())
             if (principal is None or g.principal == principal) and (tool is None or g.tool == tool)
         ]
 
@@ -459,21 +536,71 @@ class MemoryGrantStore:
             ]:
                 self._forget(grant.grant_id)
 
+    def _put(self, grant: Grant) -> None:
+        """Index a grant whose id is not held (under the lock)."""
+        self._grants[grant.grant_id] = grant
+        self._order[grant.grant_id] = self._next
+        self._next += 1
+        key = (grant.principal, grant.tool)
+        bucket = self._index.get(key)
+        if bucket is None:
+            bucket = _Bucket()
+            bucket.put(grant)
+            self._index[key] = bucket
+        else:
+            bucket.put(grant)
+
     def _forget(self, grant_id: str) -> bool:
+        """Drop a grant from the index (under the lock); whether it was held."""
         grant = self._grants.pop(grant_id, None)
         if grant is None:
             return False
-        # A new list, not an in-place removal: a find iterating the old one stays valid.
+        self._order.pop(grant_id, None)
         key = (grant.principal, grant.tool)
-        self._by_key[key] = [g for g in self._by_key[key] if g.grant_id != grant_id]
+        bucket = self._index.get(key)
+        if bucket is not None:
+            bucket.drop(grant)
+            if not len(bucket):
+                del self._index[key]
         return True
 
     def _replace_always(self, grants: Iterable[Grant]) -> None:
         """Keep the session grants, replace every ``always`` grant by ``grants``."""
-        kept = [g for g in self._grants.values() if g.kind == "session"]
-        by_id = {g.grant_id: g for g in (*kept, *grants)}
-        by_key: dict[tuple[str, str], list[Grant]] = {}
-        for grant in by_id.values():
-            by_key.setdefault((grant.principal, grant.tool), []).append(grant)
-        # Two assignments, each atomic: a concurrent find sees the old or the new index.
-        self._by_key, self._grants = by_key, by_id
+        with self._lock:
+            kept = [g for g in self._grants.values() if g.kind == "session"]
+            by_id = {g.grant_id: g for g in (*kept, *grants)}
+            index: dict[tuple[str, str], _Bucket] = {}
+            order: dict[str, int] = {}
+            for grant in by_id.values():
+                order[grant.grant_id] = self._next
+                self._next += 1
+                index.setdefault((grant.principal, grant.tool), _Bucket()).put(grant)
+            # Each assignment atomic; a find sees the old or the new index (the order of
+            # a grant missing from the one it holds counts as 0: harmless).
+            self._order, self._index, self._grants = order, index, by_id
+
+    def _apply_always(self, put: Iterable[Grant], gone: Iterable[str]) -> None:
+        """Apply changes of the persisted grants: ``put`` added or changed, ``gone``
+        removed (ids; a session grant of that id is kept)."""
+        with self._lock:
+            for grant_id in gone:
+                held = self._grants.get(grant_id)
+                if held is not None and held.kind == "always":
+                    self._forget(grant_id)
+            for grant in put:
+                held = self._grants.get(grant.grant_id)
+                if held is not None and held == grant:
+                    continue
+                self._forget(grant.grant_id)
+                self._put(grant)
+
+
+async def find_grant(
+    store: GrantStore, principal: str, tool: str, arguments: Mapping[str, Any], session_id: str
+) -> Grant | None:
+    """``store.find``, in a worker thread when the store reads a database
+    (``reads_database``: SQLite, PostgreSQL), so that a lookup waiting on a file lock or
+    a round trip does not hold up the event loop's other calls."""
+    if getattr(store, "reads_database", False):
+        return await asyncio.to_thread(store.find, principal, tool, arguments, session_id)
+    return store.find(principal, tool, arguments, session_id)

@@ -46,6 +46,9 @@ class PostgresGrantStore(MemoryGrantStore):
         ConfigError: the URL is not a PostgreSQL URL.
     """
 
+    reads_database = True
+    """Lookups query the database: the pipeline runs them off the event loop."""
+
     def __init__(self, database: str | PostgresDatabase) -> None:
         super().__init__()
         self.database, self._owned = open_database(database)

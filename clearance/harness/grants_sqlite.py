@@ -14,6 +14,7 @@ Schema::
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import sqlite3
@@ -40,8 +41,23 @@ _SCHEMA = (
         "BEGIN UPDATE grants_version SET version = version + 1 WHERE id = 1; END"
         for event in ("INSERT", "UPDATE", "DELETE")
     ),
+    # The change feed: which grant every change touched, in order. A store that has seen
+    # up to seq N reads only the rows changed since (and reloads everything when the feed
+    # was pruned past N, or it has seen nothing yet).
+    "CREATE TABLE IF NOT EXISTS grants_changes "
+    "(seq INTEGER PRIMARY KEY AUTOINCREMENT, grant_id TEXT NOT NULL)",
+    "CREATE TRIGGER IF NOT EXISTS grants_feed_insert AFTER INSERT ON grants "
+    "BEGIN INSERT INTO grants_changes (grant_id) VALUES (NEW.grant_id); END",
+    "CREATE TRIGGER IF NOT EXISTS grants_feed_update AFTER UPDATE ON grants "
+    "BEGIN INSERT INTO grants_changes (grant_id) VALUES (OLD.grant_id); "
+    "INSERT INTO grants_changes (grant_id) VALUES (NEW.grant_id); END",
+    "CREATE TRIGGER IF NOT EXISTS grants_feed_delete AFTER DELETE ON grants "
+    "BEGIN INSERT INTO grants_changes (grant_id) VALUES (OLD.grant_id); END",
 )
 _VERSION = "SELECT version FROM grants_version WHERE id = 1"
+_FEED_KEPT = 10_000
+"""Changes the feed keeps: a store further behind reloads every grant."""
+_IN_CHUNK = 500
 
 
 class SqliteGrantStore(MemoryGrantStore):
@@ -66,11 +82,16 @@ class SqliteGrantStore(MemoryGrantStore):
         ConfigError: the file cannot be opened or is not a SQLite database.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    reads_database = True
+    """Lookups query the database: the pipeline runs them off the event loop."""
+
+    def __init__(self, path: str | Path, *, load: bool = True) -> None:
         super().__init__()
         self.path = str(path)
         self._version: int | None = None
         """The change counter the in-memory grants reflect."""
+        self._seq: int | None = None
+        """The last change of the feed the in-memory grants reflect."""
         self._rows: dict[str, tuple[str, Grant]] = {}
         """Each persisted grant with its stored text: a reload parses only changed rows."""
         self._skipped: set[str] = set()
@@ -88,6 +109,8 @@ class SqliteGrantStore(MemoryGrantStore):
         except sqlite3.Error as exc:
             self._db.close()
             raise ConfigError(f"cannot open the grant store: {exc}", path=self.path) from None
+        if not load:
+            return  # the first lookup loads the grants
         try:
             self._refresh()
         except ConfigError:
@@ -108,6 +131,41 @@ class SqliteGrantStore(MemoryGrantStore):
     def list(self, *, principal: str | None = None, tool: str | None = None) -> list[Grant]:
         self._refresh()
         return super().list(principal=principal, tool=tool)
+
+    def query(
+        self, *, principal: str | None = None, tool: str | None = None
+    ) -> builtins.list[Grant]:
+        """The persisted grants of ``principal`` and ``tool`` (``None``: any), read from
+        the file with the filters applied in the query, without loading the others
+        (``clearance grants list``). Unreadable rows are skipped, as by lookups.
+
+        Raises:
+            ConfigError: the file cannot be read.
+        """
+        sql = "SELECT grant_id, body FROM grants"
+        where, params = [], []
+        for name, value in (("principal", principal), ("tool", tool)):
+            if value is not None:
+                # A damaged row (not JSON) matches no filter instead of failing the query.
+                where.append(
+                    f"(CASE WHEN json_valid(body) THEN json_extract(body, '$.{name}') END) = ?"
+                )
+                params.append(value)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        with self._lock:
+            try:
+                rows = self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise ConfigError(f"cannot read the grant store: {exc}", path=self.path) from None
+        found = [self._parse_row(grant_id, body) for grant_id, body in rows]
+        return [
+            g
+            for g in found
+            if g is not None
+            and (principal is None or g.principal == principal)
+            and (tool is None or g.tool == tool)
+        ]
 
     def add(self, grant: Grant) -> None:
         with self._lock:
@@ -133,8 +191,14 @@ class SqliteGrantStore(MemoryGrantStore):
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
                     before = self._db.execute(_VERSION).fetchone()
+                    feed = self._db.execute("SELECT max(seq) FROM grants_changes").fetchone()[0]
                     changed = self._db.execute(sql, params).rowcount > 0
                     after = self._db.execute(_VERSION).fetchone()
+                    last = self._db.execute("SELECT max(seq) FROM grants_changes").fetchone()[0]
+                    if last is not None:  # one range of the primary key: cheap
+                        self._db.execute(
+                            "DELETE FROM grants_changes WHERE seq <= ?", (last - _FEED_KEPT,)
+                        )
                     self._db.execute("COMMIT")
                 except BaseException:
                     self._db.execute("ROLLBACK")
@@ -143,25 +207,101 @@ class SqliteGrantStore(MemoryGrantStore):
                 raise ConfigError(f"cannot write the grant store: {exc}", path=self.path) from None
             # Our own change needs no reload, unless another one came in since the last
             # (then the next lookup reloads, which includes ours).
-            if before is not None and before[0] == self._version and after is not None:
+            if (
+                before is not None
+                and before[0] == self._version
+                and after is not None
+                and feed == self._seq
+            ):
                 self._version = after[0]
+                self._seq = last
             return changed
 
     def _refresh(self) -> None:
-        """Reload the persisted grants when the file's change counter moved."""
+        """Bring the persisted grants up to date when the file's change counter moved:
+        only the rows the change feed names since the last refresh, or all of them."""
         with self._lock:
             try:
                 row = self._cursor.execute(_VERSION).fetchone()
                 version = None if row is None else row[0]
                 if version is not None and version == self._version:
                     return
-                # The counter is read before the rows: a change in between makes the next
-                # lookup reload again, never leaves one unseen.
-                rows = self._db.execute("SELECT grant_id, body FROM grants").fetchall()
+                # One read transaction: the counter, the feed and the rows are one snapshot.
+                self._db.execute("BEGIN")
+                try:
+                    row = self._db.execute(_VERSION).fetchone()
+                    version = None if row is None else row[0]
+                    # Two queries: each is one index probe (together, a scan of the feed).
+                    first = self._db.execute("SELECT min(seq) FROM grants_changes").fetchone()[0]
+                    last = self._db.execute("SELECT max(seq) FROM grants_changes").fetchone()[0]
+                    seen = self._seq
+                    if (
+                        seen is None
+                        or last is None
+                        or last < seen
+                        or (first is not None and first > seen + 1)
+                    ):
+                        rows = self._db.execute("SELECT grant_id, body FROM grants").fetchall()
+                        changed = None
+                    else:
+                        changed = sorted(
+                            {
+                                r[0]
+                                for r in self._db.execute(
+                                    "SELECT grant_id FROM grants_changes WHERE seq > ?", (seen,)
+                                )
+                            }
+                        )
+                        rows = []
+                        for n in range(0, len(changed), _IN_CHUNK):
+                            chunk = changed[n : n + _IN_CHUNK]
+                            marks = ",".join("?" * len(chunk))
+                            rows += self._db.execute(
+                                f"SELECT grant_id, body FROM grants WHERE grant_id IN ({marks})",
+                                chunk,
+                            ).fetchall()
+                finally:
+                    self._db.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise ConfigError(f"cannot read the grant store: {exc}", path=self.path) from None
-            self._replace_always(self._parse(rows))
+            if changed is None:
+                self._replace_always(self._parse(rows))
+            else:
+                present = {grant_id for grant_id, _ in rows}
+                gone = [g for g in changed if g not in present]
+                for grant_id in gone:
+                    self._rows.pop(grant_id, None)
+                self._apply_always(self._parse_some(rows), gone)
             self._version = version
+            self._seq = last if last is not None else self._seq
+
+    def _parse_some(self, rows: Iterable[tuple[str, str]]) -> builtins.list[Grant]:
+        """Parse changed rows into ``_rows``; the grants read (an unreadable row is
+        dropped from memory: it authorizes nothing)."""
+        grants = []
+        for grant_id, body in rows:
+            self._rows.pop(grant_id, None)
+            grant = self._parse_row(grant_id, body)
+            if grant is None:
+                held = self._grants.get(grant_id)
+                if held is not None and held.kind == "always":
+                    self._forget(grant_id)
+                continue
+            self._rows[grant_id] = (body, grant)
+            grants.append(grant)
+        return grants
+
+    def _parse_row(self, grant_id: str, body: str) -> Grant | None:
+        try:
+            grant = Grant.from_json(json.loads(body))
+            if grant.kind != "always" or grant.grant_id != grant_id:
+                raise ValueError("not a persisted grant")
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            if grant_id not in self._skipped:
+                self._skipped.add(grant_id)
+                _log.warning("%s: skipping grant %r: %s", self.path, grant_id, exc)
+            return None
+        return grant
 
     def _parse(self, rows: Iterable[tuple[str, str]]) -> tuple[Grant, ...]:
         known, self._rows = self._rows, {}
@@ -170,14 +310,7 @@ class SqliteGrantStore(MemoryGrantStore):
             if cached is not None and cached[0] == body:
                 self._rows[grant_id] = cached
                 continue
-            try:
-                grant = Grant.from_json(json.loads(body))
-                if grant.kind != "always" or grant.grant_id != grant_id:
-                    raise ValueError("not a persisted grant")
-            except (ValueError, TypeError, KeyError, RecursionError) as exc:
-                if grant_id not in self._skipped:
-                    self._skipped.add(grant_id)
-                    _log.warning("%s: skipping grant %r: %s", self.path, grant_id, exc)
-                continue
-            self._rows[grant_id] = (body, grant)
+            grant = self._parse_row(grant_id, body)
+            if grant is not None:
+                self._rows[grant_id] = (body, grant)
         return tuple(grant for _, grant in self._rows.values())
