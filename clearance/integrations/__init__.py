@@ -4,7 +4,9 @@ Each adapter puts the framework's tool calls through ``session.authorize`` and
 ``session.record_result``, so that policies, grants, asks, result guardrails and the
 journal work as they do for ``session.call_tool``. Importing an adapter without its
 framework raises :class:`~clearance.errors.MissingExtraError`, whose message says what to
-install. Nothing here imports a framework: each module does, when it is imported.
+install; a framework installed but unusable (a version that lacks what the adapter imports,
+a dependency missing) raises an ``ImportError`` naming the installed versions
+(:mod:`clearance.integrations._extras`). Nothing here imports a framework: each module does, when it is imported.
 
 - :mod:`clearance.integrations.claude_agent_sdk`: the Claude Agent SDK
   (``pip install 'clearance[claude-agent-sdk]'``): ``PreToolUse``/``PostToolUse`` hooks and a

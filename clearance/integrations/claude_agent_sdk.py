@@ -104,7 +104,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
-from clearance.errors import MissingExtraError as _MissingExtraError
+from clearance.integrations._extras import framework_import_error
 
 try:
     import claude_agent_sdk
@@ -121,7 +121,9 @@ try:
         ToolPermissionContext,
     )
 except ImportError as exc:
-    raise _MissingExtraError("claude-agent-sdk", "the Claude Agent SDK adapter") from exc
+    raise framework_import_error(
+        exc, "claude-agent-sdk", feature="the Claude Agent SDK adapter"
+    ) from exc
 
 from clearance.harness.approvals import (
     Answer,

@@ -65,15 +65,13 @@ result guardrails let through.
 
 from __future__ import annotations
 
-from clearance.errors import MissingExtraError as _MissingExtraError
+from clearance.integrations._extras import framework_import_error
 
 try:
     import langchain_core  # noqa: F401  (the optional extra: checked before anything uses it)
     import langgraph  # noqa: F401
 except ImportError as exc:
-    raise _MissingExtraError(
-        "langgraph", "The LangGraph adapter (clearance.integrations.langgraph)"
-    ) from exc
+    raise framework_import_error(exc, "langgraph") from exc
 
 import inspect
 import json
@@ -82,23 +80,26 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, cast
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    convert_to_messages,
-)
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
-from langchain_core.tools import tool as as_tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from langgraph.errors import GraphBubbleUp
-from langgraph.prebuilt import ToolNode
-from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command, interrupt
+try:
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolCall,
+        ToolMessage,
+        convert_to_messages,
+    )
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
+    from langchain_core.tools import tool as as_tool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langgraph.errors import GraphBubbleUp
+    from langgraph.prebuilt import ToolNode
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.types import Command, interrupt
+except ImportError as exc:
+    raise framework_import_error(exc, "langgraph") from exc
 
 from clearance.errors import AskError, StaleAuthorizationError
 from clearance.harness.outcomes import Authorization

@@ -116,14 +116,12 @@ model as its JSON description, not as an image.
 
 from __future__ import annotations
 
-from clearance.errors import MissingExtraError as _MissingExtraError
+from clearance.integrations._extras import framework_import_error
 
 try:
     import agents  # the optional extra: checked before anything uses it
 except ImportError as exc:
-    raise _MissingExtraError(
-        "openai-agents", "The OpenAI Agents SDK adapter (clearance.integrations.openai_agents)"
-    ) from exc
+    raise framework_import_error(exc, "openai-agents") from exc
 
 import copy
 import inspect

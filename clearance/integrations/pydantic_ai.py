@@ -64,39 +64,40 @@ the toolset is called, and clearance decides the approved call as any other. A
 
 from __future__ import annotations
 
-from clearance.errors import MissingExtraError as _MissingExtraError
+from clearance.integrations._extras import framework_import_error
 
 try:
     import pydantic_ai  # noqa: F401  (the optional extra: checked before anything uses it)
 except ImportError as exc:
-    raise _MissingExtraError(
-        "pydantic-ai", "The PydanticAI adapter (clearance.integrations.pydantic_ai)"
-    ) from exc
+    raise framework_import_error(exc, "pydantic-ai") from exc
 
 import os
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai import Agent, AgentRunResult, RunContext
-from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ToolReturn,
-    UserPromptPart,
-)
-from pydantic_ai.tools import (
-    AgentDepsT,
-    DeferredToolRequests,
-    DeferredToolResults,
-    Tool,
-    ToolApproved,
-    ToolDenied,
-)
-from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
-from pydantic_ai.toolsets.abstract import ToolsetTool
-from pydantic_core import to_jsonable_python
+try:
+    from pydantic_ai import Agent, AgentRunResult, RunContext
+    from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ToolReturn,
+        UserPromptPart,
+    )
+    from pydantic_ai.tools import (
+        AgentDepsT,
+        DeferredToolRequests,
+        DeferredToolResults,
+        Tool,
+        ToolApproved,
+        ToolDenied,
+    )
+    from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
+    from pydantic_ai.toolsets.abstract import ToolsetTool
+    from pydantic_core import to_jsonable_python
+except ImportError as exc:
+    raise framework_import_error(exc, "pydantic-ai") from exc
 
 from clearance.errors import AskError, StaleAuthorizationError
 from clearance.harness.outcomes import Authorization

@@ -82,3 +82,54 @@ def test_an_adapter_without_its_framework_says_what_to_install(
     (line,) = done.stdout.splitlines()  # one line
     assert line.endswith(f"pip install 'clearance[{extra}]'")
     assert f"clearance.integrations.{module}" in line
+
+
+BREAK_LANGGRAPH = """
+import langgraph.prebuilt.tool_node as tool_node
+
+del tool_node.ToolCallRequest  # as in a langgraph-prebuilt that lacks it (1.0.0, 1.0.1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "dist", "hidden", "breaks"),
+    [
+        # a dependency of the framework missing: installed, but broken
+        ("pydantic_ai", "pydantic-ai-slim", ("pydantic_graph",), ""),
+        ("openai_agents", "openai-agents", ("openai",), ""),
+        # a name the installed version lacks
+        ("langgraph", "langgraph-prebuilt", ("nothing_hidden",), BREAK_LANGGRAPH),
+    ],
+)
+def test_an_installed_but_broken_framework_is_not_reported_missing(
+    module: str, dist: str, hidden: tuple[str, ...], breaks: str, tmp_path: Path
+) -> None:
+    """Issue 31: the user who has the framework is told which installed version fails and
+    why, not to install it."""
+    if breaks:
+        site = tmp_path / "site"
+        site.mkdir()
+        (site / "breaks.pth").write_text("import clearance_test_breaks\n")
+        (site / "clearance_test_breaks.py").write_text(breaks)
+    done = python(
+        f"""
+        import site, sys
+        site.addsitedir({str(tmp_path / "site")!r})
+        from clearance.errors import MissingExtraError
+
+        try:
+            import clearance.integrations.{module}
+        except MissingExtraError as exc:
+            raise AssertionError(f"reported as not installed: {{exc}}")
+        except ImportError as exc:
+            print(str(exc))
+        else:
+            raise AssertionError("the import did not fail")
+        """,
+        hidden,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert f"clearance.integrations.{module}" in line and "the installed " in line
+    assert dist in line and "pip install -U" in line
