@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -40,7 +41,15 @@ class Runner:
         ConfinementError: Landlock was asked for and the kernel offers none.
     """
 
-    __slots__ = ("_confiner", "_private", "environment", "max_output", "root", "timeout")
+    __slots__ = (
+        "__weakref__",
+        "_confiner",
+        "_private",
+        "environment",
+        "max_output",
+        "root",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -64,6 +73,8 @@ class Runner:
         temporary = os.path.join(home, "tmp")
         os.mkdir(temporary, 0o700)
         self._private = [home]
+        # Removed with the tools (or at exit), not left in the system's temporary directory.
+        weakref.finalize(self, shutil.rmtree, home, True)
         self.environment: dict[str, str] = (
             {"TMPDIR": temporary, **env}
             if env is not None
