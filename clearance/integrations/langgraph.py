@@ -78,7 +78,7 @@ import json
 import os
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     from langchain_core.messages import (
@@ -96,7 +96,6 @@ try:
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.errors import GraphBubbleUp
     from langgraph.prebuilt import ToolNode
-    from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.types import Command, interrupt
 except ImportError as exc:
     raise framework_import_error(exc, "langgraph") from exc
@@ -116,6 +115,11 @@ from clearance.integrations._host import (
     qualified_name,
     record_replayed,
 )
+
+if TYPE_CHECKING:
+    # A type only: the adapter reads a request's public attributes (tool_call, state,
+    # runtime, override), never imports the class at run time.
+    from langgraph.prebuilt.tool_node import ToolCallRequest
 
 __all__ = ["VIA", "ClearanceToolNode", "SessionSource", "answer_all", "register_tools"]
 
@@ -284,7 +288,12 @@ class ClearanceToolNode:
 
     async def __call__(self, state: Any, config: RunnableConfig) -> Any:
         session = await self._session(config)
-        calls, turn_id = self._tool_calls(state)
+        try:
+            calls, turn_id = self._tool_calls(state)
+        except ValueError:
+            # Not a turn this node reads (one call sent with ``Send``, in the ToolNode's own
+            # envelope): the ToolNode finds the call, and the wrapper decides it in its task.
+            return await self.tool_node.ainvoke(state, config)
         decided = await self._decide_in(session, state, calls, turn_id)
         token = _DECIDED.set((session, {_fingerprint(c): decided[c["id"] or ""] for c in calls}))
         try:
@@ -331,8 +340,6 @@ class ClearanceToolNode:
         if isinstance(state, list) and state and isinstance(state[-1], dict):
             if state[-1].get("type") == "tool_call":
                 return list(state), None
-        if isinstance(state, dict) and state.get("__type") == "tool_call_with_context":
-            return [state["tool_call"]], None
         if isinstance(state, list):
             messages = state
         elif isinstance(state, dict):

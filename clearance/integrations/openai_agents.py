@@ -124,6 +124,7 @@ except ImportError as exc:
     raise framework_import_error(exc, "openai-agents") from exc
 
 import copy
+import dataclasses
 import inspect
 import json
 import os
@@ -385,8 +386,7 @@ class AgentsGuard:
             copied.is_enabled = self._enabled_check(tool.is_enabled)
             # What the model gets is clearance's outcome text (after result guardrails), not
             # the tool's typed output: no output schema to hold it to.
-            copied.output_json_schema = None
-            copied._output_type_adapter = None
+            _untyped(copied)
             wrapped.append(copied)
         return wrapped
 
@@ -568,8 +568,7 @@ class AgentsGuard:
         """Whether the SDK approved this call id itself (not the tool as a whole)."""
         if ctx.is_tool_approved(call.sdk_name, call.auth.call_id) is not True:
             return False
-        probe = "clearance-probe-" + secrets.token_hex(8)
-        return ctx.is_tool_approved(call.sdk_name, probe) is not True
+        return not _approved_as_a_whole(ctx, call.sdk_name)
 
     def _sdk_decision(self, ctx: RunContextWrapper[Any], call: _Call) -> PermissionDecision | None:
         """The clearance answer an SDK approval of this call stands for, if any."""
@@ -580,9 +579,7 @@ class AgentsGuard:
             return None
         if ctx.is_tool_approved(call.sdk_name, call.auth.call_id) is not True:
             return None
-        # A call id nobody used: approved only when the SDK approves the tool as a whole.
-        sticky = ctx.is_tool_approved(call.sdk_name, "clearance-probe-" + secrets.token_hex(8))
-        if sticky is not True:
+        if not _approved_as_a_whole(ctx, call.sdk_name):
             answer: Answer = "allow_once"  # approved for this call: its item was shown
         else:
             answer = self.always_approve
@@ -746,6 +743,36 @@ class AgentsGuard:
             state.reject(item, rejection_message=answer.message)
         else:
             state.approve(item)
+
+
+# -- what the SDK keeps to itself --------------------------------------------------------------
+# The SDK has no public way to say these; each is read in one place, and fails loudly, naming
+# the SDK's version, when what it reads changes (tests/integrations/test_openai_agents.py
+# checks each against the installed SDK).
+
+
+def _untyped(tool: FunctionTool) -> None:
+    """Make a copied SDK tool's output untyped: the model gets clearance's outcome text,
+    which the tool's output type (``FunctionTool._output_type_adapter``, which the SDK uses
+    to validate and serialize an output) would refuse.
+
+    Raises:
+        RuntimeError: this SDK version's FunctionTool has no such field.
+    """
+    if "_output_type_adapter" not in {f.name for f in dataclasses.fields(tool)}:
+        raise RuntimeError(
+            f"openai-agents {agents.__version__}: FunctionTool has no _output_type_adapter; "
+            "clearance cannot untype a wrapped tool's output (its outcome text would be "
+            "checked against the tool's output type)"
+        )
+    tool.output_json_schema = None
+    tool._output_type_adapter = None
+
+
+def _approved_as_a_whole(ctx: RunContextWrapper[Any], sdk_name: str) -> bool:
+    """Whether the SDK approves every call of the tool (``always_approve``): asked about a
+    call id nobody used, ``is_tool_approved`` answers for the tool, not for a call."""
+    return ctx.is_tool_approved(sdk_name, "clearance-probe-" + secrets.token_hex(8)) is True
 
 
 def _sdk_approval(state: RunState[Any, Any], item: ToolApprovalItem) -> bool | None:

@@ -1004,3 +1004,42 @@ async def test_a_saved_approved_state_resumed_twice_runs_the_call_once(
     assert again.ran.of("write_file") == []
     assert "did not run again" in json.dumps(replayed.to_input_list())
     assert answers(again, "c1") == []  # no answer journaled for an ask nobody saw
+
+
+# -- what the guard reads of the SDK's internals (issue 31) -----------------------------------
+
+
+async def test_the_sdk_internals_the_guard_reads_are_there_or_it_says_so(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard reads three things the SDK has no public API for, each in one place. Here
+    they are checked against the installed SDK; a change fails this test, and the guard
+    says which SDK version it cannot read, instead of guessing."""
+    import agents
+    from agents import RunContextWrapper
+
+    from clearance.integrations import openai_agents as adapter
+
+    guard = await setup.guard(approver="alice")
+    [_, write_file, _] = guard.wrap(setup.tools, namespace="files")
+    assert isinstance(write_file, FunctionTool)
+    assert write_file.output_json_schema is None and write_file._output_type_adapter is None
+
+    result, _ = await ask_once(setup, guard, "c1")
+    state = result.to_state()
+    [item] = state.get_interruptions()
+    assert adapter._sdk_approval(state, item) is None
+    state.approve(item)
+    assert adapter._sdk_approval(state, item) is True
+    ctx: RunContextWrapper[Any] = RunContextWrapper(context=None)
+    assert not adapter._approved_as_a_whole(ctx, "write_file")
+    [entry] = result.interruptions
+    ctx.approve_tool(entry, always_approve=True)
+    assert adapter._approved_as_a_whole(ctx, "write_file")
+
+    class Moved:  # as an SDK that keeps the approvals elsewhere
+        pass
+
+    monkeypatch.setattr(state, "_context", Moved())
+    with pytest.raises(RuntimeError, match=f"openai-agents {agents.__version__}"):
+        adapter._sdk_approval(state, item)
