@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clearance.errors import PolicyError
+from clearance.errors import ConfigError, PolicyError
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.cedar import CedarEngine, CedarEvaluator, check_directory
 
@@ -237,3 +237,31 @@ def test_the_unexpected_token_is_found_among_hundreds_like_it() -> None:
     with pytest.raises(PolicyError) as info:
         CedarEngine([("p.cedar", f'@id("long")\n{line}\n')])
     assert (info.value.line, info.value.column) == (2, line.index("== ==") + 4)
+
+
+LEVELS = '{"entityTypes": {"User": {"shape": {"type": "Record", "attributes": {"level": {"type": "%s"}}}}}}'
+
+
+def test_an_entity_that_does_not_fit_is_named_with_its_attribute_and_file(tmp_path: Path) -> None:
+    # Cedar's own refusal said only "entity does not conform to the schema".
+    (tmp_path / "a.cedar").write_text('@id("r") permit(principal, action, resource);')
+    (tmp_path / "schema.json").write_text(LEVELS % "Long")
+    (tmp_path / "entities.json").write_text(
+        '[{"uid": {"type": "User", "id": "alice"}, "attrs": {"level": "high"}, "parents": []}]'
+    )
+    with pytest.raises(ConfigError) as caught:
+        check_directory(tmp_path, _registry())
+    assert caught.value.path == str(tmp_path / "entities.json")
+    message = str(caught.value)
+    assert "`level`" in message and 'User::"alice"' in message and "long" in message
+
+
+def test_a_schema_json_error_is_a_schema_error(tmp_path: Path) -> None:
+    # It was reported as the entities not fitting the schema.
+    (tmp_path / "a.cedar").write_text('@id("r") permit(principal, action, resource);')
+    (tmp_path / "schema.json").write_text(LEVELS % "Lng")
+    with pytest.raises(ConfigError) as caught:
+        check_directory(tmp_path, _registry())
+    assert caught.value.path == str(tmp_path / "schema.json")
+    assert "schema declarations" in str(caught.value) and "Lng" in str(caught.value)
+    assert "entities" not in str(caught.value)

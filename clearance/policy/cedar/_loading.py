@@ -9,11 +9,13 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from clearance.errors import ConfigError
+from clearance.policy.cedar._parsing import parse_schema
 from clearance.policy.cedar._plans import ToolPlan, tool_plans
-from clearance.policy.cedar._sources import Sources
+from clearance.policy.cedar._sources import ENTITIES_FILE, SCHEMA_FILE, Sources
 from clearance.policy.cedar._validation import check_policies
 from clearance.policy.cedar._verdicts import VerdictMap
 from clearance.policy.cedar.engine import CedarEngine
@@ -98,10 +100,21 @@ def load_set(
     generated = tool_entities(tools, ns)
     # The schema is checked here, once; requests then go to Cedar without it, so the
     # context can carry only what policies read (see clearance.policy.cedar._plans).
+    files = [name for name, _ in sources.contents or ()]
+    try:
+        parse_schema(model.json)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the schema declarations do not make a valid Cedar schema: {exc.message}",
+            path=next((n for n in files if Path(n).name == SCHEMA_FILE), None),
+        ) from None
     try:
         CedarEngine("", schema=model.json, entities=[*generated, *sources.entities])
     except ConfigError as exc:
-        raise ConfigError(f"the entities do not fit the generated schema: {exc}") from None
+        raise ConfigError(
+            f"the entities do not fit the generated schema: {exc.message}",
+            path=next((n for n in files if Path(n).name == ENTITIES_FILE), None),
+        ) from None
     actions = _action_entities(model)
     engine = build_engine(sources.policies, [*generated, *actions, *sources.entities])
 

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from clearance.errors import PolicyError
-from clearance.policy.cedar._sources import PolicyDirectory
+from clearance.errors import ConfigError, PolicyError
+from clearance.policy.cedar._sources import ENTITIES_FILE, SCHEMA_FILE, PolicyDirectory, Sources
 from clearance.policy.cedar.entities import EntitiesSource
 from clearance.policy.cedar.evaluator import CedarEvaluator
 from clearance.types import ToolCatalog, ToolLike
@@ -102,8 +102,23 @@ def check_directory(
         ungoverned = evaluator.ungoverned if not problems else ()
     except PolicyError as exc:
         problems.extend(exc.problems or [_whole(exc)])
+    except ConfigError as exc:
+        # Name the file the problem is in (the evaluator here was given their contents).
+        raise ConfigError(exc.message, path=exc.path or _file_of(exc.message, sources)) from None
     problems.sort(key=_where)
     return PolicyCheck(path, count, tuple(problems), ungoverned)
+
+
+def _file_of(message: str, sources: Sources) -> str | None:
+    """The directory's ``schema.json`` or ``entities.json``, whichever ``message`` is about."""
+    name = (
+        SCHEMA_FILE
+        if message.startswith("the schema declarations")
+        else ENTITIES_FILE
+        if message.startswith("the entities")
+        else None
+    )
+    return next((n for n, _ in sources.contents or () if Path(n).name == name), None)
 
 
 def _whole(exc: PolicyError) -> dict[str, object]:

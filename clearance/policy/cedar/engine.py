@@ -190,7 +190,11 @@ class CedarEngine:
                 json.dumps(self._raw_entities), self._schema_handle
             )
         except ValueError as exc:
-            raise ConfigError(f"entities do not parse or conform to the schema: {exc}") from exc
+            detail = _nonconforming(self._raw_entities, schema)
+            raise ConfigError(
+                f"entities do not parse or conform to the schema: {exc}"
+                + (f": {detail}" if detail else "")
+            ) from exc
         # Read the entities back (with the schema's action entities added) so the index sees
         # the same parents graph, action groups included, that Cedar evaluates against.
         self._parents = parents_of(json.loads(str(self._entities)))
@@ -486,3 +490,24 @@ class CedarEngine:
                 slice_hits=self._hits,
                 slice_misses=self._misses,
             )
+
+
+_PROBE = {"principal": 'P::"p"', "action": 'Action::"probe"', "resource": 'P::"p"', "context": {}}
+_CONFORM = "entity does not conform to the schema: "
+
+
+def _nonconforming(entities: Sequence[Mapping[str, Any]], schema: Any) -> str | None:
+    """What Cedar says is wrong with ``entities`` (which entity, which attribute, what
+    type), which ``Entities.from_json_str`` leaves out and ``is_authorized`` reports."""
+    if schema is None:
+        return None
+    text = schema if isinstance(schema, str) else json.dumps(schema)
+    try:
+        result = cedarpy.is_authorized(_PROBE, "", json.dumps(list(entities)), schema=text)
+    except (ValueError, TypeError, RuntimeError):
+        return None
+    for error in result.diagnostics.errors:
+        _, found, detail = str(error).partition(_CONFORM)
+        if found:
+            return detail.strip()
+    return None
