@@ -29,6 +29,7 @@ from typing import cast
 from clearance._text import is_printable, printable
 from clearance.errors import PolicyError, RuleError
 from clearance.policy.local import RuleKind, parse_rule
+from clearance.types import Principal
 
 __all__ = [
     "IntendedPolicy",
@@ -127,7 +128,12 @@ def split_entity(text: str) -> tuple[str, str]:
     kind, sep, rest = text.partition('::"')
     if not sep or not rest.endswith('"') or not is_entity_type(kind):
         raise ValueError(f"the principal type of {printable(text)} is not a Cedar name")
-    return kind, rest[:-1]
+    try:
+        # ``str(Principal)`` escapes an id holding a quote or a backslash (JSON).
+        principal = Principal.parse(text)
+    except ValueError:
+        return kind, rest[:-1]
+    return principal.type, principal.id
 
 
 def cedar_entity(text: str) -> str:

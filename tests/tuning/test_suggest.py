@@ -16,6 +16,7 @@ from clearance._text import printable
 from clearance.tuning import (
     ArgumentConstraint,
     CorpusCall,
+    CorpusError,
     SuggestionSet,
     allowed_calls,
     is_allowed_record,
@@ -371,8 +372,8 @@ def test_hostile_call_ids_values_and_principals_stay_inside_their_policies() -> 
 
 
 def json_entity(s: Any) -> str:
-    kind, _, rest = s.principal.partition('::"')
-    return f"{kind}::{json.dumps(rest[:-1], ensure_ascii=False)}"
+    principal = Principal.parse(s.principal)
+    return f"{principal.type}::{json.dumps(principal.id, ensure_ascii=False)}"
 
 
 def test_hostile_local_rules_parse_back_to_what_was_meant() -> None:
@@ -404,7 +405,9 @@ def test_a_newline_in_a_call_id_cannot_add_a_policy(fmt: Format) -> None:
     call_id = injected if fmt == "cedar" else local_injected
     line = json.dumps(
         {
-            "principal": 'User::"alice"\n' + 'allow = ["*"]',
+            # The id holds a quote and a newline, escaped as Cedar writes them (an
+            # unescaped one is refused: see below).
+            "principal": "User::" + json.dumps('alice"\nallow = ["*"]'),
             "tool": "files.read_file",
             "arguments": {"path": "README.md"},
             "expected": "allow",
@@ -413,6 +416,10 @@ def test_a_newline_in_a_call_id_cannot_add_a_policy(fmt: Format) -> None:
     )
     call = parse_corpus_line(line, 1)
     assert call is not None
+    with pytest.raises(CorpusError, match="principal must look like"):
+        parse_corpus_line(
+            json.dumps({**json.loads(line), "principal": 'User::"alice"\nallow = ["*"]'}), 1
+        )
     found = suggest([call], registry(), format=fmt)
     if fmt == "cedar":
         assert not _unscoped(found.to_cedar())
