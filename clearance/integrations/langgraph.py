@@ -40,7 +40,10 @@ evaluator, grants, asks), then runs the allowed ones:
   ``"allow_once"``, ``"allow_session"``, ``"allow_always"``, ``"deny"``, ``True``/``False``, or
   ``{"decision": ..., "scope": i, "by": ..., "message": ...}`` (``scope`` indexes the ask's
   ``suggestions``); when the model made several tool calls, a dict from ask id (or tool call
-  id) to answer. An answer that is not valid is not raised (LangGraph would give it to
+  id) to answer. The value also holds the asks as LangChain's human-in-the-loop request
+  (``action_requests``, ``review_configs``), and ``{"decisions": [{"type": "approve"},
+  {"type": "reject", "message": ...}]}`` (one per open ask, in order) answers them as its
+  approval UIs do. An answer that is not valid is not raised (LangGraph would give it to
   every later run of the node): the asks are put again, with an ``"error"`` saying why.
   Each answer goes to the ask (journaled with ``via="langgraph"`` and who answered), the
   calls are decided again with the same call ids, and asks still open interrupt again.
@@ -365,13 +368,12 @@ class ClearanceToolNode:
             if not pending:
                 return decided
             harness = session.harness
-            payload: dict[str, Any] = {
-                _KEY: [
-                    ask_payload(harness, a.ask_id or "", call_id=c["id"] or "", tool=self._name(a))
-                    for c in calls
-                    if (a := decided[c["id"] or ""]).pending
-                ]
-            }
+            shown = [
+                (c, ask_payload(harness, a.ask_id or "", call_id=c["id"] or "", tool=self._name(a)))
+                for c in calls
+                if (a := decided[c["id"] or ""]).pending
+            ]
+            payload: dict[str, Any] = {_KEY: [ask for _, ask in shown], **_hitl_request(shown)}
             if problem is not None:
                 payload["error"] = problem
             try:
@@ -575,6 +577,8 @@ def _answers(
             ask or tool call ids to answers, it names an ask of no call of this node, or a
             scope that its ask does not offer.
     """
+    if isinstance(value, Mapping) and set(value) == {"decisions"}:
+        return _decisions(value["decisions"], decided, session, by=by)
     keyed = isinstance(value, Mapping) and "decision" not in value
     if not keyed:
         # An answer that does not say which call it answers is taken only where it cannot
@@ -606,6 +610,65 @@ def _answers(
         if auth.pending:
             answer_scope(session.harness, auth.ask_id or "", answer)  # checked before any is given
             answers[call_id] = answer
+    return answers
+
+
+def _hitl_request(shown: Sequence[tuple[ToolCall, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The open asks as LangGraph's human-in-the-loop request (what LangChain's
+    ``HumanInTheLoopMiddleware`` interrupts with and approval UIs read): an action request
+    (the model's tool name, the canonical arguments as the ask shows them, the ask's reason)
+    and its review config (approve or reject) per ask, in the order of ``clearance``."""
+    return {
+        "action_requests": [
+            {
+                "name": call["name"],
+                "args": ask.get("arguments", {}),
+                "description": ask.get("reason"),
+            }
+            for call, ask in shown
+        ],
+        "review_configs": [
+            {"action_name": call["name"], "allowed_decisions": list(_HITL_DECISIONS)}
+            for call, _ in shown
+        ],
+    }
+
+
+_HITL_DECISIONS = ("approve", "reject")
+
+
+def _decisions(
+    raw: Any, decided: Mapping[str, Authorization], session: Session, *, by: str | None
+) -> dict[str, HostAnswer]:
+    """The answers of a human-in-the-loop resume value (``{"decisions": [...]}``), one per
+    open ask, in the order the interrupt showed them: ``{"type": "approve"}`` is
+    ``allow_once``, ``{"type": "reject", "message": ...}`` is ``deny``.
+
+    A list that does not have one decision per open ask is refused: the asks open when a
+    value is given again (LangGraph replays it) may be fewer than those it answered.
+
+    Raises:
+        AskError: not a list of one approve or reject per open ask.
+    """
+    open_calls = [call_id for call_id, auth in decided.items() if auth.pending]
+    if not isinstance(raw, list) or len(raw) != len(open_calls):
+        raise AskError(
+            f"'decisions' is a list of one decision per open ask ({len(open_calls)} open)"
+        )
+    answers: dict[str, HostAnswer] = {}
+    for call_id, decision in zip(open_calls, raw, strict=True):
+        kind = decision.get("type") if isinstance(decision, Mapping) else None
+        if kind not in _HITL_DECISIONS:
+            raise AskError(
+                f"a decision is {{'type': 'approve'}} or {{'type': 'reject'}}, not {decision!r} "
+                "(clearance approves a call as it was asked: no edit)"
+            )
+        message = decision.get("message")
+        if message is not None and not isinstance(message, str):
+            raise AskError(f"a decision's message is text, not {type(message).__name__}")
+        answers[call_id] = HostAnswer(
+            "allow_once" if kind == "approve" else "deny", by=by, message=message
+        )
     return answers
 
 

@@ -984,3 +984,47 @@ async def test_the_documented_loop_ends_with_two_asks_in_one_turn(workspace: Pat
                     Command(resume=answer_all(state, "allow_session")), THREAD
                 )
     assert sorted(ran) == [("send_mail", "bob@example.com"), ("send_mail", "carol@example.com")]
+
+
+async def test_the_interrupt_reads_as_langgraph_s_human_in_the_loop_request(
+    workspace: Path,
+) -> None:
+    """What LangChain's HumanInTheLoopMiddleware interrupts with (action_requests,
+    review_configs) and its resume value ({"decisions": [...]}, one per action, in order)."""
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    journal = MemoryJournal()
+    script = Script(
+        ai(
+            ("send_mail", "m1", {"to": "Bob@Example.com", "body": "hi"}),
+            ("send_mail", "m2", {"to": "carol@example.com", "body": "hi"}),
+        )
+    )
+    async with Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal) as h:
+        session = await h.create_session(principal=ALICE)
+        node = ClearanceToolNode(tools, session=session, namespace="files", by="ops")
+        app = graph(script, node, InMemorySaver())
+        paused = await node.run(app, start(), THREAD)
+        (pause,) = paused["__interrupt__"]
+        requests = pause.value["action_requests"]
+        assert [r["name"] for r in requests] == ["send_mail", "send_mail"]
+        assert requests[0]["args"] == {"to": "bob@example.com", "body": "hi"}  # canonical
+        assert requests[0]["description"] == pause.value["clearance"][0]["reason"]
+        assert pause.value["review_configs"][0] == {
+            "action_name": "send_mail",
+            "allowed_decisions": ["approve", "reject"],
+        }
+        # an edit is not a clearance answer, nor is a list of the wrong length: asked again
+        for wrong in ([{"type": "edit", "args": {}}, {"type": "approve"}], [{"type": "approve"}]):
+            again = await app.ainvoke(Command(resume={"decisions": wrong}), THREAD)
+            assert "decision" in again["__interrupt__"][0].value["error"] and ran == []
+        decisions = [{"type": "approve"}, {"type": "reject", "message": "not carol"}]
+        state = await app.ainvoke(Command(resume={"decisions": decisions}), THREAD)
+    assert "__interrupt__" not in state
+    assert ran == [("send_mail", "bob@example.com")]
+    carol = next(m for m in script.tool_messages() if m.tool_call_id == "m2")
+    assert carol.status == "error" and "not carol" in str(carol.content)
+    assert outcomes_of(journal, "m1") == ["pending", "authorized"]
+    assert outcomes_of(journal, "m2") == ["pending", "denied"]
+    bob = final_records(journal, "m1")[0].data["ask"]
+    assert (bob["answer"], bob["answered_by"], bob["via"]) == ("allow_once", "ops", "langgraph")
