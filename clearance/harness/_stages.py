@@ -17,12 +17,14 @@ then :mod:`clearance.harness._approval` (a grant, or an ask) and
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from clearance import _pointer
+from clearance._limits import text_fault
 from clearance._validation import schema_problem
 from clearance.facts.base import FactError
 from clearance.facts.declared import apply_facts
@@ -89,6 +91,16 @@ class Stages(Recorder):
         call_id = call.call_id
         if not isinstance(call_id, str) or not call_id:
             return Early("invalid", "call_id must be a non-empty string", "call_id")
+        fault = text_fault(call_id)
+        if fault is not None:
+            # No journal can store this id (SQLite and PostgreSQL refuse the record): the
+            # call is refused under a stand-in id, so that its call_decided is still
+            # written (R7: one per call that entered the pipeline).
+            call.call_id = (
+                "unstorable-"
+                + hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            )
+            return Early("invalid", f"call_id {fault}; recorded as {call.call_id}", "call_id")
         return None
 
     def _withhold_as(self, call: CallState, tool: Tool) -> None:

@@ -1242,3 +1242,23 @@ def test_no_calls_prints_a_note(tmp_path: Path) -> None:
     done = clearance_cli("journal", "--db", "empty.jsonl", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout == "" and "no calls" in done.stderr
     assert os.path.getsize(journal) == 0  # reading never writes
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("call_id", ["a\x00b", "x\ud800", "\ud800"])
+async def test_a_call_id_no_journal_can_store_is_refused_on_the_record(
+    tmp_path: Path, call_id: str
+) -> None:
+    # R7: one call_decided per call that entered the pipeline. Such an id made the SQLite
+    # and PostgreSQL journals refuse the record: the call was denied and left no trace.
+    path = tmp_path / "j.db"
+    async with Harness(registry(), evaluator=evaluator(), journal=SqliteJournal(path)) as h:
+        session = await h.create_session(principal=ALICE, session_id="s1")
+        refused = await session.call_tool("t__ok", {"n": 1}, call_id=call_id)
+        fine = await session.call_tool("t__ok", {"n": 2}, call_id="c2")
+    assert refused.status == "invalid" and fine.status == "ok"
+    decided = [e for e in read_sqlite(path) if e.type == "call_decided"]
+    assert [e.data["outcome"] for e in decided] == ["invalid", "dispatched"]
+    stand_in = decided[0].call_id
+    assert stand_in is not None and stand_in.startswith("unstorable-") and storable(stand_in)
+    assert decided[0].data["stage"] == "call_id" and stand_in in decided[0].data["message"]
