@@ -85,9 +85,9 @@ def test_an_adapter_without_its_framework_says_what_to_install(
 
 
 BREAK_LANGGRAPH = """
-import langgraph.prebuilt.tool_node as tool_node
+import langgraph.errors
 
-del tool_node.ToolCallRequest  # as in a langgraph-prebuilt that lacks it (1.0.0, 1.0.1)
+del langgraph.errors.GraphBubbleUp  # as in a langgraph that lacks a name the adapter imports
 """
 
 
@@ -98,7 +98,7 @@ del tool_node.ToolCallRequest  # as in a langgraph-prebuilt that lacks it (1.0.0
         ("pydantic_ai", "pydantic-ai-slim", ("pydantic_graph",), ""),
         ("openai_agents", "openai-agents", ("openai",), ""),
         # a name the installed version lacks
-        ("langgraph", "langgraph-prebuilt", ("nothing_hidden",), BREAK_LANGGRAPH),
+        ("langgraph", "langgraph", ("nothing_hidden",), BREAK_LANGGRAPH),
     ],
 )
 def test_an_installed_but_broken_framework_is_not_reported_missing(
