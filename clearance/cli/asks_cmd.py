@@ -15,6 +15,7 @@ registered in its own approver directory.
 from __future__ import annotations
 
 import getpass
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from clearance.errors import AskError
 from clearance.harness.approvals import coerce_decision
 from clearance.harness.approvers import Approvers, Credential
 from clearance.harness.ask_display import ask_lines, deciding_fields
-from clearance.harness.ask_store import StoredAsk
+from clearance.harness.ask_store import ASK_LIFE, StoredAsk, sweep_expired
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 
 __all__ = ["approve_command", "asks", "deny_command", "list_command", "show_command"]
@@ -113,18 +114,54 @@ def asks() -> None:
     """List and answer the asks waiting for a person (durable asks)."""
 
 
+def _max_age_option(fn: click.decorators.FC) -> click.decorators.FC:
+    return click.option(
+        "--max-age",
+        type=click.FloatRange(min=0, min_open=True),
+        default=ASK_LIFE,
+        show_default=True,
+        metavar="SECONDS",
+        help="How long an ask can be answered (the hosts' pending_ask_ttl): older pending "
+        "asks are closed as expired.",
+    )(fn)
+
+
 @asks.command("list")
 @_db_option
 @config_option
 @click.option("--all", "show_all", is_flag=True, help="Also answered and closed asks.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="With --all: at most this many, the newest.",
+)
+@_max_age_option
 @click.option("--json", "as_json", is_flag=True, help="Print the asks as JSON.")
-def list_command(db: str | None, config_path: str | None, show_all: bool, as_json: bool) -> None:
-    """List the pending asks: which principal wants which tool called, and why."""
+def list_command(
+    db: str | None,
+    config_path: str | None,
+    show_all: bool,
+    limit: int,
+    max_age: float,
+    as_json: bool,
+) -> None:
+    """List the pending asks: which principal wants which tool called, and why. Pending
+    asks older than --max-age are closed as expired first."""
     store = _open_store(db, config_path)
     try:
-        found = store.all() if show_all else store.pending()
+        sweep_expired(store, max_age)
+        # One more than asked: whether the list stops at its limit.
+        found = store.all(limit=limit + 1) if show_all else store.pending()
     finally:
         store.close()
+    more = show_all and len(found) > limit
+    found = found[:limit] if show_all else found
+    if more:
+        click.echo(
+            f"showing the newest {limit} asks; older ones are left out (--limit N)", err=True
+        )
     if as_json:
         print_json([a.to_json() for a in found])
         return
@@ -202,6 +239,7 @@ def show_command(ask_id: str, db: str | None, config_path: str | None, as_json: 
     "(default: exactly this call).",
 )
 @_approver_option
+@_max_age_option
 @click.option("--json", "as_json", is_flag=True, help="Print the answered ask as JSON.")
 def approve_command(
     ask_id: str,
@@ -210,10 +248,12 @@ def approve_command(
     answer: str,
     scope_index: int | None,
     by: str | None,
+    max_age: float,
     as_json: bool,
 ) -> None:
-    """Approve the ask ID. Exits 2 when there is no such pending ask."""
-    _answer(ask_id, db, config_path, answer, scope_index, by, as_json)
+    """Approve the ask ID. Exits 2 when there is no such pending ask, or it is past its
+    life (--max-age: no host would apply the answer; it is closed as expired)."""
+    _answer(ask_id, db, config_path, answer, scope_index, by, max_age, as_json)
 
 
 @asks.command("deny")
@@ -221,12 +261,18 @@ def approve_command(
 @_db_option
 @config_option
 @_approver_option
+@_max_age_option
 @click.option("--json", "as_json", is_flag=True, help="Print the answered ask as JSON.")
 def deny_command(
-    ask_id: str, db: str | None, config_path: str | None, by: str | None, as_json: bool
+    ask_id: str,
+    db: str | None,
+    config_path: str | None,
+    by: str | None,
+    max_age: float,
+    as_json: bool,
 ) -> None:
-    """Deny the ask ID. Exits 2 when there is no such pending ask."""
-    _answer(ask_id, db, config_path, "deny", None, by, as_json)
+    """Deny the ask ID. Exits 2 when there is no such pending ask, or it is past its life."""
+    _answer(ask_id, db, config_path, "deny", None, by, max_age, as_json)
 
 
 def _answer(
@@ -236,12 +282,20 @@ def _answer(
     answer: str,
     scope_index: int | None,
     by: str | None,
+    max_age: float,
     as_json: bool,
 ) -> None:
     credential = _credential(by)
     store = _open_store(db, config_path)
     try:
         found = _find(store, ask_id)
+        if found.status == "pending" and time.time() - found.created_at > max_age:
+            store.withdraw(ask_id, "expired")
+            fail(
+                f"ask {printable(ask_id)} expired at {_when(found.created_at + max_age)} "
+                f"(asks can be answered for {max_age:g} s, --max-age): no host would apply "
+                "an answer; it is closed as expired, nothing answered"
+            )
         scope = None
         if scope_index is not None:
             if answer not in ("allow_session", "allow_always"):

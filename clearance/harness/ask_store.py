@@ -49,6 +49,7 @@ __all__ = [
     "decision_from_json",
     "decision_to_json",
     "sealed_answer",
+    "sweep_expired",
     "verified",
 ]
 
@@ -320,6 +321,26 @@ class AskStore(Protocol):
         ...
 
 
+ASK_LIFE = 86_400.0
+"""Seconds a stored ask can be answered: a host's default ``pending_ask_ttl`` (past it, a
+host applies no answer to the ask, and the stores close it as expired)."""
+
+
+def sweep_expired(store: Any, max_age: float = ASK_LIFE) -> int:
+    """Close as ``expired`` every pending ask of ``store`` older than ``max_age`` seconds
+    (no host applies an answer to them): how many. A store with a ``sweep(before)`` of
+    its own (every bundled store) does it in one query; another store through
+    ``pending`` and ``withdraw``."""
+    before = time.time() - max_age
+    sweep = getattr(store, "sweep", None)
+    if callable(sweep):
+        return int(sweep(before))
+    stale = [a for a in store.pending() if a.created_at < before]
+    for ask in stale:
+        store.withdraw(ask.ask_id, "expired")
+    return len(stale)
+
+
 def host_credential(store: Any) -> Credential:
     """The host's credential for answers it gives into ``store`` (see
     :mod:`clearance.harness.approvers`); a store without a keyring gets this process's
@@ -414,3 +435,13 @@ class MemoryAskStore:
             ask = self._asks.get(ask_id)
             if ask is not None and ask.status == "pending":
                 self._asks[ask_id] = replace(ask, status="closed", closed_why=why)
+
+    def sweep(self, before: float) -> int:
+        """Close as ``expired`` the pending asks created before ``before``: how many."""
+        with self._lock:
+            stale = [
+                a for a in self._asks.values() if a.status == "pending" and a.created_at < before
+            ]
+            for ask in stale:
+                self._asks[ask.ask_id] = replace(ask, status="closed", closed_why="expired")
+            return len(stale)

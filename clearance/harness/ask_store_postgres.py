@@ -159,6 +159,21 @@ class PostgresAskStore:
             return
         self._change("withdraw an ask", replace(found, status="closed", closed_why=why), "pending")
 
+    def sweep(self, before: float) -> int:
+        """Close as ``expired`` the pending asks created before ``before``: how many.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        stale = self._select("WHERE status = 'pending' AND created_at < %s", (before,))
+        return sum(
+            self._change(
+                "close an expired ask", replace(a, status="closed", closed_why="expired"), "pending"
+            )
+            for a in stale
+            if a.status == "pending"
+        )
+
     def _change(self, what: str, ask: StoredAsk, expected: str) -> bool:
         """Write ``ask`` (its new status and body) if its row still has ``expected``."""
         return self.database.run(

@@ -144,6 +144,20 @@ class SqliteAskStore:
                 (ask_body(replace(found, status="closed", closed_why=why)), ask_id),
             )
 
+    def sweep(self, before: float) -> int:
+        """Close as ``expired`` the pending asks created before ``before``: how many."""
+        with self._lock:
+            ids = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT ask_id FROM asks WHERE status = 'pending' AND created_at < ?",
+                    (before,),
+                )
+            ]
+        for ask_id in ids:
+            self.withdraw(ask_id, "expired")  # a no-op for one answered meanwhile
+        return len(ids)
+
     # -- reading ----------------------------------------------------------------------------
 
     def get(self, ask_id: str) -> StoredAsk | None:

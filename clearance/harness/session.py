@@ -31,7 +31,13 @@ from clearance.harness.approvals import (
     coerce_decision,
 )
 from clearance.harness.approvers import Credential
-from clearance.harness.ask_store import AskStore, MemoryAskStore, StoredAsk, host_credential
+from clearance.harness.ask_store import (
+    AskStore,
+    MemoryAskStore,
+    StoredAsk,
+    host_credential,
+    sweep_expired,
+)
 from clearance.harness.asks import Diagnostics
 from clearance.harness.dispatch import Dispatcher
 from clearance.harness.journal import EventHub, EventStream, Journal, JournalEvent, MemoryJournal
@@ -52,6 +58,8 @@ from clearance.provenance import Provenance, TrustList
 __all__ = ["AgentDefinition", "Harness", "Session"]
 
 log = logging.getLogger("clearance")
+_SWEEP_EVERY = 60.0
+"""Seconds between two sweeps of expired asks by :meth:`Harness.pending_asks`."""
 
 
 class Harness:
@@ -143,6 +151,7 @@ class Harness:
         self.shadow_evaluator = shadow_evaluator
         self.ask_timeout = ask_timeout
         self.pending_ask_ttl = pending_ask_ttl
+        self._swept_at = 0.0
         self.authorization_ttl = float(authorization_ttl)
         """Seconds an allowed authorization stays usable (see ``authorization_ttl``)."""
         self.max_argument_bytes = max_argument_bytes
@@ -283,6 +292,10 @@ class Harness:
         """The asks waiting for an answer, in this process or (with a shared ask store)
         any process."""
         oldest = time.time() - self.pending_ask_ttl
+        if oldest - self._swept_at > _SWEEP_EVERY:
+            # Older asks no host applies an answer to: closed as expired in the store.
+            self._swept_at = oldest
+            sweep_expired(self.ask_store, self.pending_ask_ttl)
         return [a for a in self.ask_store.pending() if a.created_at >= oldest]
 
     async def answer_ask(

@@ -45,7 +45,7 @@ from starlette.routing import Route
 
 from clearance.errors import AskError, ConfigError
 from clearance.harness.approvals import coerce_decision
-from clearance.harness.ask_store import AskStore, StoredAsk
+from clearance.harness.ask_store import AskStore, StoredAsk, sweep_expired
 from clearance.harness.session import Harness
 from clearance.inbox._assets import INBOX_CSS, INBOX_JS
 from clearance.inbox._auth import Failures, People, Person
@@ -125,6 +125,7 @@ class Inbox:
         self.harness = asks if isinstance(asks, Harness) else None
         self.store: AskStore = asks.ask_store if isinstance(asks, Harness) else asks
         self.max_age = self.harness.pending_ask_ttl if self.harness is not None else max_age
+        self._swept_at = 0.0
         self.poll_interval = poll_interval
         self.people = People(users, ttl=session_ttl)
         self.failures = Failures(max_failures=max_failures, window=failure_window)
@@ -223,6 +224,10 @@ class Inbox:
 
     async def _pending(self) -> list[StoredAsk]:
         oldest = time.time() - self.max_age
+        if oldest - self._swept_at > 60.0:
+            # Asks past their life are closed as expired in the store, once a minute.
+            self._swept_at = oldest
+            await self._store(sweep_expired, self.store, self.max_age)
         found: list[StoredAsk] = await self._store(self.store.pending)
         return [a for a in found if a.created_at >= oldest]
 
