@@ -116,6 +116,9 @@ class CallFolder:
     def __init__(self) -> None:
         self.rows: list[CallRow] = []
         self._running: dict[tuple[str, str | None], CallRow] = {}
+        self._authorized: dict[tuple[str, str | None], CallRow] = {}
+        """Calls a host runs itself: complete at their decision, updated in place when the
+        host reports the run or the authorization is withdrawn (R12)."""
 
     def feed(self, event: JournalEvent) -> CallRow | None:
         """Take one record; return the call it completes, if any."""
@@ -150,15 +153,27 @@ class CallFolder:
             if outcome == "dispatched":
                 self._running[(event.session_id, event.call_id)] = row
                 return None
+            if outcome == "authorized":
+                self._authorized[(event.session_id, event.call_id)] = row
             row.finished = True
             return row
+        key = (event.session_id, event.call_id)
+        if event.type == "authorization_withdrawn":
+            withdrawn = self._authorized.pop(key, None)
+            if withdrawn is not None:
+                withdrawn.status = f"withdrawn ({data.get('reason') or 'withdrawn'})"
+                withdrawn.message = data.get("message") or withdrawn.message
+            return None
         if event.type == "tool_started":
-            started = self._running.get((event.session_id, event.call_id))
+            started = self._running.get(key)
+            if started is None and key in self._authorized:
+                self._running[key] = self._authorized.pop(key)  # the host runs it now
+                started = self._running[key]
             if started is not None:
                 started.status = "running"
             return None
         if event.type == "tool_finished":
-            row_or_none = self._running.pop((event.session_id, event.call_id), None)
+            row_or_none = self._running.pop(key, None)
             if row_or_none is None:
                 return None
             row_or_none.status = str(data.get("status") or "unknown")

@@ -23,6 +23,7 @@ from clearance import (
 )
 from clearance.harness.journal import parse_event
 from clearance.policy import LocalEvaluator
+from clearance.tuning import calls_from_events
 
 pytestmark = pytest.mark.anyio
 
@@ -101,6 +102,9 @@ async def test_a_grant_revoked_before_the_run_runs_nothing() -> None:
         [record] = withdrawn(journal, "c1")
         assert record["reason"] == "revoked" and record["grant"] == auth.grant
         assert record["qualified_name"] == "app.deploy"
+        # `clearance journal` shows it withdrawn, not authorized (it never ran).
+        rows = {r.call_id: r for r in calls_from_events(journal.events())}
+        assert rows["c1"].status == "withdrawn (revoked)"
         kinds = [e.type for e in journal.events(call_id="c1")]
         assert "tool_started" not in kinds and "tool_finished" not in kinds
         # Its call id is free: decided again, the deploy is asked about again.
