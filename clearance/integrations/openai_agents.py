@@ -120,6 +120,7 @@ from clearance.integrations._extras import framework_import_error
 
 try:
     import agents  # the optional extra: checked before anything uses it
+    import agents.tool
 except ImportError as exc:
     raise framework_import_error(exc, "openai-agents") from exc
 
@@ -769,6 +770,25 @@ def _untyped(tool: FunctionTool) -> None:
     tool._output_type_adapter = None
 
 
+_HANDLED = getattr(agents.tool, "_DEFAULT_FAILURE_HANDLED_ATTR", None)
+
+
+def _failed_in_sdk(ctx: ToolContext[Any]) -> bool:
+    """Whether the SDK's default error handler turned an exception of the tool into its
+    output (``@function_tool`` does, unless given ``failure_error_function=None``): the
+    SDK marks the tool's context so (``agents.tool._DEFAULT_FAILURE_HANDLED_ATTR``).
+
+    Raises:
+        RuntimeError: this SDK version has no such mark.
+    """
+    if not isinstance(_HANDLED, str):
+        raise RuntimeError(
+            f"openai-agents {agents.__version__}: the SDK no longer marks a tool failure it "
+            "turned into text (_DEFAULT_FAILURE_HANDLED_ATTR); clearance cannot record it"
+        )
+    return getattr(ctx, _HANDLED, False) is True
+
+
 def _approved_as_a_whole(ctx: RunContextWrapper[Any], sdk_name: str) -> bool:
     """Whether the SDK approves every call of the tool (``always_approve``): asked about a
     call id nobody used, ``is_tool_approved`` answers for the tool, not for a call."""
@@ -830,7 +850,17 @@ async def _run_sdk_tool(
         tool_namespace=ctx.tool_namespace,
         run_config=ctx.run_config,
     )
-    return _as_result(await tool.on_invoke_tool(tool_ctx, raw))
+    output = await tool.on_invoke_tool(tool_ctx, raw)
+    if _failed_in_sdk(tool_ctx):
+        # The tool raised and the SDK's default error handler made the exception a text
+        # for the model: a failure, recorded as one (the text, which may carry what the
+        # exception said, goes to diagnostics, not to the model).
+        raise _SdkToolFailure(str(output))
+    return _as_result(output)
+
+
+class _SdkToolFailure(RuntimeError):
+    """An SDK tool raised; its message is the text the SDK's error handler made of it."""
 
 
 def _as_result(output: Any) -> Any:

@@ -1043,3 +1043,35 @@ async def test_the_sdk_internals_the_guard_reads_are_there_or_it_says_so(
     monkeypatch.setattr(state, "_context", Moved())
     with pytest.raises(RuntimeError, match=f"openai-agents {agents.__version__}"):
         adapter._sdk_approval(state, item)
+
+
+async def test_a_tool_that_raises_is_recorded_failed_and_its_error_stays_out(
+    workspace: Path,
+) -> None:
+    """The SDK turns a @function_tool's exception into text for the model before the guard
+    sees an output; the guard records the call as failed, and the model sees clearance's
+    failure (with a correlation id), not what the exception said."""
+
+    @function_tool
+    def explode(path: str) -> str:
+        """Open the vault."""
+        raise ValueError("the vault key is hunter2")
+
+    registry = ToolRegistry()
+    register_function_tools(registry, "vault", [explode])
+    journal = MemoryJournal()
+    model = ScriptedModel([call("explode", {"path": "a"}, "x1")], [say("sorry")])
+    async with Harness(
+        registry, evaluator=LocalEvaluator(allow=["vault.explode"]), journal=journal
+    ) as h:
+        guard = AgentsGuard(await h.create_session(principal=ALICE))
+        agent = Agent(name="a", tools=guard.wrap([explode], namespace="vault"), model=model)
+        result = await guard.run(agent, "open it")
+    assert result.final_output == "sorry"
+    shown = model.outputs()["x1"]
+    assert "hunter2" not in shown and "correlation id" in shown
+    (finished,) = [e.data for e in journal.events(call_id="x1") if e.type == "tool_finished"]
+    assert finished["status"] == "failed"
+    from clearance.integrations import openai_agents as adapter
+
+    assert isinstance(adapter._HANDLED, str)  # the SDK's mark the guard reads is there
