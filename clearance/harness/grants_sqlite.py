@@ -10,6 +10,9 @@ Schema::
     grants(grant_id TEXT PRIMARY KEY, body TEXT)       -- body: Grant.to_json(), ASCII JSON
     grants_version(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER)
     triggers grants_bump_{insert,update,delete}: every change of grants bumps version
+    grants_changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, grant_id TEXT)
+    triggers grants_feed_{insert,update,delete}: the ids each change touched (the last
+        10,000 changes are kept): a store reads only the rows changed since its last look
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ class SqliteGrantStore(MemoryGrantStore):
     Lookups (``find``, ``list``) read the persisted grants from memory after one query
     of a change counter that triggers in the file keep: when another connection (another
     store object, ``clearance grants revoke``, another host process) added or revoked a
-    grant since, the store reloads them first (parsing only the rows that changed). So a
+    grant since, the store first reads the rows the change feed names (all of them when
+    it is further behind than the feed reaches). So a
     revocation holds from the next lookup on, everywhere (rule R12). Why not ``PRAGMA
     data_version``: it changes with every commit to the file, and the grant store shares
     ``clearance.db`` with the journal by default, whose writer commits every few
