@@ -201,6 +201,12 @@ def build_harness(
         if ask_store is None:
             # Asks live beside the grants, so that `clearance asks` answers from elsewhere.
             ask_store = SqliteAskStore(config.grants_path)
+    if "shadow_evaluator" not in options and config.evaluator.shadow is not None:
+        from clearance.policy.cedar import CedarEvaluator
+
+        options["shadow_evaluator"] = CedarEvaluator.from_directory(
+            config.evaluator.shadow, watch=config.evaluator.watch
+        )
     if "trust" not in options and config.evaluator.policies is not None:
         # A pack ships its trust list beside its policies (provenance.toml).
         options["trust"] = TrustList.from_directory(config.evaluator.policies)

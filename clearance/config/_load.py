@@ -143,6 +143,9 @@ class _ConfigReader(TomlReader):
             )
         return url
 
+    def _shadow(self, raw: dict[str, Any], w: Where) -> Path | None:
+        return self.existing_dir(raw["shadow"], (*w, "shadow")) if "shadow" in raw else None
+
     def load_evaluator(self, raw: Any) -> EvaluatorConfig:
         w: Where = ("evaluator",)
         raw = self.table(
@@ -154,6 +157,7 @@ class _ConfigReader(TomlReader):
                 "pack",
                 "entities",
                 "watch",
+                "shadow",
                 "rules",
                 "allow",
                 "ask",
@@ -167,8 +171,8 @@ class _ConfigReader(TomlReader):
                 (*w, "kind"), 'evaluator.kind must be "cedar", "local", "authzen" or "noop"'
             )
         allowed = {
-            "cedar": {"kind", "policies", "pack", "entities", "watch"},
-            "local": {"kind", "rules", "allow", "ask", "deny"},
+            "cedar": {"kind", "policies", "pack", "entities", "watch", "shadow"},
+            "local": {"kind", "rules", "allow", "ask", "deny", "shadow"},
             "noop": {"kind"},
             "authzen": {"kind", *_AUTHZEN},
         }[kind]
@@ -192,7 +196,13 @@ class _ConfigReader(TomlReader):
                 self.existing_file(raw["entities"], (*w, "entities")) if "entities" in raw else None
             )
             watch = self.boolean(raw["watch"], (*w, "watch")) if "watch" in raw else True
-            return EvaluatorConfig("cedar", policies=policies, entities=entities, watch=watch)
+            return EvaluatorConfig(
+                "cedar",
+                policies=policies,
+                entities=entities,
+                watch=watch,
+                shadow=self._shadow(raw, w),
+            )
         if kind == "local":
             inline = {
                 k: self.strings(raw[k], (*w, k)) for k in ("allow", "ask", "deny") if k in raw
@@ -213,6 +223,7 @@ class _ConfigReader(TomlReader):
                 allow=inline.get("allow", ()),
                 ask=inline.get("ask", ()),
                 deny=inline.get("deny", ()),
+                shadow=self._shadow(raw, w),
             )
         if kind == "authzen":
             return EvaluatorConfig("authzen", authzen=self.load_authzen(raw))

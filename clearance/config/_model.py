@@ -95,6 +95,10 @@ class EvaluatorConfig:
     """Cedar: the policy directory (``pack = "coding"`` names a bundled pack instead)."""
     entities: Path | None = None
     """Cedar: an optional entities JSON file (users, groups and their attributes)."""
+    shadow: Path | None = None
+    """A candidate Cedar policy directory decided beside the live evaluator on every call
+    and journaled (``call_decided``'s ``shadow``: its effect, reasons and whether it agrees),
+    never enforced: how a change is tried on live traffic before it is rolled out."""
     watch: bool = True
     """Cedar: reload the policy directory when it changes (checked at most once a second
     during decisions; see ``CedarEvaluator.from_directory``); ``watch = false`` loads it

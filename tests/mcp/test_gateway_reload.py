@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from clearance import Principal, ToolRegistry
 from clearance.config import build_evaluator, load_config
 from clearance.policy.cedar import CedarEvaluator
 
@@ -84,3 +85,43 @@ def test_a_configured_cedar_directory_is_watched_unless_told_not_to(tmp_path: Pa
     )
     once = build_evaluator(load_config(config))
     assert isinstance(once, CedarEvaluator) and not once._watch
+
+
+@pytest.mark.anyio
+async def test_a_shadow_set_in_the_configuration_is_decided_beside_and_journaled(
+    tmp_path: Path,
+) -> None:
+    # [evaluator] shadow: a candidate set decided on every call beside the live one,
+    # journaled, never enforced; build_harness (and so the gateway) takes it from the file.
+    from clearance.config import build_harness
+    from clearance.harness.journal_sqlite import read_sqlite
+    from clearance.toolsets.files import register_files
+
+    (tmp_path / "live").mkdir()
+    (tmp_path / "live" / "p.cedar").write_text(
+        '@id("reads") permit(principal, action == Action::"files.read_file", resource);'
+    )
+    (tmp_path / "candidate").mkdir()
+    (tmp_path / "candidate" / "p.cedar").write_text(
+        '@id("reads") permit(principal, action == Action::"files.read_file", resource);\n'
+        '@id("no-notes") forbid(principal, action, resource)\n'
+        '  when { context.input has path && context.input.path like "notes*" };'
+    )
+    (tmp_path / "notes.txt").write_text("n")
+    config_path = tmp_path / "clearance.toml"
+    config_path.write_text(
+        '[evaluator]\nkind = "cedar"\npolicies = "live"\nshadow = "candidate"\n\n'
+        '[journal]\npath = "journal.db"\n\n[approvals]\ngrants = "grants.db"\n'
+    )
+    config = load_config(config_path)
+    assert config.evaluator.shadow == (tmp_path / "candidate").resolve()
+    registry = ToolRegistry()
+    register_files(registry, tmp_path)
+    async with build_harness(config, registry=registry) as harness:
+        session = await harness.create_session(principal=Principal("User", "alice"))
+        ran = await session.call_tool("files__read_file", {"path": "notes.txt"}, call_id="c1")
+    assert ran.status == "ok"  # the shadow never decides
+    (decided,) = [e for e in read_sqlite(tmp_path / "journal.db") if e.type == "call_decided"]
+    shadow = decided.data["shadow"]
+    assert shadow["effect"] == "deny" and shadow["reasons"] == ["no-notes"]
+    assert shadow["agrees"] is False
