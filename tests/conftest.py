@@ -59,6 +59,7 @@ def anyio_backend() -> str:
 # it real waiting: servers, PostgreSQL hosts, idle timeouts, mutmut runs.
 SLOW = (
     "tests/harness/test_postgres_hosts.py::",
+    "tests/harness/test_orphan_asks.py::test_postgres_",
     "tests/benchmarks/test_mutation_script.py::",
     "tests/mcp/test_gateway_sessions.py::test_abandoned_sessions_end_after_the_idle_timeout",
     "tests/properties/test_r5_once_means_once.py::test_r5_grants_cover_only_their_scope[postgres]",

@@ -31,7 +31,7 @@ from clearance.errors import AskError
 from clearance.harness.approvals import coerce_decision
 from clearance.harness.approvers import Approvers, Credential
 from clearance.harness.ask_display import ask_lines, deciding_fields
-from clearance.harness.ask_store import ASK_LIFE, StoredAsk, sweep_expired
+from clearance.harness.ask_store import ASK_LIFE, HOST_GONE, StoredAsk, shown_asks, sweep_expired
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 
 __all__ = ["approve_command", "asks", "deny_command", "list_command", "show_command"]
@@ -147,13 +147,14 @@ def list_command(
     max_age: float,
     as_json: bool,
 ) -> None:
-    """List the pending asks: which principal wants which tool called, and why. Pending
-    asks older than --max-age are closed as expired first."""
+    """List the pending asks: which host's call (and session) wants which tool called for
+    which principal, and why; an ask whose host is gone is listed as "host gone" (it
+    cannot be answered). Pending asks older than --max-age are closed as expired first."""
     store = _open_store(db, config_path)
     try:
         sweep_expired(store, max_age)
         # One more than asked: whether the list stops at its limit.
-        found = store.all(limit=limit + 1) if show_all else store.pending()
+        found = store.all(limit=limit + 1) if show_all else shown_asks(store)
     finally:
         store.close()
     more = show_all and len(found) > limit
@@ -169,12 +170,27 @@ def list_command(
         click.echo("no pending asks" if not show_all else "no asks")
         return
     print_table(
-        ["ID", "STATUS", "PRINCIPAL", "TOOL", "CALL", "ASKED", "REASON"],
+        ["ID", "STATUS", "HOST", "SESSION", "PRINCIPAL", "TOOL", "CALL", "ASKED", "REASON"],
         [
-            [a.ask_id, a.status, a.principal, a.tool, a.call_id, _when(a.created_at), a.reason]
+            [
+                a.ask_id,
+                _status(a),
+                a.host or "-",
+                a.session_id or "-",
+                a.principal,
+                a.tool,
+                a.call_id,
+                _when(a.created_at),
+                a.reason,
+            ]
             for a in found
         ],
     )
+
+
+def _status(ask: StoredAsk) -> str:
+    """The status a person reads: ``host gone`` for an ask whose host stopped."""
+    return HOST_GONE if ask.closed_why == HOST_GONE else ask.status
 
 
 @asks.command("show")
@@ -193,8 +209,16 @@ def show_command(ask_id: str, db: str | None, config_path: str | None, as_json: 
     if as_json:
         print_json(found.to_json())
         return
-    click.echo(f"ask      {printable(found.ask_id)} ({found.status})")
+    click.echo(f"ask      {printable(found.ask_id)} ({_status(found)})")
+    if found.closed_why == HOST_GONE:
+        click.echo(
+            f"         its host {printable(found.host or '?')} is gone: the call ended "
+            "interrupted; it cannot be answered"
+        )
     click.echo(f"who      {printable(found.principal)}")
+    click.echo(
+        f"host     {printable(found.host or '-')}  session {printable(found.session_id or '-')}"
+    )
     click.echo(f"tool     {printable(found.tool)}  call {printable(found.call_id)}")
     click.echo(f"why      {printable(found.reason)}")
     if found.policies:

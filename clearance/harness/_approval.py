@@ -30,7 +30,7 @@ from clearance.harness._call_state import CallState, elapsed_us
 from clearance.harness._recorder import Recorder
 from clearance.harness._redaction import scrub
 from clearance.harness.approvals import PermissionAsk, PermissionDecision, arguments_hash
-from clearance.harness.ask_store import StoredAsk, host_credential
+from clearance.harness.ask_store import HOST_GONE, StoredAsk, host_credential
 from clearance.harness.grants import find_grant
 from clearance.harness.outcomes import CallOutcome
 from clearance.policy.base import Verdict
@@ -186,17 +186,31 @@ class Approval(Recorder):
             suggestions=view.suggestions(),
         )
         record["ask_id"] = ask.ask_id
+        pauses = call.host and (
+            call.wait is False or (call.wait is None and not session.asks.answerable)
+        )
         if stored is None:
-            store.put(StoredAsk.of(ask, args_hash, call_key=key))
-            await self._record(call, "permission_asked", {**call.identity(), **ask.to_json()})
+            # A call that waits here lives as long as this process, and so does its ask
+            # (its lease: ``instance``); a paused call's ask outlives the process.
+            waits = store.shared and not pauses and callable(getattr(store, "renew", None))
+            shown = StoredAsk.of(
+                ask, args_hash, call_key=key, host=h.host, instance=h.instance if waits else None
+            )
+            if waits:
+                store.put(shown, lease=h.host_lease)
+            else:
+                store.put(shown)
+            await self._record(
+                call,
+                "permission_asked",
+                {**call.identity(), **ask.to_json(), "host": h.host},
+            )
         if stored is not None and stored.status == "answered" and stored.decision is not None:
             # Answered while the call was paused (elsewhere, or before a restart): the
             # answer applies to this call, once.
             if apply_once(h, store, stored.ask_id):
                 ask.settle(stored.decision)
-        elif call.host and (
-            call.wait is False or (call.wait is None and not session.asks.answerable)
-        ):
+        elif pauses:
             # A host that can pause: the ask waits in the store, the call comes back
             # pending, and the same call tried again sees the answer.
             record.update(
@@ -307,10 +321,19 @@ class Approval(Recorder):
             return decision, how
         found: list[PermissionDecision] = []
 
+        h = self.harness
+        renew = getattr(store, "renew", None)
+        renewed = time.monotonic()
+
         async def from_store() -> None:
+            nonlocal renewed
             while ask.open:
                 await anyio.sleep(_STORE_POLL)
                 try:
+                    if callable(renew) and time.monotonic() - renewed > h.host_lease / 4:
+                        # The ask lives while this process renews its lease.
+                        renew(h.instance, h.host, h.host_lease)
+                        renewed = time.monotonic()
                     stored = store.get(ask.ask_id)
                 except ClearanceError:
                     # The store is away for a moment (a database restart): the call keeps
@@ -321,6 +344,11 @@ class Approval(Recorder):
                     if ask.open and apply_once(self.harness, store, ask.ask_id):
                         found.append(stored.decision)
                         ask.settle(stored.decision)
+                    return
+                if stored is not None and stored.closed_why == HOST_GONE:
+                    # Its lease lapsed while this process stalled: nobody can answer it
+                    # any more, so the call does not wait for an answer (denied).
+                    ask.close(HOST_GONE)
                     return
 
         async with anyio.create_task_group() as tg:

@@ -9,7 +9,17 @@ call id with other arguments, is a different ask). Its life:
 
 ``pending`` → ``answered`` (an answer, who gave it and through what) → ``consumed`` (the
 pipeline applied it to the call: an ``allow_once`` answer authorizes that call once);
-or ``pending`` → ``closed`` (withdrawn, timed out, the session closed).
+or ``pending`` → ``closed`` (withdrawn, timed out, the session closed, or its host gone).
+
+An ask names the host that raised it (``host``: the journal's host id) with its session
+and principal. An ask a call *waits* on in a process also names that process's lease
+(``instance``): the call lives only as long as the process, so the ask does too. A shared
+store keeps each lease (:class:`HostLease`), renewed by the waiting call a few times per
+lease; once the process is gone (it ended, its lease lapsed, or, on the same machine, its
+pid is dead) the ask reads as ``closed`` (``host gone``) and cannot be answered; the
+journal gives the call its ``interrupted`` end when the host's journal is recovered (its
+next start, or ``clearance store recover``). An ask a paused call left (``authorize``
+came back ``pending``) names no lease: it outlives its process on purpose.
 
 Only a person answers (rule R13): an answer is given with a
 :class:`~clearance.harness.approvers.Credential` (a registered approver's key, or the
@@ -28,11 +38,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from clearance.errors import AskError
 from clearance.harness.approvals import PermissionAsk, PermissionDecision
@@ -40,13 +52,18 @@ from clearance.harness.approvers import Approvers, Credential, Seal
 from clearance.harness.grants import GrantScope
 
 __all__ = [
+    "HOST_GONE",
     "AskStatus",
     "AskStore",
+    "HostLease",
     "MemoryAskStore",
     "StoredAsk",
     "answer_message",
     "host_credential",
     "decision_from_json",
+    "pid_alive",
+    "refusal",
+    "shown_asks",
     "decision_to_json",
     "sealed_answer",
     "sweep_expired",
@@ -56,6 +73,46 @@ __all__ = [
 log = logging.getLogger("clearance")
 
 AskStatus = Literal["pending", "answered", "consumed", "closed"]
+
+HOST_GONE: Final = "host gone"
+"""``closed_why`` of an ask whose waiting call's process is gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostLease:
+    """A process's lease in a shared ask store, as the store last saw it renewed."""
+
+    instance: str
+    host: str
+    hostname: str
+    pid: int
+    renewed_at: float
+    lease: float
+    """Seconds the lease holds after ``renewed_at``."""
+    ended: bool = False
+    """The process closed its harness."""
+
+    def gone(self, now: float) -> bool:
+        """Whether the process is gone: it ended, its lease lapsed, or it ran on this
+        machine and its pid is dead."""
+        if self.ended or now > self.renewed_at + self.lease:
+            return True
+        return self.hostname == socket.gethostname() and not pid_alive(self.pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this machine."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    except OSError:
+        return True
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +145,25 @@ class StoredAsk:
     closed_why: str | None = None
     seal: Seal | None = None
     """The answer's seal (see :mod:`clearance.harness.approvers`)."""
+    host: str = ""
+    """The host that raised it (its journal host id; empty in asks older than hosts)."""
+    instance: str | None = None
+    """The lease of the process whose call waits on it, or None (a paused call's ask,
+    which outlives its process)."""
 
     @classmethod
     def of(
-        cls, ask: PermissionAsk, arguments_hash: str, *, call_key: str | None = None
+        cls,
+        ask: PermissionAsk,
+        arguments_hash: str,
+        *,
+        call_key: str | None = None,
+        host: str = "",
+        instance: str | None = None,
     ) -> StoredAsk:
         """The stored form of ``ask``; ``call_key`` is what the call is found again by
-        (default: its call id)."""
+        (default: its call id); ``host`` raised it, and ``instance`` is the lease of the
+        process whose call waits on it (None: a paused call)."""
         return cls(
             ask_id=ask.ask_id,
             principal=ask.principal,
@@ -110,6 +179,8 @@ class StoredAsk:
             facts=dict(ask.facts),
             notes=dict(ask.notes),
             created_at=ask.created_at,
+            host=host,
+            instance=instance,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -120,6 +191,8 @@ class StoredAsk:
             "tool": self.tool,
             "call_id": self.call_id,
             "session_id": self.session_id,
+            "host": self.host,
+            "instance": self.instance,
             "arguments": dict(self.arguments),
             "reason": self.reason,
             "policies": list(self.policies),
@@ -180,7 +253,7 @@ def sealed_answer(
             or ``by`` names someone else than the approver whose key answers.
     """
     if ask.status != "pending":
-        raise AskError(f"ask {ask.ask_id} is {ask.status}, not pending")
+        raise AskError(refusal(ask))
     if not isinstance(credential, Credential) or not approvers.knows(credential):
         name = getattr(credential, "name", None)
         raise AskError(
@@ -208,6 +281,29 @@ def sealed_answer(
         answered,
         seal=credential.seal(answer_message(answered, answered.decision, credential.name)),
     )
+
+
+def shown_asks(store: Any, *, since: float = 0.0) -> list[StoredAsk]:
+    """What a person is shown (``clearance asks list``, the inbox), oldest first: the
+    pending asks, and the newest asks closed because their host is gone (raised after
+    ``since``), so that a call whose host died is seen as such, not silently dropped."""
+    found = list(store.pending())
+    newest = getattr(store, "all", None)
+    if callable(newest):
+        found += [a for a in newest(limit=200) if a.closed_why == HOST_GONE]
+    return sorted((a for a in found if a.created_at >= since), key=lambda a: a.created_at)
+
+
+def refusal(ask: StoredAsk) -> str:
+    """Why ``ask``, not pending, cannot be answered (the sentence every surface shows)."""
+    if ask.status == "closed" and ask.closed_why == HOST_GONE:
+        return (
+            f"ask {ask.ask_id} cannot be answered: its host {ask.host or '?'!r} is gone "
+            "(the process whose call waited on it stopped; the call ended interrupted); "
+            "nothing answered"
+        )
+    why = f" ({ask.closed_why})" if ask.status == "closed" and ask.closed_why else ""
+    return f"ask {ask.ask_id} is {ask.status}{why}, not pending"
 
 
 def verified(ask: StoredAsk, approvers: Approvers) -> StoredAsk:
@@ -273,7 +369,11 @@ class AskStore(Protocol):
     approvers: Approvers
     """The keys whose answers this store takes and reports (rule R13)."""
 
-    def put(self, ask: StoredAsk) -> None: ...
+    def put(self, ask: StoredAsk, *, lease: float | None = None) -> None:
+        """Store ``ask``. A shared store that keeps leases (it has ``renew(instance, host,
+        lease)``, ``end(instance)`` and ``lease(instance)``) renews ``ask.instance``'s
+        lease for ``lease`` seconds with it; another store ignores ``lease``."""
+        ...
 
     def get(self, ask_id: str) -> StoredAsk | None:
         """The ask with this id (an answer whose seal does not verify reads ``closed``)."""
@@ -373,8 +473,8 @@ class MemoryAskStore:
         self._asks: dict[str, StoredAsk] = {}
         self._lock = threading.Lock()
 
-    def put(self, ask: StoredAsk) -> None:
-        with self._lock:
+    def put(self, ask: StoredAsk, *, lease: float | None = None) -> None:
+        with self._lock:  # one process: its asks live exactly as long as it does
             self._asks[ask.ask_id] = ask
 
     def get(self, ask_id: str) -> StoredAsk | None:

@@ -16,6 +16,10 @@ When the database is unreachable every method raises
 :class:`~clearance.errors.StoreError` naming the store: a call that needs to ask is
 denied (rule R1). Schema: :mod:`clearance.harness.postgres`.
 
+The leases of the processes whose calls wait on asks (``ask_hosts``) are renewed and
+judged by the server's clock (``clock_timestamp()``), so hosts whose clocks disagree do
+not end each other's asks.
+
 Answers are sealed and checked as in the SQLite store (rule R13,
 :mod:`clearance.harness.approvers`): an answer whose seal does not verify under this
 store's keyring reads as ``closed`` (``unverified answer``) and is closed in the table.
@@ -23,6 +27,8 @@ store's keyring reads as ``closed`` (``unverified answer``) and is closed in the
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -30,8 +36,8 @@ from typing import Any
 from clearance.errors import AskError
 from clearance.harness.approvals import PermissionDecision
 from clearance.harness.approvers import Approvers, Credential
-from clearance.harness.ask_store import StoredAsk, sealed_answer, verified
-from clearance.harness.ask_store_sqlite import ask_body, ask_from_row, matches
+from clearance.harness.ask_store import HostLease, StoredAsk, refusal, sealed_answer, verified
+from clearance.harness.ask_store_sqlite import ask_body, ask_from_row, host_gone, matches
 from clearance.harness.postgres import Connection, PostgresDatabase, open_database
 
 __all__ = ["PostgresAskStore"]
@@ -61,7 +67,10 @@ class PostgresAskStore:
         self.approvers = approvers if approvers is not None else Approvers.default()
         self.database, self._owned = open_database(database)
         self.path = self.database.name
+        self.location = self.database.location
+        """What ``--db`` takes to open this store (a URL without its password)."""
         self._table = f"{self.database.schema}.asks"
+        self._hosts = f"{self.database.schema}.ask_hosts"
 
     def __repr__(self) -> str:
         return f"PostgresAskStore({self.database!r})"
@@ -83,30 +92,99 @@ class PostgresAskStore:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def put(self, ask: StoredAsk) -> None:
-        """Store ``ask`` (replacing one with its id).
+    def renew(self, instance: str, host: str, lease: float) -> None:
+        """Renew this process's lease ``instance`` (of host ``host``) for ``lease`` seconds.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        self.database.run(
+            "renew a host's lease", lambda conn: self._renew(conn, instance, host, lease)
+        )
+
+    def _renew(self, conn: Connection, instance: str, host: str, lease: float) -> None:
+        conn.execute(
+            f"INSERT INTO {self._hosts} VALUES (%s, %s, %s, %s, "
+            "extract(epoch FROM clock_timestamp()), %s, false) ON CONFLICT (instance) DO "
+            "UPDATE SET renewed_at = EXCLUDED.renewed_at, lease = EXCLUDED.lease",
+            (instance, host, socket.gethostname(), os.getpid(), lease),
+        )
+
+    def end(self, instance: str) -> None:
+        """The process of lease ``instance`` stopped (its asks read ``host gone``).
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        self.database.run(
+            "end a host's lease",
+            lambda conn: conn.execute(
+                f"UPDATE {self._hosts} SET ended = true WHERE instance = %s", (instance,)
+            ),
+        )
+
+    def lease(self, instance: str) -> HostLease | None:
+        """The lease ``instance`` as last renewed, in this machine's time, or None.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        return self._leases([instance])[0].get(instance)
+
+    def _leases(self, instances: list[str]) -> tuple[dict[str, HostLease], float]:
+        """The leases of ``instances`` and the server's time (``renewed_at`` and the time
+        compare on the server's clock)."""
+
+        def query(conn: Connection) -> tuple[list[tuple[Any, ...]], float]:
+            rows = conn.execute(
+                f"SELECT instance, host, hostname, pid, renewed_at, lease, ended FROM "
+                f"{self._hosts} WHERE instance = ANY(%s)",
+                (instances,),
+            ).fetchall()
+            now = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+            return [tuple(r) for r in rows], float(now[0]) if now else 0.0
+
+        rows, now = self.database.run("read the hosts' leases", query, read=True)
+        leases = {
+            str(r[0]): HostLease(
+                str(r[0]), str(r[1]), str(r[2]), int(r[3]), float(r[4]), float(r[5]), bool(r[6])
+            )
+            for r in rows
+        }
+        return leases, now
+
+    def put(self, ask: StoredAsk, *, lease: float | None = None) -> None:
+        """Store ``ask`` (replacing one with its id); with ``lease``, renew its
+        ``instance``'s lease in the same transaction.
 
         Raises:
             StoreError: the database is unreachable or refused it.
         """
-        self.database.run(
-            "store an ask",
-            lambda conn: conn.execute(
-                f"INSERT INTO {self._table} VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (ask_id) DO UPDATE SET principal = EXCLUDED.principal, "
-                "tool = EXCLUDED.tool, call_id = EXCLUDED.call_id, "
-                "arguments_hash = EXCLUDED.arguments_hash, status = EXCLUDED.status, "
-                "created_at = EXCLUDED.created_at, body = EXCLUDED.body",
-                (
-                    ask.ask_id,
-                    ask.principal,
-                    ask.tool,
-                    ask.call_id,
-                    ask.arguments_hash,
-                    ask.status,
-                    ask.created_at,
-                    ask_body(ask),
-                ),
+
+        def write(conn: Connection) -> None:
+            with conn.transaction():
+                if ask.instance is not None and lease is not None:
+                    self._renew(conn, ask.instance, ask.host, lease)
+                self._insert(conn, ask)
+
+        self.database.run("store an ask", write)
+
+    def _insert(self, conn: Connection, ask: StoredAsk) -> None:
+        conn.execute(
+            f"INSERT INTO {self._table} VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (ask_id) DO UPDATE SET principal = EXCLUDED.principal, "
+            "tool = EXCLUDED.tool, call_id = EXCLUDED.call_id, "
+            "arguments_hash = EXCLUDED.arguments_hash, status = EXCLUDED.status, "
+            "created_at = EXCLUDED.created_at, body = EXCLUDED.body",
+            (
+                ask.ask_id,
+                ask.principal,
+                ask.tool,
+                ask.call_id,
+                ask.arguments_hash,
+                ask.status,
+                ask.created_at,
+                ask_body(ask),
             ),
         )
 
@@ -133,7 +211,7 @@ class PostgresAskStore:
         done = self._change("record an answer", answered, "pending")
         if not done:
             now = self.get(ask_id)
-            raise AskError(f"ask {ask_id} is {now.status if now else 'gone'}, not pending")
+            raise AskError(refusal(now) if now else f"ask {ask_id} is gone, not pending")
         return answered
 
     def consume(self, ask_id: str) -> bool:
@@ -251,10 +329,15 @@ class PostgresAskStore:
             rows = conn.execute(f"SELECT {_COLUMNS} FROM {self._table} {where}", params)
             return [tuple(row) for row in rows.fetchall()]
 
+        rows = self.database.run("read the asks", query, read=True)
+        asks = [ask_from_row(row) for row in rows]
+        waiting = sorted({a.instance for a in asks if a.status == "pending" and a.instance})
+        leases, now = self._leases(waiting) if waiting else ({}, 0.0)
         reported = []
-        for row in self.database.run("read the asks", query, read=True):
-            ask = ask_from_row(row)
+        for row, ask in zip(rows, asks, strict=True):
             shown = verified(ask, self.approvers)
+            if shown.status == "pending" and shown.instance is not None:
+                shown = host_gone(shown, leases.get(shown.instance), now)
             if shown.status != ask.status:
                 self._close_unverified(shown, row)
             reported.append(shown)

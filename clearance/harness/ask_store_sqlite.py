@@ -6,6 +6,10 @@ Schema::
          arguments_hash TEXT, status TEXT, created_at REAL, body TEXT)
     -- body: StoredAsk.to_json() plus the full answer (scope included), ASCII JSON
 
+    ask_hosts(instance TEXT PRIMARY KEY, host TEXT, hostname TEXT, pid INTEGER,
+              renewed_at REAL, lease REAL, ended INTEGER)
+    -- the lease of each process whose calls wait on asks (see HostLease)
+
 Every method is one small transaction; an answer is recorded with a conditional update
 (``... WHERE status = 'pending'``), so two processes answering at once cannot both win, and
 an answer is consumed once (``... WHERE status = 'answered'``).
@@ -19,8 +23,11 @@ row whose answer does not verify (written into the file by hand) reads as ``clos
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +36,8 @@ from clearance.errors import AskError, ConfigError
 from clearance.harness.approvals import PermissionDecision
 from clearance.harness.approvers import Approvers, Credential, Seal
 from clearance.harness.ask_store import (
+    HOST_GONE,
+    HostLease,
     StoredAsk,
     decision_from_json,
     decision_to_json,
@@ -37,7 +46,7 @@ from clearance.harness.ask_store import (
 )
 from clearance.harness.grants import GrantScope
 
-__all__ = ["SqliteAskStore", "ask_body", "ask_from_row", "matches"]
+__all__ = ["SqliteAskStore", "ask_body", "ask_from_row", "host_gone", "matches"]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS asks (ask_id TEXT PRIMARY KEY, principal TEXT NOT NULL, "
@@ -45,6 +54,9 @@ _SCHEMA = (
     "status TEXT NOT NULL, created_at REAL NOT NULL, body TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS asks_by_call ON asks (principal, tool, call_id, arguments_hash)",
     "CREATE INDEX IF NOT EXISTS asks_by_status ON asks (status, created_at)",
+    "CREATE TABLE IF NOT EXISTS ask_hosts (instance TEXT PRIMARY KEY, host TEXT NOT NULL, "
+    "hostname TEXT NOT NULL, pid INTEGER NOT NULL, renewed_at REAL NOT NULL, "
+    "lease REAL NOT NULL, ended INTEGER NOT NULL DEFAULT 0)",
 )
 _COLUMNS = "ask_id, status, body"
 
@@ -65,6 +77,8 @@ class SqliteAskStore:
 
     def __init__(self, path: str | Path, *, approvers: Approvers | None = None) -> None:
         self.path = str(path)
+        self.location = os.path.abspath(self.path)
+        """What ``--db`` takes to open this store, from any directory."""
         self.approvers = approvers if approvers is not None else Approvers.default()
         self._lock = threading.Lock()
         try:
@@ -82,21 +96,72 @@ class SqliteAskStore:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def put(self, ask: StoredAsk) -> None:
+    def renew(self, instance: str, host: str, lease: float) -> None:
+        """Renew this process's lease ``instance`` (of host ``host``) for ``lease`` seconds."""
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO asks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    ask.ask_id,
-                    ask.principal,
-                    ask.tool,
-                    ask.call_id,
-                    ask.arguments_hash,
-                    ask.status,
-                    ask.created_at,
-                    ask_body(ask),
-                ),
-            )
+            self._renew(instance, host, lease)
+
+    def _renew(self, instance: str, host: str, lease: float) -> None:
+        self._db.execute(
+            "INSERT INTO ask_hosts VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (instance) DO "
+            "UPDATE SET renewed_at = excluded.renewed_at, lease = excluded.lease",
+            (instance, host, socket.gethostname(), os.getpid(), time.time(), lease),
+        )
+
+    def end(self, instance: str) -> None:
+        """The process of lease ``instance`` stopped (its asks read ``host gone``)."""
+        with self._lock:
+            self._db.execute("UPDATE ask_hosts SET ended = 1 WHERE instance = ?", (instance,))
+
+    def lease(self, instance: str) -> HostLease | None:
+        """The lease ``instance`` as last renewed, or None."""
+        row = self._db.execute(
+            "SELECT instance, host, hostname, pid, renewed_at, lease, ended FROM ask_hosts "
+            "WHERE instance = ?",
+            (instance,),
+        ).fetchone()
+        if row is None:
+            return None
+        return HostLease(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            int(row[3]),
+            float(row[4]),
+            float(row[5]),
+            bool(row[6]),
+        )
+
+    def put(self, ask: StoredAsk, *, lease: float | None = None) -> None:
+        """Store ``ask``; with ``lease``, renew its ``instance``'s lease in the same
+        transaction (the ask is never seen without a live lease)."""
+        with self._lock:
+            if ask.instance is not None and lease is not None:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._renew(ask.instance, ask.host, lease)
+                    self._insert(ask)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                return
+            self._insert(ask)
+
+    def _insert(self, ask: StoredAsk) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO asks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                ask.ask_id,
+                ask.principal,
+                ask.tool,
+                ask.call_id,
+                ask.arguments_hash,
+                ask.status,
+                ask.created_at,
+                ask_body(ask),
+            ),
+        )
 
     def answer(
         self,
@@ -201,9 +266,12 @@ class SqliteAskStore:
 
     def _reported(self, row: tuple[Any, ...]) -> StoredAsk:
         """The ask of a row as this store reports it: an answer whose seal does not
-        verify is no answer (and its row is closed, unless it changed meanwhile)."""
+        verify is no answer, and a pending ask whose host is gone is closed (and its row
+        is closed, unless it changed meanwhile)."""
         ask = ask_from_row(row)
         shown = verified(ask, self.approvers)
+        if shown.status == "pending" and shown.instance is not None:
+            shown = host_gone(shown, self.lease(shown.instance), time.time())
         if shown.status != ask.status:
             self._db.execute(
                 "UPDATE asks SET status = ?, body = ? WHERE ask_id = ? AND status = ? AND body = ?",
@@ -249,10 +317,20 @@ def ask_from_row(row: tuple[Any, ...]) -> StoredAsk:
         via=raw.get("via"),
         answered_at=raw.get("answered_at"),
         closed_why=raw.get("closed_why"),
+        host=str(raw.get("host") or ""),
+        instance=raw.get("instance") if isinstance(raw.get("instance"), str) else None,
         seal=Seal(str(seal.get("approver")), str(seal.get("mac")))
         if isinstance(seal, dict)
         else None,
     )
+
+
+def host_gone(ask: StoredAsk, lease: HostLease | None, now: float) -> StoredAsk:
+    """``ask`` closed (``host gone``) when the process whose call waits on it is gone
+    (its lease is missing, ended, lapsed or its pid dead), else ``ask`` itself."""
+    if lease is not None and not lease.gone(now):
+        return ask
+    return replace(ask, status="closed", closed_why=HOST_GONE)
 
 
 def matches(ask: StoredAsk, principal: str, tool: str, call_id: str, arguments_hash: str) -> bool:

@@ -25,7 +25,7 @@ URLs are libpq's (``postgresql://user@host:5432/db``) with one addition: a ``sch
 parameter (``...?schema=team_a``) names the schema, which lets teams or tests share a
 database. Messages name the store by its URL without the password.
 
-Schema (version 1; ``MIGRATIONS`` lists each step)::
+Schema (version 2; ``MIGRATIONS`` lists each step)::
 
     meta(key text PRIMARY KEY, value text)           schema_version, created_at
     grants(grant_id text PRIMARY KEY, body text)     body: Grant.to_json(), ASCII JSON
@@ -41,6 +41,10 @@ Schema (version 1; ``MIGRATIONS`` lists each step)::
            ts float8, type text, turn_id text, call_id text, version int, data text,
            UNIQUE (session_id, seq))                  data: the record's JSON (text, not
                                                       jsonb: jsonb refuses \\u0000)
+    ask_hosts(instance text PRIMARY KEY, host text, hostname text, pid int,
+              renewed_at float8, lease float8, ended bool)   (version 2) the lease of
+                                                      each process whose calls wait on asks
+                                                      (renewed_at: the server's clock)
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ __all__ = [
     "RowRefused",
     "check_schema_name",
     "check_url",
+    "shown_url",
     "Subscriber",
     "migrate",
     "open_database",
@@ -94,7 +99,7 @@ Subscriber = Callable[[str | None], None]
 """Called from the listener thread with a notice's payload, or ``None`` after a reconnect
 (anything may have changed). It must be quick and must not raise."""
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The newest schema this version of clearance writes and reads."""
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -161,6 +166,20 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             "WHERE type = 'tool_started'",
         ),
     ),
+    (
+        2,
+        (
+            # The leases of the processes whose calls wait on asks (issue 34): an ask
+            # whose process is gone reads "host gone" and cannot be answered.
+            "CREATE TABLE {s}.ask_hosts (instance text PRIMARY KEY, host text NOT NULL, "
+            "hostname text NOT NULL, pid integer NOT NULL, "
+            "renewed_at double precision NOT NULL, lease double precision NOT NULL, "
+            "ended boolean NOT NULL DEFAULT false)",
+            # What recovery reads too: one host's asks from its bookmark on.
+            "CREATE INDEX events_host_asks ON {s}.events (host_id, id) "
+            "WHERE type = 'permission_asked'",
+        ),
+    ),
 )
 """``(version, statements)``: each step runs in one transaction (``{s}``: the schema)."""
 
@@ -216,6 +235,10 @@ class PostgresDatabase:
         self.timeout = timeout
         self.label = f"the PostgreSQL store at {self.name} (schema {schema})"
         """How messages name this store."""
+        self.location = shown_url(url, schema=schema)
+        """What ``--db`` takes to open this store again, printed for a person: the URL
+        with its parameters and schema, without its password (libpq then reads it from
+        ``PGPASSWORD`` or ``~/.pgpass``)."""
         self._connect_options: dict[str, Any] = {
             "autocommit": True,
             "connect_timeout": max(1, round(timeout)),
@@ -594,6 +617,25 @@ def _parse_url(url: str) -> tuple[str, str | None, str]:
     shown_netloc = f"{user}@{host_port}" if user else host_port
     name = urlunsplit((parts.scheme, shown_netloc, parts.path, "", ""))
     return conninfo, schema, name
+
+
+def shown_url(url: str, *, schema: str | None = None) -> str:
+    """``url`` without its password, with ``schema`` as its ``schema`` parameter (kept
+    when None): a URL to print in a command for a person.
+
+    Raises:
+        ConfigError: not a ``postgresql://`` URL.
+    """
+    _parse_url(url)
+    parts = urlsplit(url)
+    host_port = parts.netloc.rpartition("@")[2]
+    netloc = f"{parts.username}@{host_port}" if parts.username else host_port
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if schema is not None:
+        query = [(k, v) for k, v in query if k != "schema"]
+        if schema != "clearance":
+            query.append(("schema", schema))
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query), ""))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -102,6 +104,10 @@ class Harness:
             and calls pay nothing for it; a policy that reads it anyway sees every value
             as from a tool (``"tool:*"``), never the user's, so it denies rather than
             trusts.
+        host_lease: seconds a shared ask store keeps the asks this process's calls wait
+            on after the process last renewed its lease (a waiting call renews it a few
+            times per lease); once it lapses, or the process is gone, they read ``host
+            gone`` and cannot be answered (default 30).
     """
 
     def __init__(
@@ -128,6 +134,7 @@ class Harness:
         telemetry: Telemetry | bool | None = None,
         trust: TrustList | None = None,
         provenance: bool = True,
+        host_lease: float = 30.0,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise TypeError("registry must be a ToolRegistry")
@@ -139,6 +146,8 @@ class Harness:
             raise ValueError("ask_timeout must be positive")
         if not authorization_ttl > 0:
             raise ValueError("authorization_ttl must be positive")
+        if not host_lease > 0:
+            raise ValueError("host_lease must be positive")
         self.registry = registry
         self.evaluator = evaluator
         self.argument_guardrails = tuple(
@@ -181,6 +190,17 @@ class Harness:
         answer authorize twice here (R5)."""
         self.close_hooks: list[Callable[[], Awaitable[None]]] = []
         """Async callables run (last first) when the harness closes, before the journal."""
+        host = getattr(self.journal, "host", None)
+        self.host: str = (
+            host
+            if isinstance(host, str) and host
+            else os.environ.get("CLEARANCE_HOST") or socket.gethostname() or "localhost"
+        )
+        """The host every ask and record names (the journal's host id when it has one,
+        else ``$CLEARANCE_HOST`` or the machine's name)."""
+        self.instance = f"{self.host}/{os.getpid()}/{secrets.token_hex(4)}"
+        """This process's lease in a shared ask store (see ``host_lease``)."""
+        self.host_lease = float(host_lease)
 
     async def __aenter__(self) -> Harness:
         if as_evaluator(self.evaluator).allows_everything:
@@ -210,6 +230,12 @@ class Harness:
             for session in list(self.sessions.values()):
                 await session.aclose()
             self.hub.close()
+            end = getattr(self.ask_store, "end", None)
+            if callable(end):
+                try:
+                    end(self.instance)  # this process's waiting asks are over
+                except Exception as exc:
+                    log.warning("could not end this host's lease in the ask store: %r", exc)
             for hook in reversed(self.close_hooks):
                 try:
                     await hook()

@@ -8,14 +8,14 @@ cookie and reads none, see :mod:`clearance.inbox._auth`):
   in the tab's ``sessionStorage`` and sends it as ``Authorization: Bearer`` below.
   ``GET /static/...``: script and style.
 - ``GET /asks`` (bearer): ``{"user", "cards"}``, the signed-in person and the cards of the
-  pending asks (what the page fetches every ``poll_interval`` seconds).
+  pending asks (and of the asks whose host is gone, shown as such, with no answer form) (what the page fetches every ``poll_interval`` seconds).
 - ``POST /answer`` (bearer; a form: ``ask_id``, ``decision``, ``scope``): answers a pending
   ask as the token's person, through the inbox. ``POST /logout`` (bearer) ends the token.
 
 Refusals are a status and one sentence, never an exception: no token or one that is not
 (401), too many failed attempts lately (429, with ``Retry-After``), a malformed form
 (400, 413, 415), no such ask (404), an ask no longer pending (409: answered, by whom and
-through what; or closed). The reply is JSON (``{"ok", "message"}``) when the request
+through what; closed; or its host gone: the process whose call waited on it stopped). The reply is JSON (``{"ok", "message"}``) when the request
 accepts it, else a small page.
 
 Who answers (rule R13): over an ask store, the inbox seals each answer with the person's
@@ -45,7 +45,14 @@ from starlette.routing import Route
 
 from clearance.errors import AskError, ConfigError
 from clearance.harness.approvals import coerce_decision
-from clearance.harness.ask_store import AskStore, StoredAsk, sweep_expired
+from clearance.harness.ask_store import (
+    HOST_GONE,
+    AskStore,
+    StoredAsk,
+    refusal,
+    shown_asks,
+    sweep_expired,
+)
 from clearance.harness.session import Harness
 from clearance.inbox._assets import INBOX_CSS, INBOX_JS
 from clearance.inbox._auth import Failures, People, Person
@@ -228,7 +235,7 @@ class Inbox:
             # Asks past their life are closed as expired in the store, once a minute.
             self._swept_at = oldest
             await self._store(sweep_expired, self.store, self.max_age)
-        found: list[StoredAsk] = await self._store(self.store.pending)
+        found: list[StoredAsk] = await self._store(shown_asks, self.store)
         return [a for a in found if a.created_at >= oldest]
 
     async def _give_answer(self, ask_id: str, decision: str, *, scope: str | None, by: str) -> str:
@@ -370,6 +377,9 @@ def _answer_in_store(store: AskStore, ask_id: str, answer: Any, by: str) -> None
 
 
 def _not_pending(ask: StoredAsk) -> str:
+    if ask.closed_why == HOST_GONE:
+        text = refusal(ask).replace("nothing answered", "nothing changed.")
+        return text[:1].upper() + text[1:]
     if ask.status in ("answered", "consumed"):
         given = ask.decision.decision if ask.decision is not None else "an answer"
         who = f" by {ask.answered_by}" if ask.answered_by else ""

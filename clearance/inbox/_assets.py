@@ -60,15 +60,22 @@ INBOX_JS = """\
     for (const card of cards()) {
       if (!pending.has(card.dataset.askId) && !kept.has(card.dataset.askId)) card.remove();
     }
-    const shown = new Set(cards().map((card) => card.dataset.askId));
+    const shown = new Map(cards().map((card) => [card.dataset.askId, card]));
     for (const card of fresh) {
-      if (!shown.has(card.dataset.askId)) list.append(document.adoptNode(card));
+      const old = shown.get(card.dataset.askId);
+      if (old === undefined) list.append(document.adoptNode(card));
+      else if (card.classList.contains("host-gone") && !old.classList.contains("host-gone")
+               && !kept.has(card.dataset.askId)) {
+        // Its host died while it was shown: the card loses its answer form.
+        old.replaceWith(document.adoptNode(card));
+      }
     }
     recount();
   }
 
   function recount() {
-    const waiting = cards().filter((card) => !kept.has(card.dataset.askId)).length;
+    const waiting = cards().filter(
+      (card) => !kept.has(card.dataset.askId) && !card.classList.contains("host-gone")).length;
     count.textContent = `${waiting} ask${waiting === 1 ? "" : "s"} waiting`;
     empty.hidden = cards().length > 0;
   }
@@ -186,9 +193,11 @@ article.ask { background: var(--card); border: 1px solid var(--line); border-rad
               padding: 1em 1.2em; margin: 0 0 1em; }
 article.ask.answered { border-color: var(--allow); }
 article.ask.refused { border-color: var(--deny); }
+article.ask.host-gone { border-style: dashed; opacity: .8; }
+.gone { font-weight: 600; color: var(--deny); margin: .8em 0 0; }
 article.ask header { display: flex; gap: 1em; align-items: baseline; flex-wrap: wrap; }
 article.ask h2 { font-size: 1.1em; margin: 0; font-family: ui-monospace, monospace; }
-article.ask .who, article.ask time, .ids { color: var(--muted); font-size: .85em; }
+article.ask .who, article.ask .host, article.ask time, .ids { color: var(--muted); font-size: .85em; }
 .label { font-weight: 600; margin-right: .4em; }
 .args { font-family: ui-monospace, monospace; font-size: .9em; border-left: 3px solid var(--line);
         padding: .2em .8em; margin: .6em 0; }

@@ -23,7 +23,7 @@ from typing import Any
 
 from clearance._text import json_text, printable
 from clearance.harness.ask_display import ask_lines, deciding_fields
-from clearance.harness.ask_store import StoredAsk
+from clearance.harness.ask_store import HOST_GONE, StoredAsk
 
 __all__ = ["ANSWER_LABELS", "ask_card", "ask_list", "inbox_page", "message_page"]
 
@@ -136,21 +136,32 @@ def ask_card(ask: StoredAsk) -> str:
         for value, label in ANSWER_LABELS.items()
     )
     ask_id = _h(ask.ask_id)
+    gone = ask.closed_why == HOST_GONE
+    form = (
+        f'<p class="gone" role="alert">Its host <code>{_h(ask.host or "?")}</code> is gone: '
+        "the process whose call waited on this ask stopped, the call ended interrupted, "
+        "and the ask cannot be answered.</p>"
+        if gone
+        else '<form method="post" action="/answer">'
+        f'<input type="hidden" name="ask_id" value="{ask_id}">'
+        f'<fieldset class="controls">{_scopes(ask)}<div class="buttons">{buttons}</div>'
+        "</fieldset></form>"
+    )
     return (
-        f'<article class="ask" id="ask-{ask_id}" data-ask-id="{ask_id}">'
+        f'<article class="ask{" host-gone" if gone else ""}" id="ask-{ask_id}" '
+        f'data-ask-id="{ask_id}">'
         f'<header><h2 class="tool">{_h(ask.tool)}</h2>'
         f'<span class="who">{_h(ask.principal)}</span>'
+        f'<span class="host">host <code>{_h(ask.host or "-")}</code></span>'
         f'<time datetime="{_h(_iso(ask.created_at))}">{_h(_when(ask.created_at))}</time>'
         "</header>"
         f'<p class="reason"><span class="label">Why</span> {_h(ask.reason)}</p>'
         f"{policies}"
         f'<div class="args">{rows}</div>{whole}{facts}{provenance}'
         f'<p class="ids">ask <code>{ask_id}</code> · call <code>{_h(ask.call_id)}</code> · '
-        f"session <code>{_h(ask.session_id)}</code></p>"
-        '<form method="post" action="/answer">'
-        f'<input type="hidden" name="ask_id" value="{ask_id}">'
-        f'<fieldset class="controls">{_scopes(ask)}<div class="buttons">{buttons}</div>'
-        "</fieldset></form>"
+        f"session <code>{_h(ask.session_id)}</code> · host <code>{_h(ask.host or '-')}</code>"
+        "</p>"
+        f"{form}"
         '<p class="result" role="status"></p>'
         "</article>"
     )

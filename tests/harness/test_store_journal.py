@@ -279,9 +279,9 @@ def test_clearance_store_migrate_and_recover_on_the_command_line(
 
     first = cli("store", "migrate", "--config", str(config))
     assert first.returncode == 0, first.stderr
-    assert "schema version 0 -> 1" in first.stdout and f"(schema {schema})" in first.stdout
+    assert "schema version 0 -> 2" in first.stdout and f"(schema {schema})" in first.stdout
     again = cli("store", "migrate", "--url", url, "--json")
-    assert again.returncode == 0 and '"from": 1' in again.stdout
+    assert again.returncode == 0 and '"from": 2' in again.stdout
     missing = cli("store", "recover", "--host", "nobody", "--config", str(config))
     assert missing.returncode == 2 and "no host 'nobody'" in missing.stderr
     journal = _pg(url, "h7")

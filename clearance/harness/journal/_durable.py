@@ -10,7 +10,15 @@ from typing import Literal
 from clearance.errors import JournalError
 from clearance.harness.journal._event import JournalEvent
 
-__all__ = ["INTERRUPTED_MESSAGE", "Durability", "FileLock", "check_durability", "interrupted_end"]
+__all__ = [
+    "ASK_INTERRUPTED_MESSAGE",
+    "INTERRUPTED_MESSAGE",
+    "Durability",
+    "FileLock",
+    "asked_end",
+    "check_durability",
+    "interrupted_end",
+]
 
 Durability = Literal["full", "normal", "off"]
 """How far ``append`` waits before it returns (see :class:`SqliteJournal`):
@@ -23,6 +31,10 @@ Durability = Literal["full", "normal", "off"]
 """
 
 INTERRUPTED_MESSAGE = "the process stopped before the call finished; its effect is unknown"
+ASK_INTERRUPTED_MESSAGE = (
+    "the process stopped while the call waited for its approval; the call did not run and "
+    "its ask can no longer be answered"
+)
 
 
 def check_durability(durability: str) -> Durability:
@@ -53,6 +65,41 @@ def interrupted_end(started: JournalEvent) -> JournalEvent:
             "correlation_id": data.get("correlation_id"),
             "message": INTERRUPTED_MESSAGE,
             "started_seq": started.seq,
+        },
+    )
+
+
+def asked_end(asked: JournalEvent) -> JournalEvent:
+    """The ``call_decided`` that ends a call a crash left waiting on its ask (rule R7: a
+    call that entered the pipeline has one ``call_decided``; it never started)."""
+    data = asked.data
+    return JournalEvent(
+        "call_decided",
+        asked.session_id,
+        asked.turn_id,
+        asked.call_id,
+        {
+            "tool": data.get("tool"),
+            "qualified_name": data.get("qualified_name"),
+            "model_alias": data.get("model_alias"),
+            "principal": data.get("principal"),
+            "host": data.get("host"),
+            "arguments": data.get("arguments"),
+            "ask": {
+                "reason": data.get("reason"),
+                "policies": data.get("policies") or [],
+                "ask_id": data.get("ask_id"),
+                "answer": None,
+                "how": "host gone",
+            },
+            "stage": "ask",
+            "decision": "ask",
+            "reasons": data.get("policies") or [],
+            "outcome": "interrupted",
+            "message": ASK_INTERRUPTED_MESSAGE,
+            "correlation_id": str(data.get("ask_id") or ""),
+            "timing_us": {},
+            "asked_seq": asked.seq,
         },
     )
 

@@ -13,7 +13,9 @@ process runs it:
   that host will not come back.
 
 Each recovery appends, for every ``tool_started`` of the host without a ``tool_finished``,
-an ``interrupted`` end with the next ``seq`` of its session, and bumps the host's
+an ``interrupted`` end with the next ``seq`` of its session, for every call of the host
+that waited on an ask (``permission_asked`` without ``call_decided``) a ``call_decided``
+whose outcome is ``interrupted``, closes those asks (``host gone``) and bumps the host's
 *generation*. A host that lost its connection checks the generation when it reconnects:
 when someone recovered it meanwhile, the calls it was running are already closed, so it
 stops writing (every append fails) instead of giving them a second end.
@@ -33,7 +35,7 @@ import time
 from typing import Any, Final
 
 from clearance.errors import JournalError, StoreError
-from clearance.harness.journal._durable import interrupted_end
+from clearance.harness.journal._durable import asked_end, interrupted_end
 from clearance.harness.journal._event import JournalEvent, encode_data
 from clearance.harness.postgres import (
     Connection,
@@ -89,6 +91,18 @@ _OPEN_STARTS = """
         SELECT 1 FROM {s}.events AS f
         WHERE f.session_id = s.session_id AND f.call_id IS NOT DISTINCT FROM s.call_id
           AND f.type = 'tool_finished' AND f.seq > s.seq)
+    ORDER BY s.id
+"""
+
+
+_OPEN_ASKS = """
+    SELECT s.id, s.session_id, s.seq, s.ts, s.type, s.turn_id, s.call_id, s.version, s.data
+    FROM {s}.events AS s
+    WHERE s.host_id = %s AND s.type = 'permission_asked' AND s.id >= %s
+      AND NOT EXISTS (
+        SELECT 1 FROM {s}.events AS f
+        WHERE f.session_id = s.session_id AND f.call_id IS NOT DISTINCT FROM s.call_id
+          AND f.type = 'call_decided' AND f.seq > s.seq)
     ORDER BY s.id
 """
 
@@ -195,17 +209,21 @@ def open_host(conn: Connection, schema: str, host: str, *, opening: bool) -> tup
         assert row is not None
         generation, scan_from = int(row[0]), int(row[1])
         starts = conn.execute(_OPEN_STARTS.replace("{s}", schema), (host, scan_from)).fetchall()
+        asked = conn.execute(_OPEN_ASKS.replace("{s}", schema), (host, scan_from)).fetchall()
         ends: list[PgRow] = []
         last: dict[str, int] = {}
-        for start in starts:
-            session_id = start[1]
+        for open_row, ender in [
+            *((start, interrupted_end) for start in starts),
+            *((ask, asked_end) for ask in asked),
+        ]:
+            session_id = open_row[1]
             if session_id not in last:
                 top = conn.execute(
                     f"SELECT max(seq) FROM {schema}.events WHERE session_id = %s", (session_id,)
                 ).fetchone()
                 last[session_id] = int(top[0]) if top and top[0] is not None else 0
             last[session_id] += 1
-            end = interrupted_end(event_from_pg(start[1:]))
+            end = ender(event_from_pg(open_row[1:]))
             ends.append(
                 (
                     session_id,
@@ -220,6 +238,7 @@ def open_host(conn: Connection, schema: str, host: str, *, opening: bool) -> tup
             )
         if ends:
             insert_rows(conn, schema, host, ends)
+        _close_waiting_asks(conn, schema, host)
         # Nothing of this host before here is left open; its later rows get larger ids
         # (it writes only while holding the lock, which the caller holds now).
         top_id = conn.execute(f"SELECT COALESCE(max(id), 0) FROM {schema}.events").fetchone()
@@ -235,7 +254,26 @@ def open_host(conn: Connection, schema: str, host: str, *, opening: bool) -> tup
                 f"UPDATE {schema}.hosts SET generation = %s, scan_from = %s WHERE host_id = %s",
                 (generation + 1, bookmark, host),
             )
-    return generation + 1, len(starts)
+    return generation + 1, len(starts) + len(asked)
+
+
+def _close_waiting_asks(conn: Connection, schema: str, host: str) -> None:
+    """Close, ``host gone``, the pending asks that calls of ``host`` waited on: no process
+    runs the host now (the caller holds its lock), so none of those calls waits any more.
+    A paused call's ask (no lease) stays open: it outlives its process on purpose."""
+    rows = conn.execute(
+        f"SELECT ask_id, body FROM {schema}.asks WHERE status = 'pending'"
+    ).fetchall()
+    for ask_id, body in rows:
+        raw = json.loads(body)
+        if raw.get("host") != host or not raw.get("instance"):
+            continue
+        raw.update(status="closed", closed_why="host gone")
+        conn.execute(
+            f"UPDATE {schema}.asks SET status = 'closed', body = %s "
+            "WHERE ask_id = %s AND status = 'pending' AND body = %s",
+            (json.dumps(raw, ensure_ascii=True, sort_keys=True), ask_id, body),
+        )
 
 
 def close_host(conn: Connection, schema: str, host: str) -> None:

@@ -173,14 +173,22 @@ class CallDecidedData(_ToolIdentity):
         "overloaded",
         "cancelled",
         "error",
+        "interrupted",
     ]
     """``dispatched`` (a ``tool_started`` follows), ``authorized`` (the host runs the call:
     a ``tool_started`` follows when it reports the run), ``pending`` (its ask waits in the
     store; the same call tried again is a new entry), or how the call ended without
-    running."""
+    running; ``interrupted``: its process stopped while it waited on its ask (written by
+    recovery, with ``asked_seq``)."""
     message: str | None = None
     correlation_id: str
+    """The call's correlation id (on an ``interrupted`` call: its ask id)."""
     timing_us: dict[str, int]
+    host: str | None = None
+    """The host that decided the call (``Harness.host``: the journal's host id, else
+    ``$CLEARANCE_HOST`` or the machine's name)."""
+    asked_seq: int | None = None
+    """On ``interrupted`` records: the ``seq`` of the ``permission_asked`` they end."""
 
 
 class ToolStartedData(_ToolIdentity):
@@ -245,6 +253,8 @@ class PermissionAskedData(_ToolIdentity):
     notes: dict[str, str] = {}
     """Per deciding argument, the warning shown beside it (a look-alike value and its
     canonical form)."""
+    host: str | None = None
+    """The host whose call asked (``Harness.host``)."""
 
 
 class PermissionDecidedData(_ToolIdentity):

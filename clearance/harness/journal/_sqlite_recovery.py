@@ -1,5 +1,7 @@
 """Opening the SQLite journal after a crash: restore what only the start log holds, and
-close every start left without an end as ``interrupted`` (rule R7)."""
+close every start left without an end as ``interrupted``, and every call that waited on
+an ask (a ``permission_asked`` without a ``call_decided``) with a ``call_decided`` whose
+outcome is ``interrupted`` (rule R7)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ import sqlite3
 from pathlib import Path
 
 from clearance.errors import JournalError
-from clearance.harness.journal._durable import interrupted_end
+from clearance.harness.journal._durable import asked_end, interrupted_end
 from clearance.harness.journal._event import encode_data
 from clearance.harness.journal._sqlite_read import event_from_row
 from clearance.harness.journal._sqlite_schema import (
     INSERT,
+    OPEN_ASKS,
     OPEN_STARTS,
     Row,
     migrate,
@@ -68,10 +71,13 @@ def recover(db: sqlite3.Connection, path: Path, start_log: Path) -> tuple[int, i
                 event_from_row(row)
                 for row in db.execute(OPEN_STARTS.format(columns=sql_columns("s")), (scan_from,))
             ]
+            asked = [
+                event_from_row(row)
+                for row in db.execute(OPEN_ASKS.format(columns=sql_columns("s")), (scan_from,))
+            ]
             rows: list[Row] = []
-            for started in starts:
+            for end in [*map(interrupted_end, starts), *map(asked_end, asked)]:
                 seq += 1
-                end = interrupted_end(started)
                 rows.append(
                     (
                         seq,
@@ -95,6 +101,11 @@ def recover(db: sqlite3.Connection, path: Path, start_log: Path) -> tuple[int, i
         raise JournalError(f"{path}: cannot open the journal: {exc}") from None
     if restored:
         _log.warning("%s: restored %d record(s) from %s", path, restored, start_log.name)
-    if starts:
-        _log.warning("%s: marked %d unfinished call(s) interrupted", path, len(starts))
+    if starts or asked:
+        _log.warning(
+            "%s: marked %d unfinished call(s) interrupted (%d waiting on an ask)",
+            path,
+            len(starts) + len(asked),
+            len(asked),
+        )
     return seq, scan_from

@@ -27,6 +27,7 @@ __all__ = [
     "COLUMNS",
     "INSERT",
     "MIGRATIONS",
+    "OPEN_ASKS",
     "OPEN_STARTS",
     "SCHEMA_VERSION",
     "Row",
@@ -40,7 +41,7 @@ __all__ = [
 
 _log = logging.getLogger("clearance")
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The newest schema this version of clearance writes and reads."""
 
 MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
@@ -65,6 +66,11 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             "CREATE INDEX events_started ON events (seq) WHERE type = 'tool_started'",
         ),
     ),
+    (
+        2,
+        # Recovery also ends the calls that waited on an ask (issue 34).
+        ("CREATE INDEX events_asked ON events (seq) WHERE type = 'permission_asked'",),
+    ),
 )
 """``(version, statements)``: each step runs in one transaction and sets ``schema_version``."""
 
@@ -84,6 +90,18 @@ OPEN_STARTS: Final = """
 """
 """The starts without an end from ``seq`` ``?`` on; ``{columns}`` is what to select of
 each (``s.`` columns)."""
+
+OPEN_ASKS: Final = """
+    SELECT {columns} FROM events AS s
+    WHERE s.type = 'permission_asked' AND s.seq >= ?
+      AND NOT EXISTS (
+        SELECT 1 FROM events AS f
+        WHERE f.session_id = s.session_id AND f.call_id IS s.call_id
+          AND f.type = 'call_decided' AND f.seq > s.seq)
+    ORDER BY s.seq
+"""
+"""The asks whose call has no ``call_decided`` (it waited when the process stopped), from
+``seq`` ``?`` on."""
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
