@@ -265,3 +265,57 @@ def test_a_schema_json_error_is_a_schema_error(tmp_path: Path) -> None:
     assert caught.value.path == str(tmp_path / "schema.json")
     assert "schema declarations" in str(caught.value) and "Lng" in str(caught.value)
     assert "entities" not in str(caught.value)
+
+
+def _many(n: int) -> ToolRegistry:
+    registry = ToolRegistry()
+    schema = {"type": "object", "properties": {"x": {"type": "string"}}}
+    registry.register("ns", [Tool(f"t{i}", _handler, input_schema=schema) for i in range(n)])
+    return registry
+
+
+def test_each_group_is_validated_against_its_own_tools_types_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Loading grew with the square of the policies (issue 36): every group's schema carried
+    # every tool's input and provenance types. Now a group's schema is the same size
+    # whatever the number of tools.
+    import json
+
+    import cedarpy
+
+    sizes: dict[int, set[int]] = {}
+    real = cedarpy.validate_policies
+
+    for n in (10, 60):
+        seen: set[int] = set()
+
+        def spy(policies: str, schema: str, _seen: set[int] = seen) -> Any:
+            (body,) = json.loads(schema).values()
+            _seen.add(len(body["commonTypes"]))
+            return real(policies, schema)
+
+        monkeypatch.setattr(cedarpy, "validate_policies", spy)
+        text = "\n".join(
+            f'@id("p{i}") permit(principal, action == Action::"ns.t{i}", resource);'
+            for i in range(n)
+        )
+        CedarEvaluator(text).bind(_many(n))
+        sizes[n] = seen
+    assert sizes[10] == sizes[60] and len(sizes[60]) == 1
+
+
+def test_a_problem_past_the_first_chunk_of_a_large_group_names_its_policy() -> None:
+    # A large group is validated in chunks of policies; a problem is still tied to its own.
+    lines = [
+        f'@id("p{i}") permit(principal, action == Action::"ns.t0", resource)'
+        f' when {{ context.input has x && context.input.x == "v{i}" }};'
+        for i in range(450)
+    ]
+    lines[420] = (
+        '@id("typo") permit(principal, action == Action::"ns.t0", resource)'
+        " when { context.input.x == 3 };"
+    )
+    with pytest.raises(PolicyError) as caught:
+        CedarEvaluator("\n".join(lines)).bind(_many(1))
+    assert {p["policy_id"] for p in caught.value.problems} == {"typo"}

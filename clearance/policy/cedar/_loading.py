@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from clearance.errors import ConfigError
-from clearance.policy.cedar._parsing import parse_schema
+from clearance.policy.cedar._parsing import SCHEMA_DOES_NOT_PARSE
 from clearance.policy.cedar._plans import ToolPlan, tool_plans
 from clearance.policy.cedar._sources import ENTITIES_FILE, SCHEMA_FILE, Sources
 from clearance.policy.cedar._validation import check_policies
@@ -102,15 +102,13 @@ def load_set(
     # context can carry only what policies read (see clearance.policy.cedar._plans).
     files = [name for name, _ in sources.contents or ()]
     try:
-        parse_schema(model.json)
-    except ConfigError as exc:
-        raise ConfigError(
-            f"the schema declarations do not make a valid Cedar schema: {exc.message}",
-            path=next((n for n in files if Path(n).name == SCHEMA_FILE), None),
-        ) from None
-    try:
         CedarEngine("", schema=model.json, entities=[*generated, *sources.entities])
     except ConfigError as exc:
+        if exc.message.startswith(SCHEMA_DOES_NOT_PARSE):
+            raise ConfigError(
+                f"the schema declarations do not make a valid Cedar schema: {exc.message}",
+                path=next((n for n in files if Path(n).name == SCHEMA_FILE), None),
+            ) from None
         raise ConfigError(
             f"the entities do not fit the generated schema: {exc.message}",
             path=next((n for n in files if Path(n).name == ENTITIES_FILE), None),

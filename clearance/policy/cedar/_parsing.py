@@ -31,6 +31,7 @@ from clearance.policy.cedar._values import (
 
 __all__ = [
     "EMPTY_ANNOTATIONS",
+    "SCHEMA_DOES_NOT_PARSE",
     "Chunk",
     "format_policies",
     "normalize_sources",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 EMPTY_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
+
+SCHEMA_DOES_NOT_PARSE = "the Cedar schema does not parse"
+"""How :func:`parse_schema`'s refusal starts."""
 
 # Cedar has string literals (with backslash escapes) and `//` line comments, nothing else that
 # can hide a `;`. A policy ends at the first `;` outside those.
@@ -275,7 +279,7 @@ def parse_schema(schema: str | Mapping[str, Any]) -> Any:
             return cedarpy.Schema.from_json_str(schema)
         return cedarpy.Schema.from_str(schema)
     except ValueError as exc:
-        raise ConfigError(f"the Cedar schema does not parse: {exc}") from exc
+        raise ConfigError(f"{SCHEMA_DOES_NOT_PARSE}: {exc}") from exc
 
 
 def format_policies(text: str) -> str:

@@ -155,7 +155,24 @@ def _validate(
     if len(by_key) == 1 and None in by_key:
         return list(engine.validate(model.json))
 
-    inputs = {ts.input_type_name: name for name, ts in model.tools.items()}
+    # Each tool's own common types (its input, facts and provenance records), by the tool
+    # action whose context names them: a group's schema keeps only its own tools' (keeping
+    # every tool's made validating N groups cost N x N).
+    owners: dict[str, set[str]] = {}
+    for name, decl in actions.items():
+        context = (decl.get("appliesTo") or {}).get("context") or {}
+        for attribute in (context.get("attributes") or {}).values():
+            type_name = attribute.get("type") if isinstance(attribute, Mapping) else None
+            if isinstance(type_name, str) and type_name in body["commonTypes"]:
+                owners.setdefault(type_name, set()).add(name)
+    # A type that one tool alone names is that tool's; one named by several (Session,
+    # ToolContext) or by none is kept in every group's schema.
+    types_of: dict[str, list[str]] = {}
+    for type_name, names in owners.items():
+        if len(names) == 1:
+            types_of.setdefault(next(iter(names)), []).append(type_name)
+    owned = {t for types in types_of.values() for t in types}
+    shared = [n for n in body["commonTypes"] if n not in owned]
     problems: list[PolicyProblem] = []
     for key, group in by_key.items():
         if key is None:
@@ -172,11 +189,10 @@ def _validate(
                 if name in actions and name not in cut:
                     cut[name] = {k: v for k, v in actions[name].items() if k != "appliesTo"}
             cut.update((name, actions[name]) for name in key)
-            common = {
-                name: typ
-                for name, typ in body["commonTypes"].items()
-                if name not in inputs or inputs[name] in key
-            }
+            common = {name: body["commonTypes"][name] for name in shared}
+            common.update(
+                (name, body["commonTypes"][name]) for tool in key for name in types_of.get(tool, ())
+            )
             schema = {
                 model.namespace: {
                     "entityTypes": body["entityTypes"],
@@ -184,18 +200,31 @@ def _validate(
                     "actions": cut,
                 }
             }
-        result = cedarpy.validate_policies(
-            "\n".join(str(i.text) for i in group), json.dumps(schema)
-        )
-        for error in result.errors:
-            local = error.policy_id
-            index = int(local[6:]) if local.startswith("policy") and local[6:].isdigit() else -1
-            owner = group[index] if 0 <= index < len(group) else None
-            if owner is None:
-                problems.append(PolicyProblem(error.error, None, None, None))
-                continue
-            message = error.error.replace(f"for policy `{local}`", f"for policy `{owner.id}`", 1)
-            problems.append(PolicyProblem(message, owner.label, owner.path, owner.line, owner.id))
+        schema_text = json.dumps(schema)
+        # Cedar's validation of one call grows faster than its policies: a large group is
+        # validated in chunks (a policy's validation does not depend on the others).
+        for start in range(0, len(group), _CHUNK):
+            chunk = group[start : start + _CHUNK]
+            result = cedarpy.validate_policies("\n".join(str(i.text) for i in chunk), schema_text)
+            problems.extend(_problems_of(result.errors, chunk))
+    return problems
+
+
+_CHUNK = 200
+"""How many policies one Cedar validation call takes."""
+
+
+def _problems_of(errors: Any, chunk: Sequence[PolicyInfo]) -> list[PolicyProblem]:
+    problems = []
+    for error in errors:
+        local = error.policy_id
+        index = int(local[6:]) if local.startswith("policy") and local[6:].isdigit() else -1
+        owner = chunk[index] if 0 <= index < len(chunk) else None
+        if owner is None:
+            problems.append(PolicyProblem(error.error, None, None, None))
+            continue
+        message = error.error.replace(f"for policy `{local}`", f"for policy `{owner.id}`", 1)
+        problems.append(PolicyProblem(message, owner.label, owner.path, owner.line, owner.id))
     return problems
 
 
