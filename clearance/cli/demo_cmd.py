@@ -80,7 +80,7 @@ def _print_journal(events: Sequence[JournalEvent], columns: int) -> None:
     """The journal read back, one row per call, in ``columns`` columns."""
     rows = []
     for row in calls_from_events(events):
-        _time, _principal, tool, decision, by, status, duration = row.cells()
+        _time, _host, _session, _principal, tool, decision, by, status, duration = row.cells()
         rows.append((row.call_id or "-", tool, decision, status, duration, by))
     print_table(_JOURNAL_HEADERS, rows, width=columns)
 

@@ -291,14 +291,23 @@ def _asks_finds_store(harness: Harness) -> bool:
     """Whether ``clearance asks`` run here without ``--db`` opens ``harness``'s ask store:
     the grant store file of the configuration it finds (``./clearance.toml``, else the
     built-in one). Pending results then need not name the file."""
-    path = getattr(harness.ask_store, "path", None)
-    if not isinstance(path, str):
-        return False
+    store = harness.ask_store
+    database = getattr(store, "database", None)
     try:
-        found = resolve_config(None).grants_path
+        config = resolve_config(None)
+        if database is not None:  # PostgreSQL: the configuration's store, same schema
+            if config.store is None:
+                return False
+            from clearance.harness.postgres import check_url, shown_url
+
+            found = shown_url(config.store, schema=check_url(config.store))
+            return bool(found == getattr(store, "location", None))
+        path = getattr(store, "path", None)
+        if not isinstance(path, str):
+            return False
+        return Path(path).resolve() == config.grants_path.resolve()
     except (ClearanceError, OSError, RecursionError):
         return False
-    return Path(path).resolve() == found.resolve()
 
 
 async def run_gateway(

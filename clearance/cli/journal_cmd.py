@@ -38,7 +38,17 @@ from clearance.tuning import CallFolder, CallRow, calls_from_events, corpus_reco
 __all__ = ["export_command", "journal"]
 
 _CALL_TYPES = ("call_decided", "tool_started", "tool_finished")
-_HEADERS = ("time", "principal", "tool", "decision", "policies", "status", "duration")
+_HEADERS = (
+    "time",
+    "host",
+    "session",
+    "principal",
+    "tool",
+    "decision",
+    "policies",
+    "status",
+    "duration",
+)
 
 
 def _open(db: str | None, config_path: str | None) -> JournalSource:
@@ -98,8 +108,9 @@ def journal(
     interval: float,
     as_json: bool,
 ) -> None:
-    """Show the calls in a journal: time, principal, tool, decision, the deciding
-    policies, how each call ended and how long it took.
+    """Show the calls in a journal: time, the host and session that decided each,
+    principal, tool, decision, the deciding policies, how each call ended and how long
+    it took.
 
     With store = "postgresql://..." in the configuration (or --db postgresql://...),
     the journal every host shares; an unreachable store is an error (exit 2).
@@ -134,7 +145,7 @@ def _follow(
     as_json: bool,
 ) -> None:
     calls = CallFolder()
-    widths = (19, 18, 24, 8, 24, 11, 9)
+    widths = (19, 12, 14, 18, 24, 8, 24, 11, 9)
     lost: str | None = None
     try:
         if not as_json:

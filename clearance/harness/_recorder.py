@@ -161,6 +161,7 @@ class Recorder:
             "message": message,
             "correlation_id": call.correlation_id,
             "timing_us": timing.copy(),
+            "host": self.harness.host,
         }
         record["decision"] = decision
         call.decided_written = True

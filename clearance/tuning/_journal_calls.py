@@ -60,6 +60,8 @@ class CallRow:
     stopped_by: str | None = None
     """What stopped a call before any policy decided it: ``facts /path`` (the argument
     that could not be canonicalized), ``guardrail NAME``, or the stage's name."""
+    host: str | None = None
+    """The host that decided the call (records written before hosts were named: None)."""
 
     @property
     def decided(self) -> tuple[str, str]:
@@ -86,6 +88,7 @@ class CallRow:
             "session_id": self.session_id,
             "call_id": self.call_id,
             "turn_id": self.turn_id,
+            "host": self.host,
             "principal": self.principal,
             "tool": self.tool,
             "decision": self.decision,
@@ -101,6 +104,8 @@ class CallRow:
         decision, by = self.decided
         return (
             datetime.fromtimestamp(self.ts).strftime("%Y-%m-%d %H:%M:%S"),
+            self.host or "-",
+            self.session_id,
             self.principal or "-",
             self.tool,
             decision,
@@ -148,6 +153,7 @@ class CallFolder:
                 correlation_id=data.get("correlation_id"),
                 stage=data.get("stage"),
                 stopped_by=None if outcome == "dispatched" else _stopped_by(data),
+                host=data.get("host") if isinstance(data.get("host"), str) else None,
             )
             self.rows.append(row)
             if outcome == "dispatched":

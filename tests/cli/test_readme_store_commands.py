@@ -94,7 +94,7 @@ def test_the_commands_run_on_the_store_two_hosts_share(tmp_path: Path) -> None:
         done = clearance(*shown["journal"], cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         rows = [line.split() for line in done.stdout.splitlines()[1:]]
-        assert [(r[2], r[3], r[6]) for r in rows] == [
+        assert [(r[4], r[5], r[8]) for r in rows] == [
             ('User::"alice"', "files.delete", "ok"),
             ('User::"alice"', "files.delete", "ok"),
             ('User::"alice"', "files.delete", "denied"),

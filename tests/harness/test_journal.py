@@ -1072,7 +1072,7 @@ def test_a_call_stopped_before_the_evaluator_shows_what_stopped_it() -> None:
     for n, e in enumerate(events, 1):
         e.seq = n
     rows = calls_from_events(events)
-    assert [r.cells()[3:5] for r in rows] == [
+    assert [r.cells()[5:7] for r in rows] == [
         ("deny", "facts /path"),
         ("deny", "guardrail ws"),
         ("deny", "schema"),
@@ -1114,6 +1114,8 @@ async def test_cli_lists_one_row_per_call(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[0].split() == [
         "time",
+        "host",
+        "session",
         "principal",
         "tool",
         "decision",
@@ -1123,7 +1125,7 @@ async def test_cli_lists_one_row_per_call(tmp_path: Path) -> None:
     ]
     rows = [line.split() for line in lines[1:]]
     assert len(rows) == 6
-    assert [r[2:4] for r in rows] == [
+    assert [r[4:6] for r in rows] == [
         ['User::"alice"', "t.ok"],
         ['User::"alice"', "t.fails"],
         ['User::"alice"', "t.asked"],
@@ -1131,13 +1133,13 @@ async def test_cli_lists_one_row_per_call(tmp_path: Path) -> None:
         ['User::"alice"', "t.ok"],
         ['User::"alice"', "t__nope"],
     ]
-    assert [r[4:7] for r in rows][:4] == [
+    assert [r[6:9] for r in rows][:4] == [
         ["allow", "allow:t.ok", "ok"],
         ["allow", "allow:t.fails", "failed"],
         ["ask", "ask:t.asked", "ok"],
         ["deny", "deny:t.denied", "denied"],
     ]
-    assert [r[6] for r in rows][4:] == ["invalid", "invalid"]
+    assert [r[8] for r in rows][4:] == ["invalid", "invalid"]
 
     done = clearance_cli("journal", "--json", "--session", "s1", "--call", "c2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -25,7 +25,6 @@ and never another principal's.
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -191,9 +190,9 @@ class PendingCalls:
             )
             return
         db = ""
-        path = getattr(store, "path", None)
-        if self.show_ask_store and isinstance(path, str):
-            db = " --db " + printable(shlex.quote(os.path.abspath(path)))
+        location = getattr(store, "location", None)  # a file's absolute path, or a URL
+        if self.show_ask_store and isinstance(location, str):
+            db = " --db " + printable(shlex.quote(location))
         _log.warning(
             "ask %s (%s) waits for a person: clearance asks show %s%s, then "
             "clearance asks approve|deny %s%s (or clearance inbox%s)",
