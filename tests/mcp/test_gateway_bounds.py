@@ -19,8 +19,10 @@ import anyio.abc
 import httpx
 import pytest
 from gateway_support import ALICE, client, serving
+from support import approver
 
 from clearance import Principal
+from clearance.harness.approvers import Approvers
 from clearance.harness.ask_store import MemoryAskStore
 from clearance.inbox import Inbox
 from clearance.mcp.gateway import HttpLimits, PrincipalToken
@@ -58,7 +60,8 @@ async def test_the_gateway_listens_with_tcp_nodelay(tmp_path: Path) -> None:
 
 
 async def test_the_inbox_listens_with_tcp_nodelay() -> None:
-    inbox = Inbox(MemoryAskStore(), users=["alice"])
+    approver("alice")  # an inbox user is a registered approver (rule R13)
+    inbox = Inbox(MemoryAskStore(approvers=Approvers.default()), users=["alice"])
     urls: list[str] = []
     ready = anyio.Event()
 
