@@ -67,6 +67,9 @@ class PromptAnswerer:
             if before is not None:
                 before()
             click.echo(f"{text} [{default}]: ", nl=False, err=self.err)
+            # The question is now the last thing shown: the next ask is introduced again
+            # (the live log's "asked" block of another call is no longer right above it).
+            self.printer.last_ask = None
         try:
             raw = click.prompt(
                 "", default=default, show_default=False, prompt_suffix="", err=self.err
