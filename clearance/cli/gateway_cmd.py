@@ -352,10 +352,10 @@ async def _reload_on_sighup(evaluator: Any) -> None:
     load leaves the last good one in force, said on stderr."""
     with anyio.open_signal_receiver(signal.SIGHUP) as signals:
         async for _ in signals:
-            reload_policies(evaluator)
+            _reload_policies(evaluator)
 
 
-def reload_policies(evaluator: Any) -> bool:
+def _reload_policies(evaluator: Any) -> bool:
     """Reload ``evaluator``'s policies now, saying on stderr what happened; False (and the
     last good set kept) when the new set does not load or the evaluator has none to reload."""
     reload = getattr(evaluator, "reload", None)
