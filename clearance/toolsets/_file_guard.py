@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from clearance.guardrails.paths import PathScope
+from clearance.harness.approvers import approvers_directory
 from clearance.harness.tools import CallToolResult
 from clearance.toolsets._results import error_result
 
@@ -46,7 +47,15 @@ class FileGuard:
     tool; read-only paths (files or directories) for writes and moves. A write or move of a
     directory above a protected or read-only path is refused too: it would carry them away."""
 
-    __slots__ = ("_secret_names", "_secret_paths", "files", "read_only", "scope", "segments")
+    __slots__ = (
+        "_secret_names",
+        "_secret_paths",
+        "files",
+        "keys",
+        "read_only",
+        "scope",
+        "segments",
+    )
 
     def __init__(
         self,
@@ -63,6 +72,9 @@ class FileGuard:
             os.path.realpath(os.fspath(f)) + suffix for f in files for suffix in SQLITE_SIDE_FILES
         )
         self.read_only = frozenset(os.path.realpath(os.fspath(p)) for p in read_only)
+        self.keys = os.path.realpath(approvers_directory())
+        """The approvers' keys (rule R13): never read, written or moved, wherever the
+        workspace is (a workspace that is the home directory holds them)."""
 
     def refused(self, tool: str, path: str, *, mutating: bool) -> CallToolResult | None:
         """An error result when ``path`` (canonical: no symlink, no '..' on it) is
@@ -76,9 +88,14 @@ class FileGuard:
                 f"{tool}: {path!r} is a secret of the workspace; no tool reads or writes it",
                 "protected",
             )
+        target = self.absolute(path)
+        if _within(target, self.keys) or (mutating and _within(self.keys, target)):
+            return error_result(
+                f"{tool}: {path!r} holds the approvers' keys; no tool reads or changes them",
+                "protected",
+            )
         if not self.files and not self.read_only:
             return None
-        target = self.absolute(path)
         if target in self.files:
             return error_result(
                 f"{tool}: {path!r} is clearance's own journal or grant store", "protected"

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Literal
 
 from clearance.errors import ConfinementError
+from clearance.harness.approvers import approvers_directory
 from clearance.toolsets import _landlock
 from clearance.toolsets._file_guard import SECRETS, SQLITE_SIDE_FILES, secret_pattern
 
@@ -185,6 +186,9 @@ class Confiner:
         for path in (*s.write_paths, *extra_writable):
             grants.append((_canonical(path), _landlock.WRITE))
         restrictions = [(path, _landlock.NONE) for path in self._secrets()]
+        # The approvers' keys (rule R13), wherever the workspace is: one that is the home
+        # directory holds them.
+        restrictions.append((_canonical(approvers_directory()), _landlock.NONE))
         for path in s.hidden_paths:
             base = _canonical(path)
             restrictions += [(base + suffix, _landlock.NONE) for suffix in SQLITE_SIDE_FILES]

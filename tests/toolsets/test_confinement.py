@@ -432,3 +432,46 @@ async def test_the_file_tools_refuse_the_secrets_the_kernel_hides(tmp_path: Path
     assert "notes.md" in found.text and "t0ken-" not in found.text
     assert (work / "svc" / ".env.prod").read_text() == "TOKEN=t0ken-prod\n"
     assert not (work / ".env").exists() and not (work / "id.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_a_workspace_that_holds_the_approvers_keys_reaches_none_of_them(
+    places: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # R13 under R15: a workspace that is the home directory holds ~/.config/clearance. No
+    # bundled tool reads or changes the approvers' keys there, whatever the policy allows.
+    from clearance.harness.approvers import Approvers
+    from clearance.toolsets import register_files
+
+    work, _ = places
+    keys = work / ".config" / "clearance"
+    monkeypatch.setenv("CLEARANCE_APPROVERS_DIR", str(keys))
+    credential = Approvers.default().add("alice")
+    key_file = next((keys / "approvers").glob("alice*"))
+    secret = key_file.read_bytes()
+    assert secret and credential.name == "alice"
+    rel = str(key_file.relative_to(work))
+
+    # (Listing the names stays possible: Landlock's rights on a directory above are
+    # inherited by everything beneath, and listing is one of them; see confinement.md.)
+    shell = await call_all(
+        shell_registry(work),
+        [f"cat {shlex.quote(rel)}", f"rm -f {shlex.quote(rel)}", f"cp {shlex.quote(rel)} k"],
+    )
+    for outcome in shell:
+        result = out(outcome)
+        assert result["exit_code"] != 0, result
+        assert secret.decode("latin-1") not in str(result)
+    assert not (work / "k").exists()
+    registry = ToolRegistry()
+    register_files(registry, work)
+    async with harness(registry, evaluator=NoopEvaluator()) as h:
+        session = await h.create_session(principal=ALICE)
+        read = await session.call_tool("files__read_file", {"path": rel}, call_id="r")
+        moved = await session.call_tool(
+            "files__move_file", {"source": ".config", "destination": "gone"}, call_id="m"
+        )
+    for outcome in (read, moved):
+        assert outcome.result is not None and outcome.result.is_error, outcome
+        assert "approvers' keys" in str(outcome.result.content)
+    assert key_file.read_bytes() == secret
