@@ -20,6 +20,8 @@ __all__ = [
     "DEFAULT_STAGE",
     "FILE_PATH_FIELDS",
     "GUARDRAIL_KINDS",
+    "GitToolsConfig",
+    "LandlockConfig",
     "ApprovalsConfig",
     "AuthZenConfig",
     "Config",
