@@ -18,6 +18,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from console_script import clearance, command, env
 from postgres_support import PG_URL, fresh_schema, sql
+from support import approver
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "hosts.md"
 WRITTEN_URL = "postgresql://clearance@db.internal:5432/clearance"
@@ -121,7 +122,9 @@ def test_the_commands_run_on_the_store_two_hosts_share(tmp_path: Path) -> None:
         # Reading wrote nothing; recovering a stopped host adds no record either.
         assert sql(schema, "SELECT count(*) FROM {s}.events") == events
 
-        # clearance inbox --db URL: serves this store's asks.
+        # clearance inbox --db URL: serves this store's asks, to people who are approvers
+        # (rule R13: `clearance approvers add alice`, as docs/hosts.md says).
+        approver("alice")
         inbox = [*as_written(shown["inbox --db"], url), "--port", "0"]  # any free port
         assert url in inbox
         elsewhere = tmp_path / "elsewhere"
@@ -140,7 +143,8 @@ async def serve_inbox(args: list[str], cwd: Path) -> None:
                 link = (await lines.receive_until(b"\n", 1 << 16)).decode()
             assert first.startswith("clearance inbox on http://127.0.0.1:")
             assert first.endswith(f" for {PG_URL}"), first  # the store, without its password
-            assert re.fullmatch(r"  alice: http://127\.0\.0\.1:\d+/login\?token=\S+", link), link
+            # The token is in the link's fragment: the browser never sends it (R13).
+            assert re.fullmatch(r"  alice: http://127\.0\.0\.1:\d+/#token=\S+", link), link
         finally:
             process.send_signal(signal.SIGINT)
             with anyio.fail_after(20):
