@@ -327,8 +327,6 @@ async def run_gateway(
         ConfigError: the configuration is unusable (no evaluator, a server that does not
             start, a token file that cannot be written).
     """
-    from clearance.mcp.gateway import DEFAULT_TOKEN_FILE, PrincipalToken, write_token_file
-
     async with (
         open_gateway(config, harness_factory=harness_factory) as gateway,
         anyio.create_task_group() as tg,
@@ -336,9 +334,7 @@ async def run_gateway(
         if _can_take_signals():
             tg.start_soon(_reload_on_sighup, gateway.harness.evaluator)
         try:
-            await _serve(
-                gateway, config, ready, DEFAULT_TOKEN_FILE, PrincipalToken, write_token_file
-            )
+            await _serve(gateway, config, ready)
         finally:
             tg.cancel_scope.cancel()
 
@@ -388,14 +384,9 @@ def _reload_policies(evaluator: Any) -> bool:
     return True
 
 
-async def _serve(
-    gateway: Any,
-    config: GatewayConfig,
-    ready: Callable[[str], None] | None,
-    default_token_file: Path,
-    principal_token: Any,
-    write_token_file: Callable[[Path, str], None],
-) -> None:
+async def _serve(gateway: Any, config: GatewayConfig, ready: Callable[[str], None] | None) -> None:
+    from clearance.mcp.gateway import DEFAULT_TOKEN_FILE, PrincipalToken, write_token_file
+
     if config.transport == "stdio":
         if ready is not None:
             ready("stdio")
@@ -404,13 +395,13 @@ async def _serve(
         # The token is made only once everything else is known to work.
     tokens = list(config.tokens)
     if not tokens:
-        token_file = config.token_file or default_token_file
+        token_file = config.token_file or DEFAULT_TOKEN_FILE
         token = secrets.token_urlsafe(32)
         try:
             write_token_file(token_file, token)
         except OSError as exc:
             raise ConfigError(f"cannot write the token file {token_file}: {exc}") from None
-        tokens = [principal_token(config.principal, token)]
+        tokens = [PrincipalToken(config.principal, token)]
         print(f"clearance gateway: token written to {token_file}", file=sys.stderr)
     await gateway.serve_http(
         tokens, host=config.host, port=config.port, endpoint=config.endpoint, ready=ready

@@ -281,17 +281,7 @@ def _naming_problems(
                 if hint:
                     message += f"; did you mean {kind}::{json.dumps(hint[0])}?"
             where = _place(info, json.dumps(uid.id), lines)
-            problems.append(
-                {
-                    "path": info.path,
-                    "line": where.line if where else info.line,
-                    "column": where.column if where else info.column,
-                    "policy_id": info.label,
-                    "message": message,
-                    "frame": lines.frame(info.path, where) if where else None,
-                    "name": str(uid),
-                }
-            )
+            problems.append({**_problem(info, message, where, lines), "name": str(uid)})
     return problems
 
 
@@ -308,16 +298,7 @@ def _annotation_problems(engine: CedarEngine, lines: SourceLines) -> list[dict[s
     first_of: dict[str, PolicyInfo] = {}
 
     def problem(info: PolicyInfo, message: str, where: Position | None) -> None:
-        problems.append(
-            {
-                "path": info.path,
-                "line": where.line if where else info.line,
-                "column": where.column if where else info.column,
-                "policy_id": info.label,
-                "message": message,
-                "frame": lines.frame(info.path, where) if where else None,
-            }
-        )
+        problems.append(_problem(info, message, where, lines))
 
     for info in engine.policies:
         if info.kind == "link":
@@ -360,6 +341,20 @@ def _annotation_problems(engine: CedarEngine, lines: SourceLines) -> list[dict[s
                 _slot_place(info),
             )
     return problems
+
+
+def _problem(
+    info: PolicyInfo, message: str, where: Position | None, lines: SourceLines
+) -> dict[str, object]:
+    """A problem of ``info`` in ``problems`` form, placed at ``where`` (else the policy)."""
+    return {
+        "path": info.path,
+        "line": where.line if where else info.line,
+        "column": where.column if where else info.column,
+        "policy_id": info.label,
+        "message": message,
+        "frame": lines.frame(info.path, where) if where else None,
+    }
 
 
 def _slot_place(info: PolicyInfo) -> Position | None:
