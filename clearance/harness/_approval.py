@@ -35,7 +35,7 @@ from clearance.harness.grants import find_grant
 from clearance.harness.outcomes import CallOutcome
 from clearance.policy.base import Verdict
 
-__all__ = ["Approval", "apply_once", "what_asks"]
+__all__ = ["Approval", "apply_once", "approval_required", "what_asks"]
 
 _STORE_POLL = 0.2
 """Seconds between looks at a shared ask store while a call waits for its answer."""
@@ -68,14 +68,18 @@ def what_asks(
     policies = tuple(verdict.reasons if verdict.effect == "ask" else ()) + tuple(
         g for g, _ in guard_asks
     )
-    why = (
-        "; ".join(
-            ([verdict.message] if verdict.effect == "ask" and verdict.message else [])
-            + [r for _, r in guard_asks]
-        )
-        or "approval required"
+    why = "; ".join(
+        ([verdict.message] if verdict.effect == "ask" and verdict.message else [])
+        + [r for _, r in guard_asks if r]
     )
-    return policies, why
+    # No reason given: name the policies that asked (what a person is shown as "Why"),
+    # as the Cedar evaluator does for a permit without @ask.
+    return policies, why or approval_required(policies)
+
+
+def approval_required(policies: Sequence[str]) -> str:
+    """The reason of an ask whose policies gave none: ``approval required by`` them."""
+    return "approval required by " + ", ".join(policies) if policies else "approval required"
 
 
 class Approval(Recorder):

@@ -36,6 +36,15 @@ from typing import Any
 from clearance.errors import AskError
 from clearance.harness.approvals import PermissionDecision
 from clearance.harness.approvers import Approvers, Credential
+from clearance.harness.ask_query import (
+    AskFilter,
+    Dialect,
+    GroupBy,
+    groups_sql,
+    page_sql,
+    shown_sql,
+    states_of,
+)
 from clearance.harness.ask_store import HostLease, StoredAsk, refusal, sealed_answer, verified
 from clearance.harness.ask_store_sqlite import ask_body, ask_from_row, host_gone, matches
 from clearance.harness.postgres import Connection, PostgresDatabase, open_database
@@ -43,6 +52,14 @@ from clearance.harness.postgres import Connection, PostgresDatabase, open_databa
 __all__ = ["PostgresAskStore"]
 
 _COLUMNS = "ask_id, status, body"
+
+_DIALECT = Dialect(
+    mark="%s",
+    field=lambda name: f"(body::jsonb ->> '{name}')",
+    policies="jsonb_array_elements_text(body::jsonb -> 'policies')",
+    first_policy="(body::jsonb -> 'policies' ->> 0)",
+)
+"""How PostgreSQL reads the JSON body (a text column, cast where a field is read)."""
 
 
 class PostgresAskStore:
@@ -320,16 +337,63 @@ class PostgresAskStore:
         """
         return self._select("ORDER BY created_at DESC LIMIT %s", (limit,))
 
+    def shown_page(
+        self, where: AskFilter, *, offset: int, limit: int, group: GroupBy | None = None
+    ) -> tuple[list[StoredAsk], int]:
+        """One page of the shown asks ``where`` holds, and how many it holds (see
+        :func:`~clearance.harness.ask_query.shown_page`).
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        rows_sql, count_sql, params = page_sql(_DIALECT, self._table, _COLUMNS, where, group)
+        (total,) = self._fetch("count the asks", count_sql, tuple(params))[0]
+        return self._reported_rows(rows_sql, (*params, limit, offset)), int(total)
+
+    def shown_groups(self, where: AskFilter, by: GroupBy) -> list[tuple[str, int]]:
+        """The values of ``by`` among the shown asks ``where`` holds, with their counts.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        query, params = groups_sql(_DIALECT, self._table, where, by)
+        return [(str(v), int(n)) for v, n in self._fetch("group the asks", query, tuple(params))]
+
+    def shown_states(self, since: float) -> dict[str, str]:
+        """Every shown ask's state by id, reading no body whole.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        source, params = shown_sql(_DIALECT, self._table, AskFilter(since=since))
+        rows = self._fetch(
+            "read the asks' states",
+            f"SELECT ask_id, status, {_DIALECT.field('instance')} {source}",
+            tuple(params),
+        )
+        instances = sorted({str(r[2]) for r in rows if r[1] == "pending" and r[2]})
+        leases, now = self._leases(instances) if instances else ({}, 0.0)
+        gone = {i: i not in leases or leases[i].gone(now) for i in instances}
+        return states_of(rows, gone)
+
+    def _fetch(self, what: str, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """The rows of one read."""
+
+        def run(conn: Connection) -> list[tuple[Any, ...]]:
+            return [tuple(row) for row in conn.execute(query, params).fetchall()]
+
+        return self.database.run(what, run, read=True)
+
     def _select(self, where: str, params: tuple[Any, ...]) -> list[StoredAsk]:
-        """The asks of the rows ``where`` selects, as this store reports them: an answer
-        whose seal does not verify is no answer (and its row is closed, unless it changed
+        """The asks of the rows ``where`` selects (see :meth:`_reported_rows`)."""
+        return self._reported_rows(f"SELECT {_COLUMNS} FROM {self._table} {where}", params)
+
+    def _reported_rows(self, query: str, params: tuple[Any, ...]) -> list[StoredAsk]:
+        """The asks of the ``(ask_id, status, body)`` rows ``query`` reads, as this store
+        reports them: an answer whose seal does not verify is no answer, and a pending ask
+        whose host is gone is closed (and its row is closed, unless it changed
         meanwhile)."""
-
-        def query(conn: Connection) -> list[tuple[Any, ...]]:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM {self._table} {where}", params)
-            return [tuple(row) for row in rows.fetchall()]
-
-        rows = self.database.run("read the asks", query, read=True)
+        rows = self._fetch("read the asks", query, params)
         asks = [ask_from_row(row) for row in rows]
         waiting = sorted({a.instance for a in asks if a.status == "pending" and a.instance})
         leases, now = self._leases(waiting) if waiting else ({}, 0.0)

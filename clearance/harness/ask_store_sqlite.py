@@ -35,6 +35,15 @@ from typing import Any
 from clearance.errors import AskError, ConfigError
 from clearance.harness.approvals import PermissionDecision
 from clearance.harness.approvers import Approvers, Credential, Seal
+from clearance.harness.ask_query import (
+    AskFilter,
+    Dialect,
+    GroupBy,
+    groups_sql,
+    page_sql,
+    shown_sql,
+    states_of,
+)
 from clearance.harness.ask_store import (
     HOST_GONE,
     HostLease,
@@ -60,6 +69,14 @@ _SCHEMA = (
 )
 _COLUMNS = "ask_id, status, body"
 
+_DIALECT = Dialect(
+    mark="?",
+    field=lambda name: f"json_extract(body, '$.{name}')",
+    policies="json_each(body, '$.policies')",
+    first_policy="json_extract(body, '$.policies[0]')",
+)
+"""How SQLite reads the JSON body (its JSON1 functions, built in since 3.38)."""
+
 
 class SqliteAskStore:
     """Durable asks in a SQLite file (see the module docstring).
@@ -81,6 +98,7 @@ class SqliteAskStore:
         """What ``--db`` takes to open this store, from any directory."""
         self.approvers = approvers if approvers is not None else Approvers.default()
         self._lock = threading.Lock()
+        self._writes = 0
         try:
             self._db = sqlite3.connect(
                 self.path, check_same_thread=False, isolation_level=None, timeout=10
@@ -102,6 +120,7 @@ class SqliteAskStore:
             self._renew(instance, host, lease)
 
     def _renew(self, instance: str, host: str, lease: float) -> None:
+        self._writes += 1
         self._db.execute(
             "INSERT INTO ask_hosts VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (instance) DO "
             "UPDATE SET renewed_at = excluded.renewed_at, lease = excluded.lease",
@@ -111,6 +130,7 @@ class SqliteAskStore:
     def end(self, instance: str) -> None:
         """The process of lease ``instance`` stopped (its asks read ``host gone``)."""
         with self._lock:
+            self._writes += 1
             self._db.execute("UPDATE ask_hosts SET ended = 1 WHERE instance = ?", (instance,))
 
     def lease(self, instance: str) -> HostLease | None:
@@ -149,6 +169,7 @@ class SqliteAskStore:
             self._insert(ask)
 
     def _insert(self, ask: StoredAsk) -> None:
+        self._writes += 1
         self._db.execute(
             "INSERT OR REPLACE INTO asks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -177,6 +198,7 @@ class SqliteAskStore:
             if found is None:
                 raise AskError(f"no ask {ask_id!r}")
             answered = sealed_answer(found, decision, credential, self.approvers, by=by, via=via)
+            self._writes += 1
             done = self._db.execute(
                 "UPDATE asks SET status = 'answered', body = ? "
                 "WHERE ask_id = ? AND status = 'pending'",
@@ -191,6 +213,7 @@ class SqliteAskStore:
             found = self.get(ask_id)
             if found is None or found.status != "answered":
                 return False
+            self._writes += 1
             done = self._db.execute(
                 "UPDATE asks SET status = 'consumed', body = ? "
                 "WHERE ask_id = ? AND status = 'answered'",
@@ -203,6 +226,7 @@ class SqliteAskStore:
             found = self.get(ask_id)
             if found is None or found.status != "pending":
                 return
+            self._writes += 1
             self._db.execute(
                 "UPDATE asks SET status = 'closed', body = ? "
                 "WHERE ask_id = ? AND status = 'pending'",
@@ -263,6 +287,44 @@ class SqliteAskStore:
             f"SELECT {_COLUMNS} FROM asks ORDER BY created_at DESC LIMIT ?", (limit,)
         ).fetchall()
         return [self._reported(r) for r in rows]
+
+    def shown_page(
+        self, where: AskFilter, *, offset: int, limit: int, group: GroupBy | None = None
+    ) -> tuple[list[StoredAsk], int]:
+        """One page of the shown asks ``where`` holds, and how many it holds (see
+        :func:`~clearance.harness.ask_query.shown_page`)."""
+        rows_sql, count_sql, params = page_sql(_DIALECT, "asks", _COLUMNS, where, group)
+        rows = self._db.execute(rows_sql, (*params, limit, offset)).fetchall()
+        (total,) = self._db.execute(count_sql, params).fetchone()
+        return [self._reported(r) for r in rows], int(total)
+
+    def shown_groups(self, where: AskFilter, by: GroupBy) -> list[tuple[str, int]]:
+        """The values of ``by`` among the shown asks ``where`` holds, with their counts
+        (see :func:`~clearance.harness.ask_query.shown_groups`)."""
+        query, params = groups_sql(_DIALECT, "asks", where, by)
+        return [(str(v), int(n)) for v, n in self._db.execute(query, params)]
+
+    def shown_states(self, since: float) -> dict[str, str]:
+        """Every shown ask's state by id (see
+        :func:`~clearance.harness.ask_query.shown_states`), reading no body whole."""
+        source, params = shown_sql(_DIALECT, "asks", AskFilter(since=since))
+        rows = self._db.execute(
+            f"SELECT ask_id, status, {_DIALECT.field('instance')} {source}", params
+        ).fetchall()
+        now = time.time()
+        instances = {str(r[2]) for r in rows if r[1] == "pending" and r[2]}
+        gone = {}
+        for instance in instances:
+            lease = self.lease(instance)
+            gone[instance] = lease is None or lease.gone(now)
+        return states_of(rows, gone)
+
+    def version(self) -> tuple[int, int]:
+        """Changes to the file: another connection's commits (SQLite's ``data_version``)
+        and this store's own writes. Equal versions: nothing was written in between (a
+        lease may still have lapsed)."""
+        (data,) = self._db.execute("PRAGMA data_version").fetchone()
+        return int(data), self._writes
 
     def _reported(self, row: tuple[Any, ...]) -> StoredAsk:
         """The ask of a row as this store reports it: an answer whose seal does not

@@ -419,7 +419,7 @@ async def test_a_denied_ask_ends_the_call_with_its_record() -> None:
     assert decided["reasons"] == ["ask:files.write_file"]
     assert decided["message"] == "the approval was denied"
     assert {k: decided["ask"][k] for k in ("reason", "policies", "answer", "how", "message")} == {
-        "reason": "approval required",
+        "reason": "approval required by ask:files.write_file",
         "policies": ["ask:files.write_file"],
         "answer": "deny",
         "how": "callback",
@@ -501,7 +501,9 @@ def test_what_asks_names_the_policies_and_the_reasons() -> None:
     assert what_asks(Verdict("allow", ("p",)), ()) is None
     assert what_asks(Verdict("deny", ("p",)), ()) is None
     assert what_asks(ask, ()) == (("p1", "p2"), "big refund")
-    assert what_asks(Verdict("ask", ("p1",)), ()) == (("p1",), "approval required")
+    # No reason given: the policies that asked are named (the inbox's "Why").
+    assert what_asks(Verdict("ask", ("p1",)), ()) == (("p1",), "approval required by p1")
+    assert what_asks(Verdict("ask", ()), ()) == ((), "approval required")
     guard_asks = (("review", "looks odd"), ("size", "large"))
     assert what_asks(ask, guard_asks) == (
         ("p1", "p2", "review", "size"),
@@ -513,7 +515,7 @@ def test_what_asks_names_the_policies_and_the_reasons() -> None:
     )
     assert what_asks(Verdict("allow", ("p",)), (("review", ""),)) == (
         ("review",),
-        "approval required",
+        "approval required by review",
     )
 
 

@@ -247,7 +247,7 @@ async def test_each_outcome_is_answered_as_the_table_says(client: httpx.AsyncCli
         "context": {
             "reasons": ["ask:notes.write(path=b*)"],
             "reason": "approval_required",
-            "ask": "approval required",
+            "ask": "approval required by ask:notes.write(path=b*)",
         },
     }
     denied = await evaluate(client, call("a.env"))
