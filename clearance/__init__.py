@@ -5,6 +5,9 @@ validation, argument guardrails, an authority evaluator, a permission ask when n
 then dispatch under limits, then result guardrails; every step is journaled.
 """
 
+from typing import TYPE_CHECKING
+
+from clearance._lazy import lazy_attributes
 from clearance.errors import (
     AskError,
     CallCancelledError,
@@ -23,45 +26,47 @@ from clearance.errors import (
     ToolRegistrationError,
     UnknownToolError,
 )
-from clearance.harness.approvals import (
-    Answer,
-    AskCallback,
-    Grant,
-    GrantScope,
-    GrantStore,
-    MemoryGrantStore,
-    PermissionAsk,
-    PermissionDecision,
-    SqliteGrantStore,
-)
-from clearance.harness.journal import (
-    EventItem,
-    Journal,
-    JournalEvent,
-    JsonlJournal,
-    MemoryJournal,
-    SqliteJournal,
-)
-from clearance.harness.outcomes import Authorization, CallOutcome, Decision
-from clearance.harness.pipeline import Execution
-from clearance.harness.providers import (
-    Provider,
-    ProviderTurn,
-    Run,
-    RunResult,
-    ScriptedProvider,
-    ToolCallRequest,
-)
-from clearance.harness.session import AgentDefinition, Harness, Session
-from clearance.harness.telemetry import Telemetry
-from clearance.harness.tools import (
-    CallContext,
-    CallToolResult,
-    Tool,
-    ToolImageResult,
-    ToolRegistry,
-)
-from clearance.policy.base import Principal
+
+if TYPE_CHECKING:
+    from clearance.harness.approvals import (
+        Answer,
+        AskCallback,
+        Grant,
+        GrantScope,
+        GrantStore,
+        MemoryGrantStore,
+        PermissionAsk,
+        PermissionDecision,
+        SqliteGrantStore,
+    )
+    from clearance.harness.journal import (
+        EventItem,
+        Journal,
+        JournalEvent,
+        JsonlJournal,
+        MemoryJournal,
+        SqliteJournal,
+    )
+    from clearance.harness.outcomes import Authorization, CallOutcome, Decision
+    from clearance.harness.pipeline import Execution
+    from clearance.harness.providers import (
+        Provider,
+        ProviderTurn,
+        Run,
+        RunResult,
+        ScriptedProvider,
+        ToolCallRequest,
+    )
+    from clearance.harness.session import AgentDefinition, Harness, Session
+    from clearance.harness.telemetry import Telemetry
+    from clearance.harness.tools import (
+        CallContext,
+        CallToolResult,
+        Tool,
+        ToolImageResult,
+        ToolRegistry,
+    )
+    from clearance.policy.base import Principal
 
 __version__ = "0.1.0"
 
@@ -119,3 +124,50 @@ __all__ = [
     "UnknownToolError",
     "__version__",
 ]
+
+# Imported when first read: a command that needs none of these (``clearance asks list``)
+# does not load the harness, pydantic and Cedar at start-up (issue 34).
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "clearance.harness.approvals": (
+            "Answer",
+            "AskCallback",
+            "Grant",
+            "GrantScope",
+            "GrantStore",
+            "MemoryGrantStore",
+            "PermissionAsk",
+            "PermissionDecision",
+            "SqliteGrantStore",
+        ),
+        "clearance.harness.journal": (
+            "EventItem",
+            "Journal",
+            "JournalEvent",
+            "JsonlJournal",
+            "MemoryJournal",
+            "SqliteJournal",
+        ),
+        "clearance.harness.outcomes": ("Authorization", "CallOutcome", "Decision"),
+        "clearance.harness.pipeline": ("Execution",),
+        "clearance.harness.providers": (
+            "Provider",
+            "ProviderTurn",
+            "Run",
+            "RunResult",
+            "ScriptedProvider",
+            "ToolCallRequest",
+        ),
+        "clearance.harness.session": ("AgentDefinition", "Harness", "Session"),
+        "clearance.harness.telemetry": ("Telemetry",),
+        "clearance.harness.tools": (
+            "CallContext",
+            "CallToolResult",
+            "Tool",
+            "ToolImageResult",
+            "ToolRegistry",
+        ),
+        "clearance.policy.base": ("Principal",),
+    },
+)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from clearance.config import Config, find_config, resolve_config
 from clearance.errors import ConfigError
 from clearance.types import Principal
+
+if TYPE_CHECKING:
+    from clearance.config import Config
 
 __all__ = [
     "Approve",
@@ -44,6 +46,10 @@ def load_cli_config(path: str | None) -> Config:
         ConfigError: the file is missing or wrong, or nested too deeply to read (the CLI
             prints it and exits 2).
     """
+    # Imported here: the configuration's models import the toolsets, the guardrails and
+    # pydantic, which a verb given ``--db`` never needs (issue 34).
+    from clearance.config import find_config, resolve_config
+
     try:
         return resolve_config(path)
     except RecursionError:

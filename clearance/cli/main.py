@@ -13,16 +13,20 @@ reaches the terminal: :func:`fail` and the printers of :mod:`clearance.cli._rend
 for what they print, the verbs for every other line, and log records go through a
 formatter that does the same.
 
-The verbs register themselves on :data:`cli` when :mod:`clearance.cli.commands` imports
-them, which :mod:`clearance.cli` does before :func:`main` can be reached.
+Each verb registers itself on :data:`cli` when its module is imported, and :data:`cli`
+imports a verb's modules only when that verb is used (:data:`VERBS` names them): a
+person who runs ``clearance asks list`` again and again waits for the ask store, not for
+Cedar, pydantic and the MCP SDK (issue 34; ``tests/cli/test_startup.py`` guards it).
+:mod:`clearance.cli.commands` imports every verb at once, for whoever wants them all.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import click
 
@@ -35,6 +39,8 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "VERBS",
+    "Verb",
     "cli",
     "fail",
     "fail_too_deep",
@@ -49,7 +55,110 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class Verb(NamedTuple):
+    """Where a verb of the root group is defined, and what ``clearance --help`` says of it."""
+
+    modules: tuple[str, ...]
+    """The modules that register the verb and its subcommands, in import order."""
+    summary: str
+    """The first paragraph of the verb's help (``tests/cli/test_startup.py`` checks that
+    it is), which the root's help shortens as click would."""
+
+
+def _verb(module: str, summary: str, *more: str) -> Verb:
+    return Verb(tuple(f"clearance.cli.{m}" for m in (module, *more)), summary)
+
+
+VERBS: dict[str, Verb] = {
+    "approvers": _verb(
+        "approvers_cmd",
+        "Register the people who may answer asks (each gets a key only they can use).",
+    ),
+    "asks": _verb("asks_cmd", "List and answer the asks waiting for a person (durable asks)."),
+    "demo": _verb(
+        "demo_cmd", "Watch a scripted coding agent work under the starter Cedar policies."
+    ),
+    "gateway": _verb(
+        "gateway_cmd",
+        "Run an MCP gateway: every tool call passes clearance before it reaches a server.",
+    ),
+    "grants": _verb("grants_cmd", 'List and revoke remembered approvals ("allow always" answers).'),
+    "inbox": _verb(
+        "inbox_cmd", "Serve the pending asks on a page in the browser, to approve or deny."
+    ),
+    "journal": _verb(
+        "journal_cmd",
+        "Show the calls in a journal: time, the host and session that decided each, principal,"
+        " tool, decision, the deciding policies, how each call ended and how long it took.",
+    ),
+    "pdp": _verb(
+        "pdp_cmd", "Serve the configured evaluator as an AuthZEN PDP (/access/v1/evaluation)."
+    ),
+    "policy": _verb(
+        "policy_cmd",
+        "Write, check and understand Cedar policies for your tools.",
+        "policy_explain_cmd",
+        "policy_format_cmd",
+        "policy_schema_cmd",
+        "policy_test_cmd",
+        "policy_validate_cmd",
+    ),
+    "replay": _verb(
+        "replay_cmd",
+        'Decide every call of CORPUS (JSON lines; "-" reads standard input) with the real'
+        ' pipeline stages and report: decisions, agreement with each call\'s "expected", the'
+        " confusion table, utility (benign groups fully allowed) and security (attack groups"
+        " stopped), how often each policy decided and which never did, evaluation errors,"
+        " p50/p99 decision time per stage and, with --baseline, every call whose decision"
+        " flips.",
+    ),
+    "run": _verb(
+        "run_cmd", "Run a scripted agent session (a ScriptedProvider JSON script) under the policy."
+    ),
+    "store": _verb(
+        "store_cmd",
+        "The PostgreSQL store several hosts share: migrate it, recover a stopped host.",
+    ),
+    "suggest": _verb(
+        "suggest_cmd",
+        "Suggest allow policies from the calls that were allowed: a journal (every call decided"
+        ' allow, or asked and approved) or a corpus (lines with "expected": "allow").',
+    ),
+    "tools": _verb(
+        "tools_cmd", "The tools policies are written for: the configured toolsets and MCP servers."
+    ),
+}
+"""The root group's verbs: each is imported when it is first asked for (see the module's
+docstring)."""
+
+
+class _Verbs(click.Group):
+    """The root group: a verb's modules are imported when the verb is looked up (to run it,
+    show its help or complete it), and the root's help lists every verb from
+    :data:`VERBS` without importing any."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(VERBS.keys() | self.commands.keys())
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        verb = VERBS.get(cmd_name)
+        if cmd_name not in self.commands and verb is not None:
+            for module in verb.modules:
+                importlib.import_module(module)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed = [
+            self.commands.get(name) or click.Command(name, help=VERBS[name].summary)
+            for name in self.list_commands(ctx)
+        ]
+        click.Group(commands=listed).format_commands(ctx, formatter)
+
+
+@click.group(
+    cls=_Verbs,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="clearance")
 @click.option(
     "--color",

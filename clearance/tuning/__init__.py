@@ -25,32 +25,42 @@ lines), ``_declarations`` and ``_harness_spec`` (what decides), ``_decide``, ``_
 (suggestions).
 """
 
-from clearance.tuning._corpus import (
-    ConversationEntry,
-    CorpusCall,
-    CorpusError,
-    Expected,
-    Label,
-    open_corpus,
-    parse_corpus_line,
-    read_corpus,
-)
-from clearance.tuning._declarations import (
-    load_tool_declarations,
-    register_tool_declarations,
-    tool_declarations,
-)
-from clearance.tuning._flips import Flip
-from clearance.tuning._groups import GroupCall, GroupFinding
-from clearance.tuning._harness_spec import HarnessFactory, HarnessSpec
-from clearance.tuning._journal_calls import CallFolder, CallRow, calls_from_events, corpus_record
-from clearance.tuning._patterns import ArgumentConstraint, ConstraintKind
-from clearance.tuning._progress import ReplayProgress
-from clearance.tuning._report import ReplayReport, policy_ids
-from clearance.tuning._runner import replay, replay_async
-from clearance.tuning._suggest import allowed_calls, is_allowed_record, suggest
-from clearance.tuning._suggestions import PrincipalRules, Suggestion, SuggestionSet
-from clearance.tuning._tally import OUTCOMES, STAGES
+from typing import TYPE_CHECKING
+
+from clearance._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from clearance.tuning._corpus import (
+        ConversationEntry,
+        CorpusCall,
+        CorpusError,
+        Expected,
+        Label,
+        open_corpus,
+        parse_corpus_line,
+        read_corpus,
+    )
+    from clearance.tuning._declarations import (
+        load_tool_declarations,
+        register_tool_declarations,
+        tool_declarations,
+    )
+    from clearance.tuning._flips import Flip
+    from clearance.tuning._groups import GroupCall, GroupFinding
+    from clearance.tuning._harness_spec import HarnessFactory, HarnessSpec
+    from clearance.tuning._journal_calls import (
+        CallFolder,
+        CallRow,
+        calls_from_events,
+        corpus_record,
+    )
+    from clearance.tuning._patterns import ArgumentConstraint, ConstraintKind
+    from clearance.tuning._progress import ReplayProgress
+    from clearance.tuning._report import ReplayReport, policy_ids
+    from clearance.tuning._runner import replay, replay_async
+    from clearance.tuning._suggest import allowed_calls, is_allowed_record, suggest
+    from clearance.tuning._suggestions import PrincipalRules, Suggestion, SuggestionSet
+    from clearance.tuning._tally import OUTCOMES, STAGES
 
 __all__ = [
     "OUTCOMES",
@@ -89,3 +99,42 @@ __all__ = [
     "suggest",
     "tool_declarations",
 ]
+
+# Imported when first read: ``clearance journal`` needs only the journal's rows, not the
+# replay runner, the configuration and Cedar (issue 34).
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "clearance.tuning._corpus": (
+            "ConversationEntry",
+            "CorpusCall",
+            "CorpusError",
+            "Expected",
+            "Label",
+            "open_corpus",
+            "parse_corpus_line",
+            "read_corpus",
+        ),
+        "clearance.tuning._declarations": (
+            "load_tool_declarations",
+            "register_tool_declarations",
+            "tool_declarations",
+        ),
+        "clearance.tuning._flips": ("Flip",),
+        "clearance.tuning._groups": ("GroupCall", "GroupFinding"),
+        "clearance.tuning._harness_spec": ("HarnessFactory", "HarnessSpec"),
+        "clearance.tuning._journal_calls": (
+            "CallFolder",
+            "CallRow",
+            "calls_from_events",
+            "corpus_record",
+        ),
+        "clearance.tuning._patterns": ("ArgumentConstraint", "ConstraintKind"),
+        "clearance.tuning._progress": ("ReplayProgress",),
+        "clearance.tuning._report": ("ReplayReport", "policy_ids"),
+        "clearance.tuning._runner": ("replay", "replay_async"),
+        "clearance.tuning._suggest": ("allowed_calls", "is_allowed_record", "suggest"),
+        "clearance.tuning._suggestions": ("PrincipalRules", "Suggestion", "SuggestionSet"),
+        "clearance.tuning._tally": ("OUTCOMES", "STAGES"),
+    },
+)

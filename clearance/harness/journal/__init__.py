@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from clearance._lazy import lazy_attributes
 from clearance.harness.journal._durable import (
     INTERRUPTED_MESSAGE,
     Durability,
@@ -78,35 +79,6 @@ from clearance.harness.journal._protocol import (
 from clearance.harness.journal._reading import (
     read_journal,
 )
-from clearance.harness.journal._records import (
-    AskRecord,
-    AuthorizationWithdrawnData,
-    AuthorizationWithdrawnRecord,
-    CallDecidedData,
-    CallDecidedRecord,
-    EventRecord,
-    GuardrailRecord,
-    PermissionAskedData,
-    PermissionAskedRecord,
-    PermissionDecidedData,
-    PermissionDecidedRecord,
-    ResultReference,
-    SchemaCheck,
-    SessionClosedData,
-    SessionClosedRecord,
-    SessionCreatedData,
-    SessionCreatedRecord,
-    ShadowRecord,
-    ToolFinishedData,
-    ToolFinishedRecord,
-    ToolProgressData,
-    ToolProgressRecord,
-    ToolStartedData,
-    ToolStartedRecord,
-    VerdictRecord,
-    event_json_schema,
-    parse_event,
-)
 from clearance.harness.journal._sqlite import (
     SqliteJournal,
 )
@@ -121,16 +93,75 @@ from clearance.harness.journal._sqlite_schema import (
 
 if TYPE_CHECKING:
     from clearance.harness.journal._postgres import PostgresJournal as PostgresJournal
+    from clearance.harness.journal._records import (
+        AskRecord,
+        AuthorizationWithdrawnData,
+        AuthorizationWithdrawnRecord,
+        CallDecidedData,
+        CallDecidedRecord,
+        EventRecord,
+        GuardrailRecord,
+        PermissionAskedData,
+        PermissionAskedRecord,
+        PermissionDecidedData,
+        PermissionDecidedRecord,
+        ResultReference,
+        SchemaCheck,
+        SessionClosedData,
+        SessionClosedRecord,
+        SessionCreatedData,
+        SessionCreatedRecord,
+        ShadowRecord,
+        ToolFinishedData,
+        ToolFinishedRecord,
+        ToolProgressData,
+        ToolProgressRecord,
+        ToolStartedData,
+        ToolStartedRecord,
+        VerdictRecord,
+        event_json_schema,
+        parse_event,
+    )
 
-
-def __getattr__(name: str) -> object:
-    # PostgresJournal needs psycopg (the ``postgres`` extra): imported when first asked
-    # for, so that the package imports without it (MissingExtraError says how to install).
-    if name == "PostgresJournal":
-        from clearance.harness.journal._postgres import PostgresJournal as PostgresJournal
-
-        return PostgresJournal
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Imported when first read. PostgresJournal needs psycopg (the ``postgres`` extra): the
+# package imports without it (MissingExtraError says how to install). The typed records
+# are pydantic models, which reading and writing a journal never need (``clearance
+# journal`` starts without them, issue 34).
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "clearance.harness.journal._postgres": ("PostgresJournal",),
+        "clearance.harness.journal._records": (
+            "AskRecord",
+            "AuthorizationWithdrawnData",
+            "AuthorizationWithdrawnRecord",
+            "CallDecidedData",
+            "CallDecidedRecord",
+            "EventRecord",
+            "GuardrailRecord",
+            "PermissionAskedData",
+            "PermissionAskedRecord",
+            "PermissionDecidedData",
+            "PermissionDecidedRecord",
+            "ResultReference",
+            "SchemaCheck",
+            "SessionClosedData",
+            "SessionClosedRecord",
+            "SessionCreatedData",
+            "SessionCreatedRecord",
+            "ShadowRecord",
+            "ToolFinishedData",
+            "ToolFinishedRecord",
+            "ToolProgressData",
+            "ToolProgressRecord",
+            "ToolStartedData",
+            "ToolStartedRecord",
+            "VerdictRecord",
+            "event_json_schema",
+            "parse_event",
+        ),
+    },
+)
 
 
 __all__ = [
