@@ -222,6 +222,7 @@ def build_harness(
         max_concurrency=limits.max_concurrency,
         max_queue=limits.max_queue,
         max_argument_bytes=limits.max_argument_bytes,
+        max_session_calls=limits.max_session_calls,
         ask_timeout=config.approvals.ask_timeout,
         **options,
     )

@@ -326,7 +326,9 @@ class _ConfigReader(TomlReader):
 
     def load_limits(self, raw: Any) -> LimitsConfig:
         w: Where = ("limits",)
-        raw = self.table(raw, w, ("max_concurrency", "max_queue", "max_argument_bytes"))
+        raw = self.table(
+            raw, w, ("max_concurrency", "max_queue", "max_argument_bytes", "max_session_calls")
+        )
         d = LimitsConfig()
         return LimitsConfig(
             max_concurrency=self.integer(
@@ -335,6 +337,9 @@ class _ConfigReader(TomlReader):
             max_queue=self.integer(raw.get("max_queue", d.max_queue), (*w, "max_queue"), minimum=0),
             max_argument_bytes=self.integer(
                 raw.get("max_argument_bytes", d.max_argument_bytes), (*w, "max_argument_bytes")
+            ),
+            max_session_calls=self.integer(
+                raw.get("max_session_calls", d.max_session_calls), (*w, "max_session_calls")
             ),
         )
 

@@ -177,6 +177,9 @@ class LimitsConfig:
     """Calls that may wait for a slot; beyond that calls end ``overloaded``."""
     max_argument_bytes: int = 1 << 20
     """The largest serialized arguments accepted."""
+    max_session_calls: int = 100_000
+    """Call ids one session remembers; past them it refuses new calls (the gateway
+    replaces a sessionless client's session before that)."""
 
 
 @dataclass(frozen=True, slots=True)

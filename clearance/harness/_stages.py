@@ -115,12 +115,24 @@ class Stages(Recorder):
                 call.withhold(values_at(arguments, tool.sensitive))
 
     def _claim_call_id(self, call: CallState) -> Early | None:
-        """A call id names one call for the session's lifetime (not for a dry run)."""
+        """A call id names one call for the session's lifetime (not for a dry run).
+
+        The ids are held for as long as the session lives, never forgotten (a forgotten id
+        could run twice, R7): a session holding ``max_session_calls`` of them refuses new
+        calls instead, which bounds its memory; the host goes on in a new session."""
         call_ids = call.session.call_ids
         if call.call_id in call_ids:
             call.record["duplicate_call_id"] = True
             return Early(
                 "invalid", f"call id {call.call_id!r} was already used in this session", "call_id"
+            )
+        limit = self.harness.max_session_calls
+        if len(call_ids) >= limit:
+            return Early(
+                "invalid",
+                f"this session has used its {limit} call ids (max_session_calls): "
+                "further calls need a new session",
+                "call_id",
             )
         call_ids.add(call.call_id)
         return None

@@ -90,6 +90,11 @@ class Harness:
             must be decided again (default 300).
         max_argument_bytes: the largest serialized arguments accepted (default 1 MiB).
         max_argument_depth: the deepest nesting accepted (default 64).
+        max_session_calls: call ids one session remembers (rule R7: a reused one is
+            refused); once that many are held, the session refuses new calls, so its
+            memory stays bounded and no id is ever forgotten while it lives; a host
+            replaces it with a new session (the gateway does so for sessionless clients)
+            (default 100,000).
         diagnostics: ``(correlation_id, exception, info)``, called with the exceptions
             behind generic failures; those never reach the model.
         cancel_grace: seconds a cancelled sync handler gets to notice ``ctx.cancelled``.
@@ -128,6 +133,7 @@ class Harness:
         authorization_ttl: float = 300.0,
         max_argument_bytes: int = 1 << 20,
         max_argument_depth: int = 64,
+        max_session_calls: int = 100_000,
         diagnostics: Diagnostics | None = None,
         cancel_grace: float = 5.0,
         event_buffer: int = 1024,
@@ -148,6 +154,10 @@ class Harness:
             raise ValueError("authorization_ttl must be positive")
         if not host_lease > 0:
             raise ValueError("host_lease must be positive")
+        if isinstance(max_session_calls, bool) or not (
+            isinstance(max_session_calls, int) and max_session_calls > 0
+        ):
+            raise ValueError("max_session_calls must be a positive integer")
         self.registry = registry
         self.evaluator = evaluator
         self.argument_guardrails = tuple(
@@ -165,6 +175,8 @@ class Harness:
         """Seconds an allowed authorization stays usable (see ``authorization_ttl``)."""
         self.max_argument_bytes = max_argument_bytes
         self.max_argument_depth = max_argument_depth
+        self.max_session_calls = max_session_calls
+        """Call ids one session holds before it refuses new calls (see ``max_session_calls``)."""
         self.diagnostics = diagnostics
         if trust is not None and not isinstance(trust, TrustList):
             raise TypeError("trust must be a TrustList (TrustList.from_directory(pack))")

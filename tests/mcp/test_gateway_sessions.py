@@ -54,11 +54,16 @@ def registry() -> ToolRegistry:
 
 @asynccontextmanager
 async def serving(
-    tmp_path: Path, **options: Any
+    tmp_path: Path, *, max_session_calls: int = 100_000, **options: Any
 ) -> AsyncIterator[tuple[Harness, Gateway, str, str]]:
     """A harness (SQLite journal: records do not stay in memory) and its HTTP gateway."""
     journal = SqliteJournal(tmp_path / "journal.db", durability="off")
-    async with Harness(registry(), evaluator=LocalEvaluator(allow=["t.*"]), journal=journal) as h:
+    async with Harness(
+        registry(),
+        evaluator=LocalEvaluator(allow=["t.*"]),
+        journal=journal,
+        max_session_calls=max_session_calls,
+    ) as h:
         gateway = Gateway(h, principal=ALICE, **options)
         token = secrets.token_urlsafe(32)
         urls: list[str] = []
@@ -204,6 +209,42 @@ async def test_a_sessionless_client_cannot_open_sessions_with_a_header(
                 await use_once(url, token, mode="auto", headers=header)
         assert len(gateway.sessions) == 1
         assert len(harness.sessions) == 1
+
+
+async def test_a_sessionless_session_is_replaced_before_it_fills(
+    tmp_path: Path, quiet_sdk: Any
+) -> None:
+    """Sessionless clients share their principal's session; it is replaced with a new one
+    (its own id) once it holds half of ``max_session_calls`` ids, and the old one closes:
+    the call ids held stay within the bound however many calls come, and no call is
+    refused for a full session."""
+    limit = 10
+    calls = 60
+    async with serving(tmp_path, max_session_calls=limit) as (harness, gateway, url, token):
+        headers = {"Authorization": f"Bearer {token}"}
+        held = []
+        with anyio.fail_after(60):
+            async with create_mcp_http_client(headers=headers) as http:
+                async with Client(streamable_http_client(url, http_client=http), mode="auto") as c:
+                    for n in range(calls):
+                        result = await c.call_tool("t__echo", {"text": str(n)})
+                        assert not result.is_error, result
+                        held.append(sum(len(s.call_ids) for s in harness.sessions.values()))
+            while len(harness.sessions) > 1:  # noqa: ASYNC110 (the gateway's sweep)
+                await anyio.sleep(0.05)
+        (live,) = gateway.sessions.values()
+        assert gateway.sessions == {(ALICE, None): live}
+        assert len(live.call_ids) <= limit // 2
+    # Flat: never more than the live session's ids and a replaced one's.
+    assert max(held) <= limit
+    events = list(SqliteJournal(tmp_path / "journal.db").events())
+    decided = [e for e in events if e.type == "call_decided"]
+    finished = [e for e in events if e.type == "tool_finished" and e.data["status"] == "ok"]
+    assert len(decided) == len(finished) == calls
+    sessions = {e.session_id for e in decided}
+    assert len(sessions) == calls // (limit // 2)
+    closed = {e.session_id for e in events if e.type == "session_closed"}
+    assert sessions <= closed  # the replaced ones as they were replaced, the live one at exit
 
 
 async def test_stdio_session_ends_with_stdin(tmp_path: Path) -> None:

@@ -341,7 +341,10 @@ class Gateway:
                 code=mcp_types.INVALID_PARAMS, message=f"Unknown tool: {printable(params.name)}"
             )
         arguments: Any = params.arguments if params.arguments is not None else {}
-        call_id = f"mcp-{label}-{secrets.token_hex(4)}"
+        # 64 random bits: a sessionless session takes many clients' requests, often with
+        # the same request id (each client counts from 1); with 32 bits a fresh call was
+        # expected to draw an earlier call's id (refused as reused) within ~90,000 calls.
+        call_id = f"mcp-{label}-{secrets.token_hex(8)}"
         request_id = ctx.request_id if label == str(ctx.request_id) else label
         context = {"mcp_request_id": request_id, "mcp_session_id": session_key(ctx)}
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and self._asks.can_elicit(ctx.session):

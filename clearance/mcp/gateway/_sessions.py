@@ -6,6 +6,14 @@ One clearance :class:`~clearance.Session` serves one principal's MCP session: th
 with the MCP session: when the client ends its HTTP session (``DELETE``, seen by
 :class:`SessionEnds`), when that session has had no request and no call in flight for the
 idle timeout, or when the stdio client closes stdin.
+
+A principal's sessionless session would otherwise live as long as the gateway and hold
+every call id it was given (rule R7 never lets a session forget one). It is replaced
+instead: once it holds half of the harness's ``max_session_calls`` ids, the next request
+gets a new session with its own id, and the old one closes as soon as no request holds it
+and no call of it is in flight. No grant is lost by that (an ``allow_session`` answer
+counts once there), and the session never reaches the bound at which it would refuse a
+call (the other half is room for the requests already given it).
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["STDIO", "SessionEnds", "SessionKey", "Sessions", "session_key"]
 
 _log = logging.getLogger("clearance.mcp")
+
+_RETIRED_CHECK = 1.0
+"""Seconds between two looks for replaced sessionless sessions that can close."""
 
 STDIO = "stdio"
 """The session key of the one stdio client."""
@@ -89,6 +100,10 @@ class Sessions:
         """Clearance sessions serving requests that carry no MCP session id."""
         self._activity: dict[SessionKey, _Activity] = {}
         """Requests in flight and the last one's end, per session key (for idle ends)."""
+        self._holders: dict[str, int] = {}
+        """Requests holding each clearance session, by session id."""
+        self._retired: dict[str, Session] = {}
+        """Replaced sessionless sessions, closed once nothing holds them."""
         self._reaping = False
         self._lock = anyio.Lock()
 
@@ -111,17 +126,36 @@ class Sessions:
             activity = self._activity[key] = _Activity()
         activity.requests += 1  # before any await: an idle sweep now leaves it alone
         try:
-            yield await self._session(key)
+            session = await self._session(key)
+            self._holders[session.id] = self._holders.get(session.id, 0) + 1
+            try:
+                yield session
+            finally:
+                held = self._holders[session.id] - 1
+                if held:
+                    self._holders[session.id] = held
+                else:
+                    del self._holders[session.id]
+                    if session.id in self._retired:
+                        self._end_retired_soon(session)
         finally:
             activity.requests -= 1
             activity.last = anyio.current_time()
 
+    def _worn(self, key: SessionKey, session: Session) -> bool:
+        """Whether ``key``'s session is a sessionless one to replace (see the module
+        docstring)."""
+        return key[1] is None and 2 * len(session.call_ids) >= self.harness.max_session_calls
+
     async def _session(self, key: SessionKey) -> Session:
         session = self._sessions.get(key)
-        if session is not None and not session.closed:
+        if session is not None and not session.closed and not self._worn(key, session):
             return session
         async with self._lock:
             session = self._sessions.get(key)
+            if session is not None and not session.closed and self._worn(key, session):
+                self._retire(session)
+                session = None
             if session is None or session.closed:
                 session = await self.harness.create_session(
                     principal=key[0],
@@ -131,10 +165,27 @@ class Sessions:
                 self._sessions[key] = session
                 if key[1] is None:
                     self._sessionless.add(session.id)
-                elif key[1] != STDIO and not self._reaping:
-                    self._reaping = True
-                    self.harness.task_group.start_soon(self._end_idle_sessions)
+                elif key[1] != STDIO:
+                    self._start_reaping()
         return session
+
+    def _start_reaping(self) -> None:
+        if not self._reaping:
+            self._reaping = True
+            self.harness.task_group.start_soon(self._end_idle_sessions)
+
+    def _retire(self, session: Session) -> None:
+        """Replace a worn sessionless session: requests from now on get a new one; this
+        one closes once nothing holds it (:meth:`_end_retired`)."""
+        self._retired[session.id] = session
+        self._start_reaping()
+        self._end_retired_soon(session)
+        _log.info(
+            "sessionless session %s of %s replaced after %d calls",
+            session.id,
+            session.principal_text,
+            len(session.call_ids),
+        )
 
     async def mcp_session_ended(self, principal: Principal, session_id: str) -> None:
         """The client ended its HTTP session (a ``DELETE`` the SDK accepted)."""
@@ -146,10 +197,27 @@ class Sessions:
 
     async def _end_idle_sessions(self) -> None:
         """End the clearance sessions of MCP sessions idle for ``idle_timeout`` (the SDK
-        ends the MCP session itself after the same time)."""
+        ends the MCP session itself after the same time), and the replaced sessionless
+        sessions nothing holds any more."""
         while True:
-            await anyio.sleep(min(self.idle_timeout / 4, 60.0))
+            period = min(self.idle_timeout / 4, 60.0)
+            await anyio.sleep(min(period, _RETIRED_CHECK) if self._retired else period)
+            await self._end_retired()
             await self._end_sessions(functools.partial(self._idle, now=anyio.current_time()))
+
+    def _end_retired_soon(self, session: Session) -> None:
+        """Close a replaced session now if nothing holds it (not on the next sweep: a
+        burst of calls replaces sessions faster than a sweep comes round)."""
+        if session.id not in self._holders and not session.in_flight:
+            self.harness.task_group.start_soon(self._end_retired)
+
+    async def _end_retired(self) -> None:
+        """Close the replaced sessions that no request holds and no call is in flight in
+        (a call that waits for an answer keeps its session open)."""
+        done = [s for s in self._retired.values() if s.id not in self._holders and not s.in_flight]
+        for session in done:
+            del self._retired[session.id]
+        await self._close(done)
 
     def _idle(self, key: SessionKey, *, now: float) -> bool:
         if key[1] is None or key[1] == STDIO:
@@ -169,6 +237,9 @@ class Sessions:
             # Forgotten before any await: a request from now on gets a new session.
             ended.append(self._sessions.pop(key))
             self._activity.pop(key, None)
+        await self._close(ended)
+
+    async def _close(self, ended: list[Session]) -> None:
         for session in ended:
             self._sessionless.discard(session.id)
             try:
