@@ -37,7 +37,9 @@ from clearance.tuning import CallFolder, CallRow, calls_from_events, corpus_reco
 
 __all__ = ["export_command", "journal"]
 
-_CALL_TYPES = ("call_decided", "tool_started", "tool_finished")
+_CALL_TYPES = ("call_decided", "tool_started", "tool_finished", "authorization_withdrawn")
+_EXPORT_TYPES = (*_CALL_TYPES, "message_added")
+"""An export also reads what the host gave each session: the calls' conversations."""
 _HEADERS = (
     "time",
     "host",
@@ -61,9 +63,11 @@ def _open(db: str | None, config_path: str | None) -> JournalSource:
         fail(str(exc))
 
 
-def _read(source: JournalSource, **filters: Any) -> list[JournalEvent]:
+def _read(
+    source: JournalSource, types: tuple[str, ...] = _CALL_TYPES, **filters: Any
+) -> list[JournalEvent]:
     try:
-        return source.read(_CALL_TYPES, **filters)
+        return source.read(types, **filters)
     except ClearanceError as exc:
         fail(str(exc))
 
@@ -215,13 +219,27 @@ def export_command(
     output: str,
 ) -> None:
     """Export the calls as a replay corpus: principal, tool, arguments, decision,
-    expected (the decision taken) and outcome, one call per line."""
+    expected (the decision taken), outcome and the conversation each call was decided
+    in (the messages and tool results its session had seen), one call per line."""
     group: dict[str, Any] = ctx.obj if isinstance(ctx.obj, dict) else {}
     source = _open(db or group.get("journal_db"), config_path or group.get("config_path"))
+    folder = CallFolder(conversations=True)
     try:
-        rows = calls_from_events(_read(source, session_id=session_id, call_id=None))
+        for event in _read(source, _EXPORT_TYPES, session_id=session_id, call_id=None):
+            folder.feed(event)
     finally:
         source.close()
+    rows = folder.rows
+    unheard = sum(
+        1 for r in rows if r.read_provenance and r.session_id not in folder.sessions_with_messages
+    )
+    if unheard:
+        click.echo(
+            f"note: {unheard} call(s) were decided on provenance in sessions whose messages "
+            "were not journaled: a replay sees their tool results but not what the user "
+            "wrote (Harness(journal_messages=True), or [journal] messages = true)",
+            err=True,
+        )
     lines = _corpus_lines(rows)
     if output == "-":
         for line in lines:

@@ -224,6 +224,7 @@ def build_harness(
         max_argument_bytes=limits.max_argument_bytes,
         max_session_calls=limits.max_session_calls,
         ask_timeout=config.approvals.ask_timeout,
+        journal_messages=config.journal.messages,
         **options,
     )
     for close in closing:

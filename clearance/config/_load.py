@@ -295,7 +295,7 @@ class _ConfigReader(TomlReader):
         )
 
     def load_journal(self, raw: Any, *, store: bool) -> JournalConfig:
-        raw = self.table(raw, ("journal",), ("path", "start_log"))
+        raw = self.table(raw, ("journal",), ("path", "start_log", "messages"))
         start_log = None
         if "start_log" in raw:
             if not store:
@@ -305,9 +305,13 @@ class _ConfigReader(TomlReader):
                     "the SQLite journal keeps its own start log beside its file",
                 )
             start_log = self.path(raw["start_log"], ("journal", "start_log"))
-        if "path" not in raw:
-            return JournalConfig(default_journal_path(self.base), start_log)
-        return JournalConfig(self.path(raw["path"], ("journal", "path")), start_log)
+        messages = self.boolean(raw.get("messages", False), ("journal", "messages"))
+        path = (
+            self.path(raw["path"], ("journal", "path"))
+            if "path" in raw
+            else default_journal_path(self.base)
+        )
+        return JournalConfig(path, start_log, messages)
 
     def load_approvals(self, raw: Any) -> ApprovalsConfig:
         w: Where = ("approvals",)

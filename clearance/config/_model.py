@@ -151,6 +151,11 @@ class JournalConfig:
     each start to before its handler runs, instead of waiting for the server's commit
     (``PostgresJournal(start_log=...)``: a process crash is survived, the loss of the
     host's disk is not). ``None``: the server commits each start first."""
+    messages: bool = False
+    """Journal the messages and tool results the host gives each session
+    (``Harness(journal_messages=True)``), so that ``clearance journal export`` carries
+    the conversation each call's provenance was read from and a replay decides it as it
+    was decided live. Off by default: a message is the user's own text."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
+from clearance._limits import json_fault
 from clearance.harness._call_state import CallState
 from clearance.harness._records import result_reference
 from clearance.harness._redaction import scrub, scrub_record, visible
@@ -21,7 +22,7 @@ from clearance.harness.telemetry import Telemetry
 from clearance.harness.tools import CallContext, CallToolResult
 
 if TYPE_CHECKING:
-    from clearance.harness.session import Harness
+    from clearance.harness.session import Harness, Session
 
 __all__ = ["Early", "Recorder"]
 
@@ -301,6 +302,21 @@ class Recorder:
             log.warning("journal failed to record progress: %s", scrub_text(str(exc), withheld))
             return
         self.harness.hub.publish(event)
+
+    async def _journal_messages(self, session: Session) -> None:
+        """Journal the messages and results the host gave ``session`` since its last call
+        (``message_added``; ``Harness(journal_messages=True)``), before the call is
+        decided: a journal export gives each call the conversation it was decided in. A
+        content no store can hold is recorded as ``unrecorded`` with the reason."""
+        pending, session.unjournaled = session.unjournaled, []
+        for data in pending:
+            fault = json_fault(data.get("content"))
+            if fault is not None:
+                data = {k: v for k, v in data.items() if k != "content"}
+                data["unrecorded"] = f"the content {fault}"
+            await self.harness.journal.append(
+                JournalEvent("message_added", session.id, None, None, data)
+            )
 
     def _diagnose(self, call: CallState, exc: BaseException, *, stage: str) -> None:
         info = {

@@ -113,6 +113,10 @@ class Session:
         came from (:mod:`clearance.provenance`)."""
         self._host_texts: dict[str, None] = {}
         """Digests of the messages the host gave (bounded, oldest forgotten first)."""
+        self.unjournaled: list[dict[str, Any]] = []
+        """Messages and results the host gave since the last call, as ``message_added``
+        data, for the pipeline to journal before that session's next call
+        (``Harness(journal_messages=True)`` only)."""
         if agent.instructions:
             self.add_message("system", agent.instructions)
 
@@ -186,6 +190,9 @@ class Session:
             TypeError: ``text`` is not a string.
         """
         self.provenance.add_message(role, text)
+        if self.harness.journal_messages:
+            # What the ledger reads of it, and one character more (its overflow).
+            self.unjournaled.append({"role": role, "content": text[: self.provenance.max_scan + 1]})
         texts = self._host_texts
         if len(texts) >= _HOST_TEXTS:
             del texts[next(iter(texts))]
@@ -209,6 +216,10 @@ class Session:
         if isinstance(value, CallToolResult):
             value = result_values(value)
         self.provenance.add_result(name, call_id, value)
+        if self.harness.journal_messages:
+            self.unjournaled.append(
+                {"role": "tool", "tool": name, "call_id": call_id, "content": value}
+            )
 
     def events(self) -> EventStream:
         """This session's events, from now on (bounded buffer; see ``EventItem.dropped``)."""

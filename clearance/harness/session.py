@@ -109,6 +109,13 @@ class Harness:
             and calls pay nothing for it; a policy that reads it anyway sees every value
             as from a tool (``"tool:*"``), never the user's, so it denies rather than
             trusts.
+        journal_messages: ``True`` to journal the messages and tool results the host
+            gives each session (``message_added`` records, written before the session's
+            next call), so that ``clearance journal export`` gives every call the
+            conversation its provenance was read from and a replay decides it as it was
+            decided live. Off by default: a message is the user's own text, and a value
+            she typed is kept there even when a later call withholds it (rule R8 covers
+            arguments and results, not what the user wrote).
         host_lease: seconds a shared ask store keeps the asks this process's calls wait
             on after the process last renewed its lease (a waiting call renews it a few
             times per lease); once it lapses, or the process is gone, they read ``host
@@ -140,6 +147,7 @@ class Harness:
         telemetry: Telemetry | bool | None = None,
         trust: TrustList | None = None,
         provenance: bool = True,
+        journal_messages: bool = False,
         host_lease: float = 30.0,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
@@ -184,6 +192,8 @@ class Harness:
         """Which sources count as the user's own in every session (:mod:`clearance.provenance`)."""
         self.provenance_enabled = bool(provenance)
         """Whether sessions record their messages and results (see ``provenance``)."""
+        self.journal_messages = bool(journal_messages) and self.provenance_enabled
+        """Whether the messages the host gives are journaled (see ``journal_messages``)."""
         self.dispatcher = Dispatcher(
             max_concurrency=max_concurrency, max_queue=max_queue, cancel_grace=cancel_grace
         )

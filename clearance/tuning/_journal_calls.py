@@ -12,7 +12,16 @@ call id). :func:`corpus_record` writes it in the corpus format ``clearance repla
 ``arguments`` is ``null`` when any value was withheld (the journal never had it).
 ``expected`` is the decision taken, so a replay reports every call whose decision flips;
 calls that ended before the evaluator (unknown tool, invalid arguments) have
-``decision: null`` and no ``expected``.
+``decision: null`` and no ``expected``. ``grant`` names the grant that allowed a call its
+policies asked for (``expected`` stays the policies' ``ask``: a replay decides policies,
+not the person's answers).
+
+With ``CallFolder(conversations=True)`` each row also carries ``conversation``, what its
+session had seen when it was decided, in the corpus's form: the messages the host gave
+(``message_added``, journaled with ``Harness(journal_messages=True)``) and the results of
+the session's earlier calls as the model was shown them (``tool_finished``, with the
+call's final arguments), so that a replay reads each argument's provenance as the live
+decision did. Values the journal withheld (rule R8) are withheld there too.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from typing import Any
 
 from clearance._pointer import REDACTED, iter_strings
 from clearance.harness.journal import JournalEvent
+from clearance.harness.tools import CallToolResult, result_values
 
 __all__ = ["CallFolder", "CallRow", "calls_from_events", "corpus_record"]
 
@@ -62,6 +72,13 @@ class CallRow:
     that could not be canonicalized), ``guardrail NAME``, or the stage's name."""
     host: str | None = None
     """The host that decided the call (records written before hosts were named: None)."""
+    grant: str | None = None
+    """The grant that allowed the call, when one did."""
+    read_provenance: bool = False
+    """Whether its decision read the provenance of an argument."""
+    conversation: list[dict[str, Any]] | None = None
+    """What its session had seen when it was decided, in the corpus's form (only with
+    ``CallFolder(conversations=True)``)."""
 
     @property
     def decided(self) -> tuple[str, str]:
@@ -116,10 +133,17 @@ class CallRow:
 
 
 class CallFolder:
-    """Folds records into calls; feed it records in ``seq`` order."""
+    """Folds records into calls; feed it records in ``seq`` order. With
+    ``conversations=True`` each row gets its session's conversation (see the module doc):
+    an export pays for it, the table does not."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, conversations: bool = False) -> None:
         self.rows: list[CallRow] = []
+        self._conversations: dict[str, list[dict[str, Any]]] | None = {} if conversations else None
+        self._started: dict[tuple[str, str | None], Any] = {}
+        """Final arguments of the started calls, for their result's entry."""
+        self.sessions_with_messages: set[str] = set()
+        """Sessions that have ``message_added`` records."""
         self._running: dict[tuple[str, str | None], CallRow] = {}
         self._authorized: dict[tuple[str, str | None], CallRow] = {}
         """Calls a host runs itself: complete at their decision, updated in place when the
@@ -154,7 +178,11 @@ class CallFolder:
                 stage=data.get("stage"),
                 stopped_by=None if outcome == "dispatched" else _stopped_by(data),
                 host=data.get("host") if isinstance(data.get("host"), str) else None,
+                grant=data.get("grant") if isinstance(data.get("grant"), str) else None,
+                read_provenance=bool(data.get("provenance")),
             )
+            if self._conversations is not None:
+                row.conversation = list(self._conversations.get(event.session_id, ()))
             self.rows.append(row)
             if outcome == "dispatched":
                 self._running[(event.session_id, event.call_id)] = row
@@ -164,6 +192,11 @@ class CallFolder:
             row.finished = True
             return row
         key = (event.session_id, event.call_id)
+        if self._conversations is not None:
+            self._converse(event, key)
+        if event.type == "message_added":
+            self.sessions_with_messages.add(event.session_id)
+            return None
         if event.type == "authorization_withdrawn":
             withdrawn = self._authorized.pop(key, None)
             if withdrawn is not None:
@@ -191,6 +224,40 @@ class CallFolder:
             return row_or_none
         return None
 
+    def _converse(self, event: JournalEvent, key: tuple[str, str | None]) -> None:
+        """Add what ``event`` gave its session to the session's conversation."""
+        assert self._conversations is not None
+        data = event.data
+        entry: dict[str, Any] | None = None
+        if event.type == "message_added" and "content" in data:
+            entry = {k: data[k] for k in ("role", "tool", "call_id", "content") if k in data}
+        elif event.type == "tool_started":
+            self._started[key] = data.get("arguments")
+        elif event.type == "tool_finished":
+            arguments = self._started.pop(key, None)
+            result = data.get("result")
+            # What the model was shown, as the live ledger recorded it (see
+            # clearance.harness._running): a result no guardrail blocked.
+            if (
+                isinstance(result, dict)
+                and data.get("status") in ("ok", "error")
+                and not data.get("result_blocked")
+            ):
+                shown = CallToolResult(
+                    content=result.get("content") or [],
+                    structured_content=result.get("structured_content"),
+                )
+                entry = {
+                    "role": "tool",
+                    "tool": str(data.get("qualified_name") or data.get("tool") or "?"),
+                    "call_id": event.call_id,
+                    "content": result_values(shown),
+                }
+                if isinstance(arguments, dict):
+                    entry["arguments"] = arguments
+        if entry is not None:
+            self._conversations.setdefault(event.session_id, []).append(entry)
+
 
 def calls_from_events(events: Iterable[JournalEvent]) -> list[CallRow]:
     """One row per call (in the order the calls were decided), from records in ``seq``
@@ -211,6 +278,10 @@ def corpus_record(row: CallRow) -> dict[str, Any]:
     }
     if row.decision is not None:
         record["expected"] = row.decision
+    if row.grant is not None:
+        record["grant"] = row.grant
+    if row.conversation is not None:
+        record["conversation"] = row.conversation
     record.update(
         reasons=row.reasons,
         outcome=row.status,

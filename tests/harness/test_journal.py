@@ -132,10 +132,14 @@ def open_sink(kind: str, tmp_path: Path, durability: Durability = "normal") -> J
 async def mixed_run(journal: Journal, *, withdrawn: bool = False) -> None:
     """Allowed, failing, asked, denied, invalid calls; with ``withdrawn``, one of every
     kind of record (a host's authorization withdrawn when its grant is revoked too)."""
-    async with Harness(registry(), evaluator=evaluator(), journal=journal) as harness:
+    async with Harness(
+        registry(), evaluator=evaluator(), journal=journal, journal_messages=withdrawn
+    ) as harness:
         session = await harness.create_session(
             principal=ALICE, session_id="s1", on_permission_ask=lambda ask: "allow_session"
         )
+        session.add_user_message("Count to four.")  # journaled (message_added) with withdrawn
+        session.add_tool_result("t.ok", "c0", {"counted": [1, 2]})
         await session.call_tool("t__ok", {"n": 1, "token": "hunter2"}, call_id="c1", turn_id="t1")
         await session.call_tool("t__fails", {"n": 2}, call_id="c2")
         await session.call_tool("t__asked", {"n": 3}, call_id="c3")
@@ -253,6 +257,13 @@ async def test_records_have_the_documented_form(kind: str, tmp_path: Path) -> No
         assert record.type == e.type and record.seq == e.seq
         assert undocumented(record) == [], (e.type, undocumented(record))
     decided = {e.call_id: e.data for e in events if e.type == "call_decided"}
+    messages = [(e.data, e.call_id) for e in events if e.type == "message_added"]
+    assert messages == [
+        ({"role": "user", "content": "Count to four."}, None),
+        ({"role": "tool", "tool": "t.ok", "call_id": "c0", "content": {"counted": [1, 2]}}, None),
+    ]
+    first_call = min(e.seq for e in events if e.call_id == "c1")
+    assert all(e.seq < first_call for e in events if e.type == "message_added")
     assert decided["c1"]["arguments"] == {"n": 1, "token": "[REDACTED]"}
     assert decided["c3"]["ask"]["answer"] == "allow_session"
     assert decided["c4"]["outcome"] == "denied" and decided["c4"]["stage"] == "evaluator"

@@ -12,7 +12,9 @@ Each record has ``version``, ``seq`` (monotonic per journal, continued after a r
   ``tool_finished`` (status ``ok | error | failed | blocked | cancelled | timeout |
   interrupted``);
 - ``authorization_withdrawn``: an allowed authorization the host never used that no longer
-  holds (expired, its grant revoked, or given up; rule R12): the call did not run.
+  holds (expired, its grant revoked, or given up; rule R12): the call did not run;
+- ``message_added``: a message or tool result the host gave the session, with
+  ``Harness(journal_messages=True)`` only (what a replay of its calls' provenance reads).
 
 Rule R7: a call that started has exactly one ``tool_started`` and one ``tool_finished``.
 Opening a durable journal (:class:`JsonlJournal`, :class:`SqliteJournal`) appends a
@@ -101,6 +103,8 @@ if TYPE_CHECKING:
         CallDecidedRecord,
         EventRecord,
         GuardrailRecord,
+        MessageAddedData,
+        MessageAddedRecord,
         PermissionAskedData,
         PermissionAskedRecord,
         PermissionDecidedData,
@@ -139,6 +143,8 @@ __getattr__, __dir__ = lazy_attributes(
             "CallDecidedRecord",
             "EventRecord",
             "GuardrailRecord",
+            "MessageAddedData",
+            "MessageAddedRecord",
             "PermissionAskedData",
             "PermissionAskedRecord",
             "PermissionDecidedData",
@@ -185,6 +191,8 @@ __all__ = [
     "JsonlJournal",
     "MIGRATIONS",
     "MemoryJournal",
+    "MessageAddedData",
+    "MessageAddedRecord",
     "PermissionAskedData",
     "PermissionAskedRecord",
     "PermissionDecidedData",

@@ -38,6 +38,7 @@ EventType = Literal[
     "tool_progress",
     "tool_finished",
     "authorization_withdrawn",
+    "message_added",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
 

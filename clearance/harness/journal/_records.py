@@ -21,6 +21,8 @@ __all__ = [
     "CallDecidedRecord",
     "EventRecord",
     "GuardrailRecord",
+    "MessageAddedData",
+    "MessageAddedRecord",
     "PermissionAskedData",
     "PermissionAskedRecord",
     "PermissionDecidedData",
@@ -68,6 +70,26 @@ class SessionCreatedData(_Model):
 
 class SessionClosedData(_Model):
     """``session_closed`` carries no data."""
+
+
+class MessageAddedData(_Model):
+    """``message_added``: a message the host gave the session (``Session.add_message``,
+    ``add_user_message``, an agent's instructions) or a tool result it recorded
+    (``Session.add_tool_result``), journaled only with ``Harness(journal_messages=True)``
+    so that ``clearance journal export`` can give each call the conversation its
+    provenance was read from. Written before the session's next call is decided."""
+
+    role: Literal["user", "system", "tool"]
+    content: Any = None
+    """A message's text (the characters the provenance ledger reads of it); a tool
+    result's values (text or any JSON value)."""
+    tool: str | None = None
+    """For a result: the qualified name of the tool that returned it."""
+    call_id: str | None = None
+    """For a result: the id of the call that returned it."""
+    unrecorded: str | None = None
+    """Why the content is not here (it cannot be stored: a lone surrogate, a value that is
+    not JSON): a replay of the calls after it may read less of the user's than they did."""
 
 
 class SchemaCheck(_Model):
@@ -350,6 +372,13 @@ class ToolFinishedRecord(_Envelope):
     data: ToolFinishedData
 
 
+class MessageAddedRecord(_Envelope):
+    """A ``message_added`` record."""
+
+    type: Literal["message_added"]
+    data: MessageAddedData
+
+
 class AuthorizationWithdrawnRecord(_Envelope):
     """An ``authorization_withdrawn`` record."""
 
@@ -366,7 +395,8 @@ EventRecord: TypeAlias = Annotated[
     | ToolStartedRecord
     | ToolProgressRecord
     | ToolFinishedRecord
-    | AuthorizationWithdrawnRecord,
+    | AuthorizationWithdrawnRecord
+    | MessageAddedRecord,
     Field(discriminator="type"),
 ]
 """One validated record; the ``type`` field selects the model."""
