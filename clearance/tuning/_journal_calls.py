@@ -34,7 +34,6 @@ from typing import Any
 
 from clearance._pointer import REDACTED, iter_strings
 from clearance.harness.journal import JournalEvent
-from clearance.harness.tools import CallToolResult, result_values
 
 __all__ = ["CallFolder", "CallRow", "calls_from_events", "corpus_record"]
 
@@ -243,6 +242,10 @@ class CallFolder:
                 and data.get("status") in ("ok", "error")
                 and not data.get("result_blocked")
             ):
+                # Only an export reads results: `clearance journal` starts without the
+                # tools' modules (issue 34).
+                from clearance.harness.tools import CallToolResult, result_values
+
                 shown = CallToolResult(
                     content=result.get("content") or [],
                     structured_content=result.get("structured_content"),
