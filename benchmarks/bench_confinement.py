@@ -1,4 +1,4 @@
-"""What kernel confinement (rule R15) costs a ``shell.run`` call.
+"""What kernel confinement (rule R15) costs a ``shell.run`` call and a ``process.start``.
 
 The same command through the real handler, confined (the Landlock exec wrapper: a Python
 interpreter that walks the workspace for secrets, builds the ruleset and execs the program)
@@ -6,7 +6,11 @@ and unconfined (``Confinement(kind="none")``), timed call by call in interleaved
 that machine noise hits every row alike. Two commands (``true``, and ``git status`` in a
 small repository) in two workspaces: a small one (20 files, a ``.env`` at the top) and a
 larger one (5,000 files in 250 directories, ``.env`` files in some), where the walk for
-secrets costs more. The table shows the median and p99 in milliseconds, and the ratio.
+secrets costs more. A ``process`` row is one long-running process's round trip through
+the real ``process.*`` handlers: ``process.start`` of ``cat``, ``process.write`` of a line,
+``process.read`` until it comes back (the program runs: the wrapper has confined it and
+exec'd), and ``process.stop``. The table shows the median and p99 in milliseconds, and the
+ratio.
 
     python benchmarks/bench_confinement.py [--rounds 6] [--block 10] [--json]
 """
@@ -25,7 +29,7 @@ from pathlib import Path
 from _bench import Contender, interleave, summarize
 
 from clearance import CallContext, CallToolResult, Principal
-from clearance.toolsets import shell_tools
+from clearance.toolsets import process_tools, shell_tools
 from clearance.toolsets.confinement import Confinement, landlock_abi
 
 CTX = CallContext(
@@ -71,6 +75,24 @@ def contender(name: str, work: Path, command: str, confinement: Confinement) -> 
     return Contender(name, call)
 
 
+def process_contender(name: str, work: Path, confinement: Confinement) -> Contender:
+    start, read, write, stop = (t.handler for t in process_tools(work, confinement=confinement))
+
+    async def call(i: int) -> object:
+        started = start({"command": "cat"}, CTX)
+        assert isinstance(started, CallToolResult) and not started.is_error, started.text
+        process_id = json.loads(started.text)["id"]
+        write({"id": process_id, "input": f"line {i}\n"}, CTX)
+        seen = ""
+        while f"line {i}" not in seen:
+            answer = read({"id": process_id, "wait": 5}, CTX)
+            assert isinstance(answer, CallToolResult) and not answer.is_error, answer.text
+            seen += json.loads(answer.text)["output"]
+        return stop({"id": process_id}, CTX)
+
+    return Contender(name, call)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds")
@@ -95,6 +117,10 @@ def main() -> None:
                     confinement = Confinement(kind="none" if mode == "unconfined" else "landlock")
                     name = f"{ws_name}|{cmd_name}|{mode}"
                     contenders.append(contender(name, work, command, confinement))
+            for mode in ("unconfined", "confined"):
+                confinement = Confinement(kind="none" if mode == "unconfined" else "landlock")
+                name = f"{ws_name}|process|{mode}"
+                contenders.append(process_contender(name, work, confinement))
         asyncio.run(interleave(contenders, rounds=args.rounds, block=args.block, warmup=3))
         rows = [summarize(c) for c in contenders]
     medians = {r.name: r.median for r in rows}
@@ -117,7 +143,10 @@ def main() -> None:
     if args.json:
         print(json.dumps({"abi": abi, "rows": table}, indent=2))
         return
-    print(f"Landlock ABI {abi}; milliseconds per shell.run call through the real handler")
+    print(
+        f"Landlock ABI {abi}; milliseconds per shell.run call, or per process round trip "
+        "(start, write, read it back, stop), through the real handlers"
+    )
     header = f"{'workspace':<10} {'command':<11} {'mode':<11} {'calls':>6} {'median':>8}"
     print(header + f" {'p99':>8} {'rounds':>11} {'x':>6}")
     for row in table:

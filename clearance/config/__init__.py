@@ -52,6 +52,7 @@ from clearance.config._model import (
     LandlockConfig,
     LimitsConfig,
     NonInteractiveAnswer,
+    ProcessToolsConfig,
     ShellToolsConfig,
     ToolsConfig,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "LandlockConfig",
     "LimitsConfig",
     "NonInteractiveAnswer",
+    "ProcessToolsConfig",
     "ShellToolsConfig",
     "ToolsConfig",
     "build_confinement",

@@ -27,6 +27,7 @@ from clearance.provenance import TrustList
 from clearance.toolsets.confinement import Confinement
 from clearance.toolsets.files import register_files
 from clearance.toolsets.git import register_git
+from clearance.toolsets.process import ProcessLimits, register_process
 from clearance.toolsets.shell import register_shell
 
 __all__ = [
@@ -75,6 +76,15 @@ def build_registry(config: Config) -> ToolRegistry:
         register_shell(registry, shell.root, confinement=build_confinement(config), **options)
     if config.tools.git is not None:
         register_git(registry, config.tools.git.root, confinement=build_confinement(config))
+    if config.tools.process is not None:
+        process = config.tools.process
+        register_process(
+            registry,
+            process.root,
+            allowed_programs=process.allowed_programs,
+            limits=ProcessLimits(**process.limits()),
+            confinement=build_confinement(config),
+        )
     return registry
 
 

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +30,7 @@ from clearance.config._model import (
     JournalConfig,
     LandlockConfig,
     LimitsConfig,
+    ProcessToolsConfig,
     ShellToolsConfig,
     ToolsConfig,
 )
@@ -348,7 +350,9 @@ class _ConfigReader(TomlReader):
         )
 
     def load_tools(self, raw: Any) -> ToolsConfig:
-        raw = self.table(raw, ("tools",), ("files", "shell", "git", "confinement", "landlock"))
+        raw = self.table(
+            raw, ("tools",), ("files", "shell", "git", "process", "confinement", "landlock")
+        )
         files = None
         if "files" in raw:
             w: Where = ("tools", "files")
@@ -390,9 +394,33 @@ class _ConfigReader(TomlReader):
                 if files
                 else self.base
             )
+        default_root = files.root if files else self.base
+        process = self.load_process(raw["process"], default_root) if "process" in raw else None
         landlock = self.load_landlock(raw["landlock"]) if "landlock" in raw else LandlockConfig()
         return ToolsConfig(
-            files=files, shell=shell, git=git, confinement=confinement, landlock=landlock
+            files=files,
+            shell=shell,
+            git=git,
+            process=process,
+            confinement=confinement,
+            landlock=landlock,
+        )
+
+    def load_process(self, raw: Any, default_root: Path) -> ProcessToolsConfig:
+        w: Where = ("tools", "process")
+        keys = ("root", "allowed_programs", "max_processes", "max_output", "lifetime", "grace")
+        section = self.table(raw, w, keys)
+
+        def given(key: str, read: Callable[[Any, Where], Any]) -> Any:
+            return read(section[key], (*w, key)) if key in section else None
+
+        return ProcessToolsConfig(
+            given("root", self.existing_dir) or default_root,
+            given("allowed_programs", self.strings),
+            max_processes=given("max_processes", self.integer),
+            max_output=given("max_output", self.integer),
+            lifetime=given("lifetime", self.number),
+            grace=given("grace", self.number),
         )
 
     def load_landlock(self, raw: Any) -> LandlockConfig:

@@ -32,6 +32,7 @@ __all__ = [
     "JournalConfig",
     "LimitsConfig",
     "NonInteractiveAnswer",
+    "ProcessToolsConfig",
     "ShellToolsConfig",
     "ToolsConfig",
     "default_path_scope",
@@ -217,6 +218,35 @@ class GitToolsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessToolsConfig:
+    """``[tools.process]``: the bundled long-running process tools (``process.start``,
+    ``read``, ``write``, ``stop``). A limit left ``None`` is the toolset's default."""
+
+    root: Path
+    """The directory processes run in (default: the files root, else the config's dir)."""
+    allowed_programs: tuple[str, ...] | None = None
+    """Program names ``process.start`` may start (``None``: any; the policy decides)."""
+    max_processes: int | None = None
+    """Processes one session may hold at once (default 4)."""
+    max_output: int | None = None
+    """Bytes of output kept per process, the oldest dropped first (default 1,000,000)."""
+    lifetime: float | None = None
+    """Seconds a process may run before it is stopped (default 3600)."""
+    grace: float | None = None
+    """Seconds between terminate and kill when a process is stopped (default 5)."""
+
+    def limits(self) -> dict[str, Any]:
+        """The limits that were given, by ``ProcessLimits`` field name."""
+        given = {
+            "max_processes": self.max_processes,
+            "max_output": self.max_output,
+            "lifetime": self.lifetime,
+            "grace": self.grace,
+        }
+        return {k: v for k, v in given.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
 class LandlockConfig:
     """``[tools.landlock]``: the kernel ruleset the programs of ``shell.run`` run under
     (rule R15; see ``docs/confinement.md``)."""
@@ -243,6 +273,7 @@ class ToolsConfig:
     files: FilesToolsConfig | None = None
     shell: ShellToolsConfig | None = None
     git: GitToolsConfig | None = None
+    process: ProcessToolsConfig | None = None
     confinement: Literal["landlock", "none"] = "landlock"
     """``confinement = "landlock"`` (default): the programs the bundled tools run are
     confined by the kernel, and the tools refuse to start where it cannot; ``"none"``:
@@ -281,9 +312,9 @@ class Config:
     def default(cls, base_dir: str | os.PathLike[str] | None = None) -> Config:
         """The configuration used when no ``clearance.toml`` is found.
 
-        The bundled ``coding`` Cedar pack decides; the ``files`` and ``git`` tools work in
-        ``base_dir`` (default: the current directory) and ``shell.run`` runs the default
-        programs there; a ``PathScope`` keeps file paths inside it; the journal and grants
+        The bundled ``coding`` Cedar pack decides; the ``files``, ``git`` and ``process``
+        tools work in ``base_dir`` (default: the current directory) and ``shell.run`` runs
+        the default programs there (``process.start`` any program: the pack asks first); a ``PathScope`` keeps file paths inside it; the journal and grants
         go to ``clearance.db`` in the state directory (:func:`default_journal_path`),
         outside the workspace.
         """
@@ -296,6 +327,7 @@ class Config:
                 files=FilesToolsConfig(base),
                 shell=ShellToolsConfig(base),
                 git=GitToolsConfig(base),
+                process=ProcessToolsConfig(base),
             ),
             path=None,
             base_dir=base,

@@ -71,6 +71,11 @@ class Tool:
     """How arguments are interpreted, by JSON pointer: ``{"/path": "path", "/to/*":
     "email"}`` (see :mod:`clearance.facts`). Each is canonicalized once per call, and every
     stage after schema validation, the handler included, sees the canonical value (R11)."""
+    on_session_close: Callable[[str], None] | None = None
+    """Called with a session's id when a session that may call this tool closes (and so
+    when the harness closes), in a worker thread, after the session's calls have ended:
+    for tools that keep something per session (``process.start``'s processes). Tools
+    that share one callable have it called once per session."""
     namespace: str = field(default="", init=False)
     qualified_name: str = field(default="", init=False)
     model_alias: str = field(default="", init=False)
@@ -285,6 +290,8 @@ class ToolRegistry:
                 ) from None
         if not isinstance(tool.annotations, Mapping):
             raise ToolRegistrationError(qualified, "annotations must be a mapping")
+        if tool.on_session_close is not None and not callable(tool.on_session_close):
+            raise ToolRegistrationError(qualified, "on_session_close is not callable")
         schema = tool.input_schema
         if not isinstance(schema, Mapping):
             raise ToolRegistrationError(qualified, "input_schema must be a JSON object")
@@ -319,6 +326,7 @@ class ToolRegistry:
             server=tool.server,
             root=tool.root,
             facts=dict(tool.facts),
+            on_session_close=tool.on_session_close,
         )
         tool.declared_facts = declared
         tool.deciding = deciding_of(declared, schema)

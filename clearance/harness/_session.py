@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
 
 from clearance.errors import ClosedError
 from clearance.harness._call_state import CallState
@@ -420,6 +421,7 @@ class Session:
             for call in self.authorized.values():
                 telemetry.end(call, "cancelled", call.record.get("decision"), ())
         self.authorized.clear()
+        await self._close_tools()
         self.harness.grants.end_session(self.id)
         self.harness.hub.close_session(self.id)
         self.harness.sessions.pop(self.id, None)
@@ -430,6 +432,20 @@ class Session:
                 )
             except Exception as exc:
                 log.warning("journal failed to record session close: %r", exc)
+
+    async def _close_tools(self) -> None:
+        """Run the tools' ``on_session_close`` callbacks (each once): what a tool keeps
+        for this session (its processes) ends with it. A failing one is logged; the
+        others still run."""
+        hooks = {id(t.on_session_close): t.on_session_close for t in self.tools.values()}
+        for hook in hooks.values():
+            if hook is None:
+                continue
+            with anyio.CancelScope(shield=True):
+                try:
+                    await anyio.to_thread.run_sync(hook, self.id)
+                except Exception as exc:
+                    log.warning("a tool's session close callback failed: %r", exc)
 
     async def __aenter__(self) -> Session:
         return self

@@ -7,6 +7,8 @@
   and time.
 - :mod:`clearance.toolsets.git`: ``status``, ``diff``, ``log``, ``show``, ``add``,
   ``commit``, ``branch``, ``checkout``, ``restore``, their arguments facts.
+- :mod:`clearance.toolsets.process`: long-running processes (``start``, ``read``,
+  ``write``, ``stop``), per session, stopped when their session closes.
 
 Example::
 
@@ -17,14 +19,17 @@ Example::
 
 from clearance.toolsets.files import files_guardrail, files_tools, register_files
 from clearance.toolsets.git import git_tools, register_git
+from clearance.toolsets.process import process_tools, register_process
 from clearance.toolsets.shell import register_shell, shell_tools
 
 __all__ = [
     "files_guardrail",
     "files_tools",
     "git_tools",
+    "process_tools",
     "register_files",
     "register_git",
+    "register_process",
     "register_shell",
     "shell_tools",
 ]

@@ -1,26 +1,44 @@
 """How the bundled tools that run programs run them: in the workspace, with a private
 ``HOME`` and ``TMPDIR`` and a minimal environment, under the kernel's confinement (R15).
 
-:class:`Runner` is shared by ``shell.run`` and the ``git`` toolset, so that every program a
-bundled tool starts gets the same environment and the same Landlock ruleset.
+:class:`Runner` is shared by ``shell.run``, the ``git`` toolset and ``process.start``, so
+that every program a bundled tool starts gets the same environment and the same Landlock
+ruleset, and ``shell.run`` and ``process.start`` read a command the same way (R11).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import tempfile
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
+from clearance.errors import ConfigError
+from clearance.facts.base import FactError
+from clearance.facts.command import check_words
 from clearance.harness.tools import CallContext, CallToolResult
 from clearance.toolsets._landlock import REFUSED
 from clearance.toolsets._results import error_result
+from clearance.toolsets._shell_confine import confine
 from clearance.toolsets._shell_process import run_process
 from clearance.toolsets.confinement import Confinement
 
-__all__ = ["Runner"]
+__all__ = ["Runner", "workspace"]
+
+
+def workspace(toolset: str, root: str | os.PathLike[str]) -> Path:
+    """``root`` resolved, the working directory of a toolset's programs.
+
+    Raises:
+        ConfigError: ``root`` is not an existing directory.
+    """
+    cwd = Path(root)
+    if not cwd.is_dir():
+        raise ConfigError(f"{toolset} root {os.fspath(root)!r} is not an existing directory")
+    return cwd.resolve()
 
 
 class Runner:
@@ -91,20 +109,58 @@ class Runner:
             }
         )
 
+    def command(
+        self, verb: str, command: str, allowed: frozenset[str] | None
+    ) -> tuple[list[str], dict[str, str]] | CallToolResult:
+        """The argv and environment a command line runs as (``shell.run``'s ``command``,
+        canonical: split with :func:`shlex.split`, no shell), or the error result that
+        refuses it. ``verb`` names the tool in refusals; ``allowed``, when given, holds
+        the program names (the first word as written) that may run."""
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            return error_result(f"{verb}: cannot parse the command: {exc}", "parse_error")
+        if not argv:
+            return error_result(f"{verb}: the command is empty", "empty")
+        program = argv[0]
+        if allowed is not None and program not in allowed:
+            listed = ", ".join(sorted(allowed)) or "(none)"
+            return error_result(
+                f"{verb}: program {program!r} is not allowed; allowed programs: {listed}",
+                "not_allowed",
+            )
+        try:
+            # Defense in depth: the command fact refuses these before any policy runs.
+            check_words(argv)
+            return confine(argv, self.root, self.environment)
+        except FactError as exc:
+            return error_result(f"{verb}: {exc.reason}", "refused")
+
+    def launch(
+        self, verb: str, argv: list[str], env: Mapping[str, str]
+    ) -> list[str] | CallToolResult:
+        """The argv that starts ``argv`` under this toolset's confinement (the Landlock
+        exec wrapper around it; ``argv`` itself for ``"none"``), or the error result of a
+        program that cannot be found."""
+        if self._confiner is None:
+            return argv
+        program = _find_program(verb, argv[0], self.root, env)
+        if isinstance(program, CallToolResult):
+            return program
+        return self._confiner.wrap(program, argv, self._private)
+
     def run(self, argv: list[str], ctx: CallContext, env: Mapping[str, str]) -> CallToolResult:
         """Run ``argv`` with ``env`` (confined unless the confinement is ``"none"``); the
         result is :func:`~clearance.toolsets._shell_process.run_process`'s."""
         environment = dict(env)
-        if self._confiner is None:
-            return run_process(argv, self.root, environment, self.timeout, self.max_output, ctx)
-        program = _find_program(argv[0], self.root, environment)
-        if isinstance(program, CallToolResult):
-            return program
-        wrapped = self._confiner.wrap(program, argv, self._private)
+        wrapped = self.launch("run", argv, environment)
+        if isinstance(wrapped, CallToolResult):
+            return wrapped
         result = run_process(wrapped, self.root, environment, self.timeout, self.max_output, ctx)
         out = result.structured_content
         if (
-            isinstance(out, dict)
+            self._confiner is not None
+            and isinstance(out, dict)
             and out.get("exit_code") == REFUSED
             and str(out.get("stderr", "")).startswith("clearance confinement:")
         ):
@@ -112,21 +168,21 @@ class Runner:
         return result
 
 
-def _find_program(name: str, cwd: Path, env: Mapping[str, str]) -> str | CallToolResult:
+def _find_program(verb: str, name: str, cwd: Path, env: Mapping[str, str]) -> str | CallToolResult:
     """The file ``name`` runs, as ``execvp`` finds it: a path with a slash is taken from
     ``cwd`` (the wrapper's working directory too), a bare name is looked up on the
     command's ``PATH``."""
     if "/" in name:
         path = os.path.join(cwd, name)
         if not os.path.exists(path):
-            return error_result(f"run: program {name!r} not found", "not_found")
+            return error_result(f"{verb}: program {name!r} not found", "not_found")
         if os.path.isdir(path) or not os.access(path, os.X_OK):
-            return error_result(f"run: program {name!r} is not executable", "not_executable")
+            return error_result(f"{verb}: program {name!r} is not executable", "not_executable")
         return name  # as written: the wrapper runs in cwd, and a script sees this name
     # Relative entries of PATH (and empty ones: the current directory) are taken from
     # cwd, where the program runs, not from the harness's working directory.
     search = env.get("PATH", os.defpath).split(os.pathsep)
     found = shutil.which(name, path=os.pathsep.join(os.path.join(cwd, d) for d in search))
     if found is None:
-        return error_result(f"run: program {name!r} not found", "not_found")
+        return error_result(f"{verb}: program {name!r} not found", "not_found")
     return found

@@ -16,7 +16,7 @@ from typing import IO
 from clearance.harness.tools import CallContext, CallToolResult
 from clearance.toolsets._results import error_result
 
-__all__ = ["run_process"]
+__all__ = ["run_process", "spawn", "start_failure"]
 
 _POLL = 0.05  # seconds between checks for cancellation while the command runs
 _DRAIN_GRACE = 2.0  # seconds to wait for output readers once the process group is gone
@@ -38,23 +38,9 @@ def run_process(
     an error result when the command failed, timed out or could not start.
     """
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            close_fds=True,
-            # its own process group, so a timeout kills what it started too
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        return error_result(f"run: program {argv[0]!r} not found", "not_found")
-    except PermissionError:
-        return error_result(f"run: program {argv[0]!r} is not executable", "not_executable")
+        proc = spawn(argv, cwd, env, interactive=False)
     except OSError as exc:
-        return error_result(f"run: cannot start {argv[0]!r}: {exc.strerror}", "os_error")
+        return start_failure("run", argv[0], exc)
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Drain(proc.stdout, max_output), _Drain(proc.stderr, max_output)
     deadline = time.monotonic() + timeout
@@ -90,6 +76,38 @@ def run_process(
         structured_content=result,
         is_error=timed_out or proc.returncode != 0,
     )
+
+
+def spawn(
+    argv: list[str], cwd: Path, env: dict[str, str], *, interactive: bool
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own process group (so that stopping it stops what it started)
+    with no descriptor but its pipes: stdin from ``/dev/null`` and stdout and stderr apart
+    for a command; for an ``interactive`` process (``process.start``) stdin a pipe and
+    stderr merged into stdout, as a terminal shows them.
+
+    Raises:
+        OSError: the program could not be started.
+    """
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if interactive else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if interactive else subprocess.PIPE,
+        close_fds=True,
+        start_new_session=True,
+    )
+
+
+def start_failure(verb: str, program: str, exc: OSError) -> CallToolResult:
+    """The error result of a program :func:`spawn` could not start."""
+    if isinstance(exc, FileNotFoundError):
+        return error_result(f"{verb}: program {program!r} not found", "not_found")
+    if isinstance(exc, PermissionError):
+        return error_result(f"{verb}: program {program!r} is not executable", "not_executable")
+    return error_result(f"{verb}: cannot start {program!r}: {exc.strerror}", "os_error")
 
 
 def _kill_group(pid: int) -> None:

@@ -29,16 +29,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-from clearance.errors import ConfigError
 from clearance.facts.base import FactError
 from clearance.facts.git import GitRefFact
 from clearance.facts.paths import PathFact
 from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegistry
 from clearance.toolsets._results import error_result
-from clearance.toolsets._runner import Runner
+from clearance.toolsets._runner import Runner, workspace
 from clearance.toolsets._shell_confine import confine
 from clearance.toolsets.confinement import Confinement
 
@@ -138,10 +136,7 @@ def git_tools(
         ConfigError: ``root`` is not an existing directory.
         ConfinementError: Landlock was asked for and the kernel offers none.
     """
-    cwd = Path(root)
-    if not cwd.is_dir():
-        raise ConfigError(f"git root {os.fspath(root)!r} is not an existing directory")
-    cwd = cwd.resolve()
+    cwd = workspace("git", root)
     runner = Runner(
         "git", cwd, env=env, confinement=confinement, timeout=timeout, max_output=max_output
     )

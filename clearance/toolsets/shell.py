@@ -51,18 +51,12 @@ the process runner (process group, output drains, timeout, cancellation) in
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from clearance.errors import ConfigError
-from clearance.facts.base import FactError
-from clearance.facts.command import CommandFact, check_words
+from clearance.facts.command import CommandFact
 from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegistry
-from clearance.toolsets._results import error_result
-from clearance.toolsets._runner import Runner
-from clearance.toolsets._shell_confine import confine
+from clearance.toolsets._runner import Runner, workspace
 from clearance.toolsets.confinement import Confinement
 
 __all__ = ["register_shell", "shell_tools"]
@@ -109,39 +103,19 @@ def shell_tools(
         ConfinementError: Landlock was asked for (the default) and the kernel offers
             none; pass ``Confinement(kind="none")`` to run commands unconfined.
     """
-    cwd = Path(root)
-    if not cwd.is_dir():
-        raise ConfigError(f"shell root {os.fspath(root)!r} is not an existing directory")
-    cwd = cwd.resolve()
+    cwd = workspace("shell", root)
     if timeout <= 0:
         raise ValueError("timeout must be positive")
     allowed = None if allowed_programs is None else frozenset(allowed_programs)
     runner = Runner(
         "shell", cwd, env=env, confinement=confinement, timeout=timeout, max_output=max_output
     )
-    environment = runner.environment
 
     def run(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
-        command: str = arguments["command"]
-        try:
-            argv = shlex.split(command)
-        except ValueError as exc:
-            return error_result(f"run: cannot parse the command: {exc}", "parse_error")
-        if not argv:
-            return error_result("run: the command is empty", "empty")
-        program = argv[0]
-        if allowed is not None and program not in allowed:
-            listed = ", ".join(sorted(allowed)) or "(none)"
-            return error_result(
-                f"run: program {program!r} is not allowed; allowed programs: {listed}",
-                "not_allowed",
-            )
-        try:
-            # Defense in depth: the command fact refuses these before any policy runs.
-            check_words(argv)
-            argv, command_env = confine(argv, cwd, environment)
-        except FactError as exc:
-            return error_result(f"run: {exc.reason}", "refused")
+        prepared = runner.command("run", arguments["command"], allowed)
+        if isinstance(prepared, CallToolResult):
+            return prepared
+        argv, command_env = prepared
         return runner.run(argv, ctx, command_env)
 
     return [

@@ -86,7 +86,7 @@ def test_schema_in_cedar_and_json_formats(cli: Any, tmp_path: Path, bad_dir: Pat
 def test_validate_the_starter_pack(cli: Any) -> None:
     r = cli("policy", "validate", str(CODING))
     assert r.code == 0, r.err
-    assert re.match(r"ok: \d+ policies in .* validate against the schema of 17 tools", r.out)
+    assert re.match(r"ok: \d+ policies in .* validate against the schema of 21 tools", r.out)
 
 
 def test_validate_reports_every_problem_with_file_line_and_id(cli: Any, bad_dir: Path) -> None:

@@ -16,6 +16,7 @@ from clearance.policy.testing import load_decision_tests, run_decision_tests
 from clearance.toolsets.confinement import Confinement
 from clearance.toolsets.files import files_tools
 from clearance.toolsets.git import git_tools
+from clearance.toolsets.process import process_tools
 from clearance.toolsets.shell import shell_tools
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,6 +135,7 @@ def dummy_coding_registry(root: Path = ROOT) -> ToolRegistry:
         ],
     )
     registry.register("git", git_tools(root, confinement=Confinement(kind="none")))
+    registry.register("process", process_tools(root, confinement=Confinement(kind="none")))
     return registry
 
 
@@ -142,6 +144,7 @@ def bundled_registry(root: Path) -> ToolRegistry:
     registry.register("files", files_tools(root))
     registry.register("shell", shell_tools(root))
     registry.register("git", git_tools(root))
+    registry.register("process", process_tools(root))
     return registry
 
 
@@ -149,7 +152,7 @@ def test_the_coding_pack_passes_its_decision_tests() -> None:
     report = run_decision_tests(CODING, registry=dummy_coding_registry())
     assert report.passed, report.format()
     assert len(report.results) >= 20
-    assert {r.actual for r in report.results} == {"allow", "deny", "ask", "blocked"}
+    assert {r.actual for r in report.results} == {"allow", "deny", "ask", "blocked", "invalid"}
 
 
 def test_the_coding_pack_passes_against_the_bundled_toolsets(tmp_path: Path) -> None:

@@ -1,0 +1,328 @@
+"""The long-running processes of ``process.start``, per session: each in its own process
+group, its output kept in a ring buffer, stopped at the end of its lifetime, with its
+session, or when the harness goes.
+
+A :class:`ProcessTable` holds the processes of every session of one toolset. A process is
+found by its session and its id together: an id is 128 random bits, and an id of another
+session is not found (it reads as unknown, so that nothing tells a session that another
+one's process exists).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from secrets import token_hex
+from typing import IO
+
+from clearance.toolsets._shell_process import spawn
+
+__all__ = ["Output", "ProcessLimits", "ProcessTable", "RunningProcess", "stop_all"]
+
+_SLICE = 0.05  # seconds between checks for cancellation while waiting
+_DRAIN_GRACE = 2.0  # seconds to wait for the output reader once the process group is gone
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessLimits:
+    """What one toolset's processes may hold (each validated when built)."""
+
+    max_processes: int = 4
+    """Processes one session may hold at once (running, or ended and not yet stopped)."""
+    max_output: int = 1_000_000
+    """Bytes of output kept per process: a ring buffer, the oldest bytes dropped first."""
+    lifetime: float = 3600.0
+    """Seconds a process may run; then it is stopped as by ``process.stop``."""
+    grace: float = 5.0
+    """Seconds between the terminate and the kill signal when a process is stopped."""
+    max_read: int = 64_000
+    """The most bytes one ``process.read`` returns."""
+    max_wait: float = 30.0
+    """The most seconds one ``process.read`` waits for output."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_processes", "max_output", "max_read"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        for name in ("lifetime", "grace", "max_wait"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """What one read returns."""
+
+    data: bytes
+    dropped: int
+    """Bytes that left the ring buffer before they were read."""
+    more: bool
+    """More output is waiting (the read was cut at its byte cap)."""
+
+
+class _Ring:
+    """The last ``limit`` bytes of a stream, and how many were written in all."""
+
+    __slots__ = ("_data", "limit", "total")
+
+    def __init__(self, limit: int) -> None:
+        self._data = bytearray()
+        self.limit = limit
+        self.total = 0
+
+    def append(self, chunk: bytes) -> None:
+        self._data += chunk
+        self.total += len(chunk)
+        excess = len(self._data) - self.limit
+        if excess > 0:
+            del self._data[:excess]
+
+    def since(self, offset: int, cap: int) -> tuple[bytes, int, int]:
+        """``(data, dropped, next offset)``: at most ``cap`` bytes written after
+        ``offset``; ``dropped`` counts those no longer kept."""
+        start = self.total - len(self._data)
+        dropped = max(start - offset, 0)
+        begin = max(offset, start) - start
+        data = bytes(self._data[begin : begin + cap])
+        return data, dropped, start + begin + len(data)
+
+
+def _complete_utf8(data: bytes) -> int:
+    """The length of ``data`` without a UTF-8 sequence cut at its end (the next read
+    starts with the rest of it)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return len(data)
+        if byte >= 0xC0:  # a lead byte: is its sequence whole?
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return len(data) if back >= need else len(data) - back
+    return len(data)
+
+
+class RunningProcess:
+    """One started process: its group, its output ring, its stdin, its lifetime timer."""
+
+    def __init__(
+        self, process_id: str, command: str, proc: subprocess.Popen[bytes], limits: ProcessLimits
+    ) -> None:
+        self.id = process_id
+        self.command = command
+        """The canonical command it was started with (what the policy decided on)."""
+        self.pid = proc.pid
+        self._proc = proc
+        self._limits = limits
+        self._ring = _Ring(limits.max_output)
+        self._cursor = 0
+        self._changed = threading.Condition()
+        self._eof = False
+        self._stopping = threading.Lock()
+        self.ended: str | None = None
+        """Why it ended when clearance ended it: ``"stopped"``, ``"lifetime"``."""
+        self.started = time.monotonic()
+        assert proc.stdout is not None and proc.stdin is not None
+        os.set_blocking(proc.stdin.fileno(), False)
+        self._reader = threading.Thread(
+            target=self._drain, args=(proc.stdout,), daemon=True, name=f"process {process_id}"
+        )
+        self._reader.start()
+        self._timer = threading.Timer(limits.lifetime, self.stop, kwargs={"reason": "lifetime"})
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _drain(self, stream: IO[bytes]) -> None:
+        fd = stream.fileno()
+        try:
+            while chunk := os.read(fd, 65536):
+                with self._changed:
+                    self._ring.append(chunk)
+                    self._changed.notify_all()
+        except OSError:
+            pass
+        finally:
+            stream.close()
+            with self._changed:
+                self._eof = True
+                self._changed.notify_all()
+        # The pipe is at its end: the process has closed its output, most often by
+        # exiting; reap it, so that its exit code is known and a read stops waiting.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=self._limits.lifetime)
+        with self._changed:
+            self._changed.notify_all()
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code (negative: the signal that ended it); None while it runs."""
+        return self._proc.poll()
+
+    def read(self, cap: int, wait: float, cancelled: Callable[[], bool]) -> Output:
+        """The output written since the last read (at most ``cap`` bytes), waiting up to
+        ``wait`` seconds for some when there is none and the process runs (or until
+        ``cancelled()``)."""
+        deadline = time.monotonic() + wait
+        with self._changed:
+            while (
+                self._ring.total == self._cursor
+                and not self._eof
+                and self._proc.poll() is None
+                and not cancelled()
+            ):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(min(left, _SLICE))
+            data, dropped, end = self._ring.since(self._cursor, cap)
+            more = end < self._ring.total
+            if more or not self._eof:
+                keep = _complete_utf8(data)
+                end -= len(data) - keep
+                data = data[:keep]
+            self._cursor = end
+            return Output(data, dropped, more)
+
+    def write(self, data: bytes, close: bool, timeout: float, cancelled: Callable[[], bool]) -> int:
+        """Write ``data`` to the process's stdin (then close it when ``close``); returns
+        the bytes written, all of them unless the process stopped reading for
+        ``timeout`` seconds or the call was cancelled.
+
+        Raises:
+            BrokenPipeError: the process closed its input (or ended).
+            ValueError: its input was closed before.
+        """
+        stdin = self._proc.stdin
+        assert stdin is not None
+        if stdin.closed:
+            raise ValueError("its input is closed")
+        fd = stdin.fileno()
+        written = 0
+        deadline = time.monotonic() + timeout
+        while written < len(data) and not cancelled():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            _, ready, _ = select.select([], [fd], [], min(left, _SLICE))
+            if ready:
+                with contextlib.suppress(BlockingIOError):
+                    written += os.write(fd, data[written : written + 65536])
+        if close and written == len(data):
+            stdin.close()
+        return written
+
+    def stop(self, reason: str = "stopped") -> int | None:
+        """Terminate the process group, kill it after the grace period, and reap it;
+        returns the exit code. Safe to call more than once, from any thread."""
+        with self._stopping:
+            self._timer.cancel()
+            proc = self._proc
+            if proc.poll() is None:
+                self.ended = self.ended or reason
+                _signal_group(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=self._limits.grace)
+                except subprocess.TimeoutExpired:
+                    pass
+            # What the process left behind in its group (a server's workers) goes too.
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            self._reader.join(_DRAIN_GRACE)
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            return proc.returncode
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def stop_all(processes: Iterable[RunningProcess]) -> None:
+    """Stop ``processes`` together: every group gets its terminate signal at once, so that
+    closing a session waits one grace period, not one per process."""
+    threads = [threading.Thread(target=p.stop, daemon=True) for p in processes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+class ProcessTable:
+    """The processes of every session of one toolset (see the module docstring)."""
+
+    def __init__(self, limits: ProcessLimits) -> None:
+        self.limits = limits
+        self._sessions: dict[str, dict[str, RunningProcess]] = {}
+        self._lock = threading.Lock()
+        # At interpreter exit (a harness never closed), no process is left running.
+        weakref.finalize(self, _stop_sessions, self._sessions)
+
+    def start(
+        self,
+        session_id: str,
+        command: str,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+    ) -> RunningProcess | str:
+        """Start ``argv`` for ``session_id``; the process, or why it did not start.
+
+        Raises:
+            OSError: the program could not be started.
+        """
+        with self._lock:
+            held = self._sessions.setdefault(session_id, {})
+            if len(held) >= self.limits.max_processes:
+                return (
+                    f"this session holds {len(held)} processes, the most it may "
+                    f"({', '.join(held)}); stop one (process.stop) to start another"
+                )
+            proc = spawn(argv, cwd, env, interactive=True)
+            process_id = "p_" + token_hex(16)
+            running = RunningProcess(process_id, command, proc, self.limits)
+            held[process_id] = running
+            return running
+
+    def get(self, session_id: str, process_id: str) -> RunningProcess | None:
+        """The process ``process_id`` of ``session_id`` (None: not one of its processes)."""
+        with self._lock:
+            return self._sessions.get(session_id, {}).get(process_id)
+
+    def forget(self, session_id: str, process_id: str) -> None:
+        """Drop a stopped process from its session (its slot is free again)."""
+        with self._lock:
+            held = self._sessions.get(session_id)
+            if held is not None:
+                held.pop(process_id, None)
+                if not held:
+                    del self._sessions[session_id]
+
+    def close_session(self, session_id: str) -> None:
+        """Stop and forget every process of ``session_id`` (the session closed)."""
+        with self._lock:
+            held = self._sessions.pop(session_id, {})
+        stop_all(held.values())
+
+    def close(self) -> None:
+        """Stop and forget every process of every session."""
+        _stop_sessions(self._sessions, self._lock)
+
+
+def _stop_sessions(
+    sessions: dict[str, dict[str, RunningProcess]], lock: threading.Lock | None = None
+) -> None:
+    with lock or contextlib.nullcontext():
+        held = [p for processes in sessions.values() for p in processes.values()]
+        sessions.clear()
+    stop_all(held)
