@@ -78,6 +78,7 @@ SLOW = (
     "tests/tuning/test_replay.py::test_agentdojo_packs_score_as_published",
     "tests/toolsets/test_files_search.py::test_a_catastrophic_search_does_not_stall_another_session",
     "tests/test_readme.py::test_the_top_commands_run_in_a_fresh_checkout",
+    "tests/inbox/test_inbox_browser.py::test_a_store_outage_is_one_banner_and_every_button_is_disabled",
     "tests/test_readme.py::test_each_install_line_resolves",
     "tests/test_readme.py::test_the_browser_blocks_install_line_resolves",
     "tests/test_readme.py::test_an_answer_without_a_key_is_no_answer",

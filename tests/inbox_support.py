@@ -11,9 +11,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from clearance import Harness, Principal, Tool, ToolRegistry
 from clearance.harness.ask_store import StoredAsk
@@ -175,3 +179,22 @@ def start_inbox(*args: str, cwd: Path, timeout: float = 30) -> Running:
     process.kill()
     _, err = process.communicate(timeout=10)
     raise AssertionError(f"clearance inbox did not start: {err}")
+
+
+@asynccontextmanager
+async def serving(inbox: Any) -> AsyncIterator[Any]:
+    """``inbox.serve`` on a free port in this process (its watcher running) until the
+    block ends: what it started on (``InboxStarted``: the address and each link)."""
+    started: list[Any] = []
+    listening = anyio.Event()
+
+    def ready(at: Any) -> None:
+        started.append(at)
+        listening.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: inbox.serve(port=0, ready=ready))
+        with anyio.fail_after(10):
+            await listening.wait()
+        yield started[0]
+        tg.cancel_scope.cancel()

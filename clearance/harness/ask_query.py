@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal, NamedTuple
 
 from clearance.harness.ask_store import HOST_GONE, StoredAsk, shown_asks
 
@@ -36,6 +36,7 @@ __all__ = [
     "GROUPS",
     "MAX_GROUPS",
     "AskFilter",
+    "ShownPage",
     "Dialect",
     "GroupBy",
     "group_key",
@@ -79,6 +80,21 @@ class AskFilter:
             and (self.policy is None or self.policy in ask.policies)
         )
 
+    def without(self, name: GroupBy) -> AskFilter:
+        """This filter, whatever ``name`` is (the choices a filter's menu offers)."""
+        cleared: dict[str, Any] = {name: None}
+        return replace(self, **cleared)
+
+
+class ShownPage(NamedTuple):
+    """A page of shown asks, and counts of every ask its filter holds."""
+
+    asks: list[StoredAsk]
+    total: int
+    """Every shown ask the filter holds (pending, and with its host gone)."""
+    waiting: int
+    """Those of them that are pending."""
+
 
 def group_key(ask: StoredAsk, by: GroupBy) -> str:
     """The value ``ask`` is grouped under by ``by`` (its first policy for ``policy``)."""
@@ -98,17 +114,18 @@ def shown_page(
     offset: int = 0,
     limit: int = 50,
     group: GroupBy | None = None,
-) -> tuple[list[StoredAsk], int]:
+) -> ShownPage:
     """One page of the shown asks ``where`` holds (``limit`` from ``offset``), oldest
     first, or by ``group``'s value and then oldest first; and how many it holds in all."""
     own = getattr(store, "shown_page", None)
     if callable(own):
-        page, total = own(where, offset=offset, limit=limit, group=group)
-        return list(page), int(total)
+        page, total, waiting = own(where, offset=offset, limit=limit, group=group)
+        return ShownPage(list(page), int(total), int(waiting))
     found = [a for a in shown_asks(store, since=where.since) if where.matches(a)]
     if group is not None:
         found.sort(key=lambda a: (group_key(a, group), a.created_at, a.ask_id))
-    return found[offset : offset + limit], len(found)
+    waiting = sum(1 for a in found if a.status == "pending")
+    return ShownPage(found[offset : offset + limit], len(found), waiting)
 
 
 def shown_groups(store: Any, where: AskFilter, by: GroupBy) -> list[tuple[str, int]]:
@@ -210,14 +227,16 @@ def page_sql(
     dialect: Dialect, table: str, columns: str, where: AskFilter, group: GroupBy | None
 ) -> tuple[str, str, list[Any]]:
     """The queries of :func:`shown_page` in ``dialect``: the page's rows (its last two
-    parameters are the limit and offset, to add) and the count, with their parameters."""
+    parameters are the limit and offset, to add) and the counts (every row, the pending
+    ones), with their parameters."""
     source, params = shown_sql(dialect, table, where)
     m = dialect.mark
     rows = (
         f"SELECT {columns} {source} ORDER BY {group_sql(dialect, group)}created_at, ask_id "
         f"LIMIT {m} OFFSET {m}"
     )
-    return rows, f"SELECT count(*) {source}", params
+    counts = "SELECT count(*), coalesce(sum(CASE WHEN status = 'pending' THEN 1 ELSE 0 END), 0)"
+    return rows, f"{counts} {source}", params
 
 
 def states_of(rows: Sequence[tuple[Any, ...]], gone: Mapping[str, bool]) -> dict[str, str]:

@@ -40,6 +40,7 @@ from clearance.harness.ask_query import (
     AskFilter,
     Dialect,
     GroupBy,
+    ShownPage,
     groups_sql,
     page_sql,
     shown_sql,
@@ -339,7 +340,7 @@ class PostgresAskStore:
 
     def shown_page(
         self, where: AskFilter, *, offset: int, limit: int, group: GroupBy | None = None
-    ) -> tuple[list[StoredAsk], int]:
+    ) -> ShownPage:
         """One page of the shown asks ``where`` holds, and how many it holds (see
         :func:`~clearance.harness.ask_query.shown_page`).
 
@@ -347,8 +348,9 @@ class PostgresAskStore:
             StoreError: the database is unreachable.
         """
         rows_sql, count_sql, params = page_sql(_DIALECT, self._table, _COLUMNS, where, group)
-        (total,) = self._fetch("count the asks", count_sql, tuple(params))[0]
-        return self._reported_rows(rows_sql, (*params, limit, offset)), int(total)
+        total, waiting = self._fetch("count the asks", count_sql, tuple(params))[0]
+        page = self._reported_rows(rows_sql, (*params, limit, offset))
+        return ShownPage(page, int(total), int(waiting))
 
     def shown_groups(self, where: AskFilter, by: GroupBy) -> list[tuple[str, int]]:
         """The values of ``by`` among the shown asks ``where`` holds, with their counts.

@@ -39,6 +39,7 @@ from clearance.harness.ask_query import (
     AskFilter,
     Dialect,
     GroupBy,
+    ShownPage,
     groups_sql,
     page_sql,
     shown_sql,
@@ -290,13 +291,13 @@ class SqliteAskStore:
 
     def shown_page(
         self, where: AskFilter, *, offset: int, limit: int, group: GroupBy | None = None
-    ) -> tuple[list[StoredAsk], int]:
+    ) -> ShownPage:
         """One page of the shown asks ``where`` holds, and how many it holds (see
         :func:`~clearance.harness.ask_query.shown_page`)."""
         rows_sql, count_sql, params = page_sql(_DIALECT, "asks", _COLUMNS, where, group)
         rows = self._db.execute(rows_sql, (*params, limit, offset)).fetchall()
-        (total,) = self._db.execute(count_sql, params).fetchone()
-        return [self._reported(r) for r in rows], int(total)
+        total, waiting = self._db.execute(count_sql, params).fetchone()
+        return ShownPage([self._reported(r) for r in rows], int(total), int(waiting))
 
     def shown_groups(self, where: AskFilter, by: GroupBy) -> list[tuple[str, int]]:
         """The values of ``by`` among the shown asks ``where`` holds, with their counts

@@ -16,6 +16,9 @@ every argument whole one click away.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from html import escape
@@ -23,9 +26,18 @@ from typing import Any
 
 from clearance._text import json_text, printable
 from clearance.harness.ask_display import ask_lines, deciding_fields
-from clearance.harness.ask_store import HOST_GONE, StoredAsk
+from clearance.harness.ask_query import GROUPS
+from clearance.harness.ask_store import ASK_LIFE, HOST_GONE, StoredAsk
 
-__all__ = ["ANSWER_LABELS", "ask_card", "ask_list", "inbox_page", "message_page"]
+__all__ = [
+    "ANSWER_LABELS",
+    "ask_card",
+    "ask_list",
+    "inbox_page",
+    "message_page",
+    "seen_digest",
+    "time_left",
+]
 
 ANSWER_LABELS: Mapping[str, str] = {
     "deny": "Deny",
@@ -102,8 +114,57 @@ def _scopes(ask: StoredAsk) -> str:
     )
 
 
-def ask_card(ask: StoredAsk) -> str:
-    """One ask as an ``<article>``: what it is, why it asks, and the answer form."""
+_SHOWN = (
+    "ask_id", "principal", "tool", "call_id", "session_id", "host", "arguments", "reason",
+    "policies", "suggestions", "deciding", "facts", "notes", "created_at",
+)  # fmt: skip
+"""What a card shows of an ask (``StoredAsk.to_json``'s fields)."""
+
+
+def seen_digest(ask: StoredAsk) -> str:
+    """A digest of everything the card of ``ask`` shows, and of the call's arguments hash:
+    the card's form carries it, and an answer whose digest is not the ask's now is
+    refused (the person answers the call they were shown, never another)."""
+    shown = {k: v for k, v in ask.to_json().items() if k in _SHOWN}
+    shown["arguments_hash"] = ask.arguments_hash
+    text = json.dumps(shown, sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+
+
+def time_left(seconds: float) -> str:
+    """How long an ask can still be answered, as the page's countdown says it."""
+    if seconds <= 0:
+        return "expired"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"expires in {hours} h {minutes:02d} min"
+    if minutes:
+        return f"expires in {minutes} min {secs:02d} s"
+    return f"expires in {secs} s"
+
+
+def _group_data(ask: StoredAsk) -> str:
+    """The card's ``data-`` attributes the page groups cards by."""
+    values = {
+        "host": ask.host,
+        "tool": ask.tool,
+        "principal": ask.principal,
+        "policy": ask.policies[0] if ask.policies else "",
+    }
+    assert tuple(values) == GROUPS
+    return "".join(f' data-{name}="{_h(value)}"' for name, value in values.items())
+
+
+def ask_card(ask: StoredAsk, *, expires_at: float | None = None, now: float | None = None) -> str:
+    """One ask as an ``<article>``: what it is, why it asks, how long it can still be
+    answered (until ``expires_at``, by default a stored ask's life after it was asked;
+    counted down by the page from ``now``), and the answer form."""
+    if expires_at is None:
+        expires_at = ask.created_at + ASK_LIFE
+    if now is None:
+        now = time.time()
     rows, elided = _argument_rows(ask, elide_values=True)
     whole = ""
     if elided:
@@ -144,17 +205,24 @@ def ask_card(ask: StoredAsk) -> str:
         if gone
         else '<form method="post" action="/answer">'
         f'<input type="hidden" name="ask_id" value="{ask_id}">'
+        f'<input type="hidden" name="seen" value="{seen_digest(ask)}">'
         f'<fieldset class="controls">{_scopes(ask)}<div class="buttons">{buttons}</div>'
         "</fieldset></form>"
     )
+    expires = (
+        ""
+        if gone
+        else f'<span class="expires" data-expires="{expires_at:.3f}">'
+        f"{time_left(expires_at - now)}</span>"
+    )
     return (
         f'<article class="ask{" host-gone" if gone else ""}" id="ask-{ask_id}" '
-        f'data-ask-id="{ask_id}">'
+        f'data-ask-id="{ask_id}"{_group_data(ask)}>'
         f'<header><h2 class="tool">{_h(ask.tool)}</h2>'
         f'<span class="who">{_h(ask.principal)}</span>'
         f'<span class="host">host <code>{_h(ask.host or "-")}</code></span>'
         f'<time datetime="{_h(_iso(ask.created_at))}">{_h(_when(ask.created_at))}</time>'
-        "</header>"
+        f"{expires}</header>"
         f'<p class="reason"><span class="label">Why</span> {_h(ask.reason)}</p>'
         f"{policies}"
         f'<div class="args">{rows}</div>{whole}{facts}{provenance}'
@@ -171,40 +239,70 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
 
 
-def ask_list(asks: Sequence[StoredAsk]) -> str:
-    """The cards of ``asks`` (what the page fetches to stay live)."""
-    return "".join(ask_card(ask) for ask in asks)
+def ask_list(
+    asks: Sequence[StoredAsk], *, max_age: float = ASK_LIFE, now: float | None = None
+) -> str:
+    """The cards of ``asks``, each answerable for ``max_age`` seconds from its asking."""
+    now = time.time() if now is None else now
+    return "".join(ask_card(a, expires_at=a.created_at + max_age, now=now) for a in asks)
 
 
-def _document(title: str, body: str, *, poll_ms: int | None = None) -> str:
-    poll = f' data-poll="{poll_ms}"' if poll_ms is not None else ""
-    script = '<script src="/static/inbox.js" defer></script>' if poll_ms is not None else ""
+def _document(title: str, body: str, *, data: Mapping[str, str] | None = None) -> str:
+    attributes = "".join(f' data-{k}="{_h(v)}"' for k, v in (data or {}).items())
+    script = '<script src="/static/inbox.js" defer></script>' if data is not None else ""
     return (
         "<!doctype html>"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_h(title)}</title>"
         '<link rel="stylesheet" href="/static/inbox.css">'
-        f"{script}</head><body{poll}>{body}</body></html>"
+        f"{script}</head><body{attributes}>{body}</body></html>"
     )
 
 
-def inbox_page(*, store: str, poll_ms: int) -> str:
+_FILTER_LABELS = {"host": "Host", "tool": "Tool", "principal": "Principal", "policy": "Policy"}
+
+
+def _filters() -> str:
+    """The filter and group controls: their options are the store's values and counts,
+    which the script fills in (as text, never as markup)."""
+    selects = "".join(
+        f'<label>{label} <select name="{name}" id="filter-{name}">'
+        f'<option value="">any</option></select></label>'
+        for name, label in _FILTER_LABELS.items()
+    )
+    groups = "".join(
+        f'<option value="{name}">{label.lower()}</option>' for name, label in _FILTER_LABELS.items()
+    )
+    return (
+        f'<form id="filters" class="filters">{selects}'
+        f'<label>Group by <select name="group" id="group"><option value="">nothing</option>'
+        f"{groups}</select></label></form>"
+    )
+
+
+def inbox_page(*, store: str, page_size: int) -> str:
     """The inbox: a shell with no ask and nothing secret on it. Its script signs in with
-    the token in the link's fragment, then fills in who is signed in and the cards."""
+    the token in the link's fragment, then fills in who is signed in, the filters and the
+    cards of one page (``page_size`` asks), and keeps them live from the inbox's events."""
     body = (
         '<header class="top"><h1>clearance inbox</h1>'
         f'<span class="store">{_h(store)}</span>'
         '<span class="user" id="user" hidden>signed in as <strong id="who"></strong></span>'
         '<button type="button" id="signout" hidden>Sign out</button></header>'
-        '<main><p class="summary"><span id="count"></span>'
+        '<div id="outage" class="outage" role="alert" hidden></div>'
+        f"<main>{_filters()}"
+        '<p class="summary"><span id="count"></span>'
         ' <span id="status" role="status">Signing in</span></p>'
         '<p id="signin" hidden>Not signed in: open the link <code>clearance inbox</code> '
         "printed for you (each person has their own).</p>"
         '<p id="empty" hidden>No asks waiting. New ones appear here as hosts raise them.</p>'
-        '<div id="asks"></div></main>'
+        '<div id="asks"></div>'
+        '<nav id="pager" class="pager" hidden><button type="button" id="prev">Previous</button>'
+        ' <span id="range"></span> <button type="button" id="next">Next</button></nav>'
+        "</main>"
     )
-    return _document("clearance inbox", body, poll_ms=poll_ms)
+    return _document("clearance inbox", body, data={"page-size": str(page_size)})
 
 
 def message_page(title: str, message: str, *, back: bool = True) -> str:

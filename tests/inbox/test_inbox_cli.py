@@ -31,7 +31,15 @@ def test_it_prints_one_link_per_person_and_serves_them(inbox_process: Running) -
         assert client.get("/asks").status_code == 401
         bob = token_of(inbox_process.links["bob"])
         listed = client.get("/asks", headers=bearer(bob))
-        assert listed.status_code == 200 and listed.json() == {"user": "bob", "cards": ""}
+        assert listed.status_code == 200
+        assert listed.json() == {
+            "user": "bob",
+            "cards": "",
+            "total": 0,
+            "waiting": 0,
+            "offset": 0,
+            "limit": 50,
+        }
 
 
 def test_a_server_on_another_port_holding_every_cookie_cannot_answer(
