@@ -122,8 +122,8 @@ def shown_page(
         page, total, waiting = own(where, offset=offset, limit=limit, group=group)
         return ShownPage(list(page), int(total), int(waiting))
     found = [a for a in shown_asks(store, since=where.since) if where.matches(a)]
-    if group is not None:
-        found.sort(key=lambda a: (group_key(a, group), a.created_at, a.ask_id))
+    # The stores' order: the group's value, then oldest first, then by id.
+    found.sort(key=lambda a: (group_key(a, group) if group else "", a.created_at, a.ask_id))
     waiting = sum(1 for a in found if a.status == "pending")
     return ShownPage(found[offset : offset + limit], len(found), waiting)
 

@@ -140,21 +140,26 @@ def test_a_lapsed_lease_reads_host_gone_in_the_states(store: Any) -> None:
     assert shown_states(store, 0.0) == {"ask_001": HOST_GONE}
 
 
-def test_a_page_of_ten_thousand_reads_one_page(tmp_path: Path) -> None:
-    """The page's rows are the only bodies read: a filter that holds one ask in 10,000
-    answers in well under the time reading them all takes."""
+def test_a_page_of_ten_thousand_reads_only_its_rows(tmp_path: Path) -> None:
+    """The filter is in the query: of 10,000 asks, only the page's rows are turned into
+    asks (benchmarks/bench_inbox.py measures the time)."""
     store = SqliteAskStore(tmp_path / "asks.db")
     store._db.execute("BEGIN")
     for n in range(10_000):
         store.put(make(n, f"h{n % 7}", TOOLS[n % 2], PRINCIPALS[0], (POLICIES[n % 3],)))
     store._db.execute("COMMIT")
-    t = time.perf_counter()
-    everything = store.pending()
-    read_all = time.perf_counter() - t
-    t = time.perf_counter()
-    page, total, _ = shown_page(store, AskFilter(host="h3", policy="review"), offset=0, limit=20)
-    paged = time.perf_counter() - t
-    assert total == len([n for n in range(10_000) if n % 7 == 3 and n % 3 == 1])
-    assert len(page) == 20 and len(everything) == 10_000
-    assert paged < read_all / 3, (paged, read_all)
+    read: list[str] = []
+    reported = store._reported
+
+    def counting(row: tuple[Any, ...]) -> StoredAsk:
+        read.append(row[0])
+        return reported(row)
+
+    store._reported = counting  # type: ignore[method-assign]
+    page, total, waiting = shown_page(
+        store, AskFilter(host="h3", policy="review"), offset=20, limit=20
+    )
+    expected = [f"ask_{n:03d}" for n in range(10_000) if n % 7 == 3 and n % 3 == 1]
+    assert total == waiting == len(expected)
+    assert [a.ask_id for a in page] == read == expected[20:40]
     store.close()
