@@ -303,6 +303,12 @@ class Recorder:
             return
         self.harness.hub.publish(event)
 
+    async def journal_harness_records(self) -> None:
+        """Journal the harness's own records waiting to be written (policy reloads)."""
+        pending = self.harness.unjournaled
+        while pending:
+            await self.harness.journal.append(pending.popleft())
+
     async def _journal_messages(self, session: Session) -> None:
         """Journal the messages and results the host gave ``session`` since its last call
         (``message_added``; ``Harness(journal_messages=True)``), before the call is

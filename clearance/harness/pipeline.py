@@ -312,6 +312,8 @@ class Pipeline(Stages, Approval, HostRuns):
         if self.telemetry is not None:
             self.telemetry.begin(call)
         try:
+            if self.harness.unjournaled:
+                await self.journal_harness_records()
             if call.session.unjournaled:
                 await self._journal_messages(call.session)
             ended = await self._decide(call, context or {})

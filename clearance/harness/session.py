@@ -14,6 +14,7 @@ import os
 import secrets
 import socket
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -210,6 +211,10 @@ class Harness:
         """The asks whose answers this harness applied (newest last): a store rolled back
         by hand (an answer set from ``consumed`` to ``answered`` again) cannot make one
         answer authorize twice here (R5)."""
+        self.unjournaled: deque[JournalEvent] = deque()
+        """Records of the harness itself (``policies_reloaded``) that the evaluator gave
+        from a synchronous place, for the pipeline to journal before the next call is
+        decided (and the harness when it closes)."""
         self.close_hooks: list[Callable[[], Awaitable[None]]] = []
         """Async callables run (last first) when the harness closes, before the journal."""
         host = getattr(self.journal, "host", None)
@@ -263,6 +268,10 @@ class Harness:
                     await hook()
                 except Exception as exc:
                     log.warning("a harness close hook failed: %r", exc)
+            try:
+                await self.pipeline.journal_harness_records()
+            except Exception as exc:
+                log.warning("journal failed to record a policy reload: %r", exc)
         if self._task_group is not None:
             # Exited outside the shielded scope: cancel scopes must nest.
             self._task_group.cancel_scope.cancel()
@@ -271,12 +280,37 @@ class Harness:
         with anyio.CancelScope(shield=True):
             await self.journal.aclose()
 
+    def _hear_reloads(self, evaluator: Any, role: str) -> None:
+        """Journal and count each reload of ``evaluator``'s policies (a Cedar evaluator's
+        ``on_reload``): a set that failed to load is seen beside the decisions."""
+        listeners = getattr(evaluator, "on_reload", None)
+        if isinstance(listeners, list):
+            listeners.append(lambda reload: self._policies_reloaded(role, reload))
+
+    def _policies_reloaded(self, role: str, reload: Any) -> None:
+        """A ``policies_reloaded`` record for the next call to write (the evaluator
+        reloads from a synchronous place: its watch runs inside ``evaluate``)."""
+        data = {
+            "evaluator": role,
+            "loaded": bool(reload.loaded),
+            "how": reload.how,
+            "policy_version": reload.policy_version,
+            "error": reload.error,
+            "directory": reload.directory,
+            "host": self.host,
+        }
+        self.unjournaled.append(JournalEvent("policies_reloaded", "", None, None, data))
+        if self.telemetry is not None:
+            self.telemetry.policy_reloaded(role, loaded=bool(reload.loaded), how=reload.how)
+
     def freeze(self) -> None:
         """Freeze the registry and check the evaluator's rules against it (once)."""
         if not self._bound:
             bind(self.evaluator, self.registry)
+            self._hear_reloads(self.evaluator, "live")
             if self.shadow_evaluator is not None:
                 bind(self.shadow_evaluator, self.registry)
+                self._hear_reloads(self.shadow_evaluator, "shadow")
             names = [t.qualified_name for t in self.registry]
             for guard in (*self.argument_guardrails, *self.result_guardrails):
                 if not any(guard.applies_to(name) for name in names):

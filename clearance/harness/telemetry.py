@@ -206,7 +206,9 @@ class Telemetry:
 
     Metrics: ``clearance.decisions`` (a counter of calls by ``clearance.decision`` and
     ``clearance.outcome``), ``clearance.ask.duration`` (how long asks waited, by answer),
-    ``clearance.stage.duration`` (each stage, by ``clearance.stage``) and the GenAI
+    ``clearance.stage.duration`` (each stage, by ``clearance.stage``),
+    ``clearance.policy.reloads`` (each reload of the policies, by ``clearance.evaluator``,
+    ``clearance.outcome`` ``loaded`` or ``failed`` and ``clearance.reload``) and the GenAI
     ``gen_ai.execute_tool.duration`` (whole calls, by tool and ``error.type``), durations
     in seconds.
 
@@ -235,6 +237,11 @@ class Telemetry:
         self._decisions = meter.create_counter(
             "clearance.decisions", unit="{call}", description="Tool calls by decision and outcome."
         )
+        self._reloads = meter.create_counter(
+            "clearance.policy.reloads",
+            unit="{reload}",
+            description="Policy reloads by evaluator, outcome (loaded, failed) and how.",
+        )
         self._ask_duration = meter.create_histogram(
             "clearance.ask.duration",
             unit="s",
@@ -258,6 +265,17 @@ class Telemetry:
         self._error = trace.StatusCode.ERROR
 
     # -- the hooks ------------------------------------------------------------------------
+
+    def policy_reloaded(self, evaluator: str, *, loaded: bool, how: str) -> None:
+        """Count one reload of ``evaluator``'s policies (``live`` or ``shadow``)."""
+        self._reloads.add(
+            1,
+            {
+                "clearance.evaluator": evaluator,
+                "clearance.outcome": "loaded" if loaded else "failed",
+                "clearance.reload": how,
+            },
+        )
 
     def begin(self, call: CallState) -> None:
         """Deciding starts: the call's span, started at the call's start."""

@@ -251,7 +251,9 @@ async def test_records_have_the_documented_form(kind: str, tmp_path: Path) -> No
     journal = open_sink(kind, tmp_path)
     await mixed_run(journal, withdrawn=True)
     events = list(open_sink(kind, tmp_path).events()) if kind != "memory" else journal.events()
-    assert {e.type for e in events} == set(EVENT_TYPES)
+    # policies_reloaded, a record of the harness, needs a Cedar set that reloads: its
+    # form is checked in tests/harness/test_reload_journal.py.
+    assert {e.type for e in events} == set(EVENT_TYPES) - {"policies_reloaded"}
     for e in events:
         record = parse_event(e)
         assert record.type == e.type and record.seq == e.seq

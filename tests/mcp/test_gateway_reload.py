@@ -11,9 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
-from clearance import Principal, ToolRegistry
+from clearance import Principal, SqliteJournal, ToolRegistry
 from clearance.config import build_evaluator, load_config
 from clearance.policy.cedar import CedarEvaluator
 
@@ -72,6 +73,15 @@ def test_sighup_reloads_the_policies_and_keeps_the_last_good_set(tmp_path: Path)
     finally:
         process.terminate()
         process.wait(timeout=30)
+    # Both reloads are in the journal too (written at the latest when the gateway closes).
+    journal = SqliteJournal(tmp_path / "journal.db")
+    try:
+        reloads = [e.data for e in journal.events() if e.type == "policies_reloaded"]
+    finally:
+        anyio.run(journal.aclose)
+    assert [(r["loaded"], r["how"]) for r in reloads] == [(True, "reload"), (False, "reload")]
+    assert "p.cedar:1" in reloads[1]["error"]
+    assert reloads[1]["policy_version"] == reloads[0]["policy_version"]  # the last good set
 
 
 def test_a_configured_cedar_directory_is_watched_unless_told_not_to(tmp_path: Path) -> None:

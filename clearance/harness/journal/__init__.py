@@ -14,7 +14,9 @@ Each record has ``version``, ``seq`` (monotonic per journal, continued after a r
 - ``authorization_withdrawn``: an allowed authorization the host never used that no longer
   holds (expired, its grant revoked, or given up; rule R12): the call did not run;
 - ``message_added``: a message or tool result the host gave the session, with
-  ``Harness(journal_messages=True)`` only (what a replay of its calls' provenance reads).
+  ``Harness(journal_messages=True)`` only (what a replay of its calls' provenance reads);
+- ``policies_reloaded``: the evaluator's policies reloaded, or failed to and the previous
+  set stayed (a record of the harness: ``session_id`` is empty).
 
 Rule R7: a call that started has exactly one ``tool_started`` and one ``tool_finished``.
 Opening a durable journal (:class:`JsonlJournal`, :class:`SqliteJournal`) appends a
@@ -109,6 +111,8 @@ if TYPE_CHECKING:
         PermissionAskedRecord,
         PermissionDecidedData,
         PermissionDecidedRecord,
+        PoliciesReloadedData,
+        PoliciesReloadedRecord,
         ResultReference,
         SchemaCheck,
         SessionClosedData,
@@ -149,6 +153,8 @@ __getattr__, __dir__ = lazy_attributes(
             "PermissionAskedRecord",
             "PermissionDecidedData",
             "PermissionDecidedRecord",
+            "PoliciesReloadedData",
+            "PoliciesReloadedRecord",
             "ResultReference",
             "SchemaCheck",
             "SessionClosedData",
@@ -197,6 +203,8 @@ __all__ = [
     "PermissionAskedRecord",
     "PermissionDecidedData",
     "PermissionDecidedRecord",
+    "PoliciesReloadedData",
+    "PoliciesReloadedRecord",
     "ResultReference",
     "SCHEMA_VERSION",
     "SchemaCheck",

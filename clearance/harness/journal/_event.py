@@ -39,6 +39,7 @@ EventType = Literal[
     "tool_finished",
     "authorization_withdrawn",
     "message_added",
+    "policies_reloaded",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
 

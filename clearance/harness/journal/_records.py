@@ -23,6 +23,8 @@ __all__ = [
     "GuardrailRecord",
     "MessageAddedData",
     "MessageAddedRecord",
+    "PoliciesReloadedData",
+    "PoliciesReloadedRecord",
     "PermissionAskedData",
     "PermissionAskedRecord",
     "PermissionDecidedData",
@@ -90,6 +92,24 @@ class MessageAddedData(_Model):
     unrecorded: str | None = None
     """Why the content is not here (it cannot be stored: a lone surrogate, a value that is
     not JSON): a replay of the calls after it may read less of the user's than they did."""
+
+
+class PoliciesReloadedData(_Model):
+    """``policies_reloaded``: the evaluator's policies were reloaded (its directory watch
+    saw a change, or ``reload()``: SIGHUP in the gateway), or failed to load and the
+    previous set stayed in force. A record of the harness, not of a session: its
+    ``session_id`` is empty. Written before the next call is decided (and when the
+    harness closes)."""
+
+    evaluator: Literal["live", "shadow"]
+    loaded: bool
+    """True: the new set decides from now on; False: it failed to load (``error``)."""
+    how: Literal["watch", "reload"]
+    policy_version: str | None
+    """The digest of the set in force after it (as ``call_decided`` records it)."""
+    error: str | None = None
+    directory: str | None = None
+    host: str | None = None
 
 
 class SchemaCheck(_Model):
@@ -379,6 +399,13 @@ class MessageAddedRecord(_Envelope):
     data: MessageAddedData
 
 
+class PoliciesReloadedRecord(_Envelope):
+    """A ``policies_reloaded`` record."""
+
+    type: Literal["policies_reloaded"]
+    data: PoliciesReloadedData
+
+
 class AuthorizationWithdrawnRecord(_Envelope):
     """An ``authorization_withdrawn`` record."""
 
@@ -396,7 +423,8 @@ EventRecord: TypeAlias = Annotated[
     | ToolProgressRecord
     | ToolFinishedRecord
     | AuthorizationWithdrawnRecord
-    | MessageAddedRecord,
+    | MessageAddedRecord
+    | PoliciesReloadedRecord,
     Field(discriminator="type"),
 ]
 """One validated record; the ``type`` field selects the model."""

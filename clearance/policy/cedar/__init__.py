@@ -16,7 +16,7 @@ from clearance.policy.cedar.engine import (
     ScopeConstraint,
     format_policies,
 )
-from clearance.policy.cedar.evaluator import CedarEvaluator
+from clearance.policy.cedar.evaluator import CedarEvaluator, PolicyReload
 from clearance.policy.cedar.schema import generate_schema, schema_to_text, untyped_arguments
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "PolicyCheck",
     "PolicyInfo",
     "PolicyProblem",
+    "PolicyReload",
     "PolicySources",
     "ScopeConstraint",
     "check_directory",

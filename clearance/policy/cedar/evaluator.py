@@ -34,9 +34,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from clearance.errors import ConfigError, PolicyError
 from clearance.policy.base import AuthzRequest, Evaluator, Verdict, provenance_of
@@ -61,11 +62,32 @@ from clearance.policy.cedar.entities import (
 from clearance.policy.cedar.schema import SESSION_TYPE
 from clearance.types import Principal, ToolCatalog, ToolLike
 
-__all__ = ["CedarEvaluator", "PolicyInput"]
+__all__ = ["CedarEvaluator", "PolicyInput", "PolicyReload"]
 
 _log = logging.getLogger("clearance.policy.cedar")
 
 _PRINCIPAL_CACHE = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyReload:
+    """One reload of a :class:`CedarEvaluator`'s policies, as its ``on_reload`` listeners
+    get it: a harness journals it (``policies_reloaded``) and counts it in its telemetry
+    (``clearance.policy.reloads``), so a set that failed to load is seen where the
+    decisions are, not only in a log."""
+
+    loaded: bool
+    """True when the new set is in force; False when it failed to load and the previous
+    set stayed (without the permits of files that are gone)."""
+    how: Literal["watch", "reload"]
+    """``watch``: a change the directory watch found; ``reload``: :meth:`CedarEvaluator.reload`
+    (SIGHUP in the gateway)."""
+    policy_version: str | None
+    """The digest of the set in force after it (``Verdict.policy_version``)."""
+    error: str | None = None
+    """Why the new set did not load (file, line and policy where known)."""
+    directory: str | None = None
+    """The policy directory, when the set came from one."""
 
 
 class CedarEvaluator(Evaluator):
@@ -149,6 +171,26 @@ class CedarEvaluator(Evaluator):
         self._state = None
         self._unbound_engine = None
         self.last_error = None
+        self.on_reload: list[Callable[[PolicyReload], None]] = []
+        """Called with each :class:`PolicyReload` (a failure to load included), in the
+        thread that reloaded; an exception in one is logged, never raised."""
+
+    def _reported(self, how: Literal["watch", "reload"], error: Exception | None) -> None:
+        """Tell the ``on_reload`` listeners how a reload ended."""
+        if not self.on_reload:
+            return
+        event = PolicyReload(
+            loaded=error is None,
+            how=how,
+            policy_version=self.policy_version,
+            error=None if error is None else str(error),
+            directory=None if self._directory is None else str(self._directory),
+        )
+        for listener in list(self.on_reload):
+            try:
+                listener(event)
+            except Exception as exc:
+                _log.error("a policy reload listener failed: %r", exc)
 
     @classmethod
     def from_directory(
@@ -301,7 +343,9 @@ class CedarEvaluator(Evaluator):
             self._swap(sources)
         except (PolicyError, ConfigError) as exc:
             self.last_error = exc
+            self._reported("reload", exc)
             raise
+        self._reported("reload", None)
 
     def _swap(self, sources: Sources) -> None:
         """Load ``sources`` and put them in force (the previous set stays on error).
@@ -456,6 +500,7 @@ class CedarEvaluator(Evaluator):
             return
         try:
             self._swap(self._directory_files().sources_from(snapshot))
+            self._reported("watch", None)
             if snapshot.contents:
                 _log.info("reloaded Cedar policies from %s", self._directory)
             else:
@@ -479,6 +524,7 @@ class CedarEvaluator(Evaluator):
                 "" if kept is current else " without the permits of the files that are gone",
                 exc,
             )
+            self._reported("watch", exc)
 
     def _without_gone_permits(self, current: Sources, snapshot: Snapshot) -> Sources:
         """``current`` without the permits of its policy files that ``snapshot`` no
