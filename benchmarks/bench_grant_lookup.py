@@ -12,7 +12,11 @@ decisions covered by it (median of the per-call mean over rounds, microseconds):
   loop);
 - ``reload full`` / ``reload feed``: one lookup right after another connection added a
   grant to the SQLite file, reading every row again (before) or only the rows the change
-  feed names (now).
+  feed names (now);
+- ``postgres``, ``pg full``, ``pg feed``: the same three for ``PostgresGrantStore`` on the
+  server of ``--url`` (a schema of its own, dropped at the end; ``--url ''`` leaves
+  PostgreSQL out). Its notices are turned off for the reload columns, so that the lookup
+  timed is the one that reads the change.
 
     python benchmarks/bench_grant_lookup.py [--calls 200] [--sizes 10,1000,10000,100000]
 """
@@ -20,6 +24,9 @@ decisions covered by it (median of the per-call mean over rounds, microseconds):
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import secrets
 import statistics
 import tempfile
 import time
@@ -43,6 +50,7 @@ from clearance import (
 from clearance.harness.grants import GrantStore
 from clearance.policy import LocalEvaluator
 
+DEFAULT_URL = os.environ.get("CLEARANCE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 PRINCIPAL = 'User::"alice"'
 TOOL = "files.write_file"
 HIT = {"path": "src/hit.py", "content": "x"}
@@ -70,16 +78,23 @@ def grants(n: int) -> list[Grant]:
 
 
 def fill(store: GrantStore, n: int) -> None:
+    rows = [(g.grant_id, json.dumps(g.to_json())) for g in grants(n)]
     if isinstance(store, SqliteGrantStore):
-        import json
-
         with store._lock:  # one transaction: adding 100,000 grants one by one takes minutes
             store._db.execute("BEGIN IMMEDIATE")
-            store._db.executemany(
-                "INSERT INTO grants VALUES (?, ?)",
-                [(g.grant_id, json.dumps(g.to_json())) for g in grants(n)],
-            )
+            store._db.executemany("INSERT INTO grants VALUES (?, ?)", rows)
             store._db.execute("COMMIT")
+        store.list()  # loaded
+    elif hasattr(store, "database"):  # PostgresGrantStore: one statement
+        schema = store.database.schema
+        store.database.run(
+            "fill",
+            lambda conn: conn.execute(
+                f"INSERT INTO {schema}.grants (grant_id, body) "
+                "SELECT * FROM unnest(%s::text[], %s::text[])",
+                ([r[0] for r in rows], [r[1] for r in rows]),
+            ),
+        )
         store.list()  # loaded
     else:
         for grant in grants(n):
@@ -117,26 +132,57 @@ async def decision_us(store: GrantStore, calls: int, rounds: int = 5) -> float:
     return statistics.median(times)
 
 
-def reload_us(store: SqliteGrantStore, other: SqliteGrantStore, full: bool) -> float:
+def reload_us(store: Any, other: Any, full: bool) -> float:
     times = []
     for k in range(5):
         other.add(Grant(f"g_new{full}{k}", PRINCIPAL, TOOL, GrantScope.exact({"k": k}), "always"))
-        if full:
-            store._seq = None  # as before: the whole table read again
+        if full:  # as before: the whole table read again
+            if isinstance(store, SqliteGrantStore):
+                store._seq = None
+            else:
+                store._version = None
         t = time.perf_counter()
         store.find(PRINCIPAL, TOOL, HIT, "s")
         times.append((time.perf_counter() - t) * 1e6)
     return statistics.median(times)
 
 
+async def postgres_row(url: str, n: int, calls: int) -> list[float]:
+    """``postgres``, ``pg full`` and ``pg feed`` for ``n`` grants, in a schema of its own."""
+    from clearance.harness.grants_postgres import PostgresGrantStore
+    from clearance.harness.postgres import PostgresDatabase
+
+    schema = "bench_" + secrets.token_hex(4)
+    sep = "&" if "?" in url else "?"
+    database = PostgresDatabase(f"{url}{sep}schema={schema}")
+    database.migrate()
+    # The other host only writes (load=False: a notice does not make it read the table).
+    store, other = PostgresGrantStore(database), PostgresGrantStore(database, load=False)
+    try:
+        fill(store, n)
+        row = [await decision_us(store, calls)]
+        store._unsubscribe()  # the lookup timed reads the change, not the listener
+        row.append(reload_us(store, other, full=True))
+        row.append(reload_us(store, other, full=False))
+        return row
+    finally:
+        store.close()
+        other.close()
+        database.run("drop the schema", lambda c: c.execute(f"DROP SCHEMA {schema} CASCADE"))
+        database.close()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--sizes", default="10,1000,10000,100000")
+    parser.add_argument("--url", default=DEFAULT_URL, help="the PostgreSQL server ('': none)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"decision time per call (us, median of 5 rounds of {args.calls} calls)")
-    header = ("grants", "scan", "indexed", "sqlite", "reload full", "reload feed")
+    header: tuple[str, ...] = ("grants", "scan", "indexed", "sqlite", "reload full", "reload feed")
+    if args.url:
+        header += ("postgres", "pg full", "pg feed")
     print("".join(f"{h:>13}" for h in header))
     for n in sizes:
         scan, indexed = ScanStore(), MemoryGrantStore()
@@ -155,6 +201,8 @@ async def main() -> None:
             finally:
                 store.close()
                 other.close()
+        if args.url:
+            row += await postgres_row(args.url, n, args.calls)
         print(f"{n:>13,}" + "".join(f"{v:>13,.0f}" for v in row), flush=True)
 
 

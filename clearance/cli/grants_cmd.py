@@ -1,9 +1,10 @@
 """``clearance grants``: list and revoke the persisted ``allow_always`` grants.
 
 Grants live in the SQLite grant store named by ``[approvals] grants`` (default: the journal
-file, ``clearance.db`` in the state directory, outside the workspace), or the file given
-with ``--db``. Session grants die with their
-session and are never in the file.
+file, ``clearance.db`` in the state directory, outside the workspace), the configuration's
+PostgreSQL ``store``, or what ``--db`` names (a file or a URL). Session grants die with
+their session and are never stored. ``list`` applies its filters in the query: the other
+grants are never read.
 
 A revoke takes effect at once everywhere (rule R12): every harness and gateway that
 shares the file, in this process or another, stops honouring the grant at its next
@@ -46,7 +47,7 @@ def _open_store(db: str | None, config_path: str | None) -> Any:
         # Imported here: psycopg is the optional ``postgres`` extra.
         from clearance.harness.grants_postgres import PostgresGrantStore
 
-        return PostgresGrantStore(url)
+        return PostgresGrantStore(url, load=False)
     path = Path(db) if db is not None else load_cli_config(config_path).grants_path
     if not path.is_file():
         fail(f"no grant store at {str(path)!r} (give the file with --db)")
@@ -87,12 +88,9 @@ def list_command(
             raise click.BadParameter(str(exc), param_hint="'--principal'") from None
     store = _open_store(db, config_path)
     try:
-        # SQLite: the filters are applied in the query, the other grants never loaded.
-        listed = (
-            store.query(principal=principal, tool=tool)
-            if isinstance(store, SqliteGrantStore)
-            else store.list(principal=principal, tool=tool)
-        )
+        # The filters are applied in the query (SQLite and PostgreSQL), the other grants
+        # never loaded.
+        listed = store.query(principal=principal, tool=tool)
         found: list[Grant] = sorted(listed, key=lambda g: g.created_at)
     finally:
         store.close()

@@ -3,14 +3,19 @@
 Works like :class:`~clearance.harness.grants_sqlite.SqliteGrantStore`: every store object
 keeps the persisted grants in memory, and every lookup first reads one change counter that
 a trigger in the database bumps on every change of the grants table, whoever makes it;
-when it moved, the store reloads the grants before answering. So a grant revoked on any
-host (or by ``clearance grants revoke``, or by hand in ``psql``) authorizes nothing from
-the next lookup on, on every host (rule R12). The counter read is one round trip (tens of
-microseconds on a local network).
+when it moved, the store reads the rows the change feed (``grants_changes``) names since
+the version it holds (every row when it is further behind than the feed reaches, or has
+read nothing yet) before answering. So a grant revoked on any host (or by ``clearance
+grants revoke``, or by hand in ``psql``) authorizes nothing from the next lookup on, on
+every host (rule R12). The counter read is one round trip (tens of microseconds on a
+local network); a change costs a refresh the rows it touched, not the table.
 
-The trigger also ``NOTIFY``s the change: each store reloads in its listener thread as soon
-as another host adds or revokes a grant (and after every reconnection), so that lookups
-seldom pay for a reload and :meth:`list` shows new grants within milliseconds.
+The trigger also ``NOTIFY``s the change: each store refreshes in its listener thread as
+soon as another host adds or revokes a grant (and after every reconnection), so that
+lookups seldom pay for a refresh and :meth:`list` shows new grants within milliseconds.
+
+:meth:`query` reads only the grants of one principal and tool (``clearance grants
+list``), by columns a trigger keeps from each row's body, indexed.
 
 When the database is unreachable a lookup raises :class:`~clearance.errors.StoreError`
 naming the store, so the call that needed it is denied (rule R1); lookups work again, by
@@ -19,13 +24,15 @@ themselves, once the database is back. Schema: :mod:`clearance.harness.postgres`
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from clearance.harness.grants import Grant, MemoryGrantStore
+from clearance.harness._grant_rows import PersistedGrantStore, Row
+from clearance.harness.grants import Grant
 from clearance.harness.postgres import Connection, PostgresDatabase, open_database
 
 __all__ = ["PostgresGrantStore"]
@@ -33,7 +40,7 @@ __all__ = ["PostgresGrantStore"]
 _log = logging.getLogger("clearance")
 
 
-class PostgresGrantStore(MemoryGrantStore):
+class PostgresGrantStore(PersistedGrantStore):
     """``allow_always`` grants in PostgreSQL; session grants stay in memory (see the
     module docstring).
 
@@ -41,22 +48,21 @@ class PostgresGrantStore(MemoryGrantStore):
         database: a ``postgresql://`` URL (the store opens and closes its own
             connections) or a :class:`~clearance.harness.postgres.PostgresDatabase` shared
             with other stores.
+        load: ``False`` for a store that only answers :meth:`query` and writes (``clearance
+            grants``): no grant is read before the first lookup (a notice does not load
+            them either).
 
     Raises:
         ConfigError: the URL is not a PostgreSQL URL.
     """
 
-    reads_database = True
-    """Lookups query the database: the pipeline runs them off the event loop."""
-
-    def __init__(self, database: str | PostgresDatabase) -> None:
+    def __init__(self, database: str | PostgresDatabase, *, load: bool = True) -> None:
         super().__init__()
         self.database, self._owned = open_database(database)
         self.path = self.database.name
+        self._load = load
         self._version: int | None = None
         """The change counter the in-memory grants reflect."""
-        self._rows: dict[str, tuple[str, Grant]] = {}
-        self._skipped: set[str] = set()
         self._reload_lock = threading.Lock()
         self._unsubscribe = self.database.subscribe("grants", self._notice)
 
@@ -83,6 +89,31 @@ class PostgresGrantStore(MemoryGrantStore):
         self._refresh()
         return super().list(principal=principal, tool=tool)
 
+    def query(
+        self, *, principal: str | None = None, tool: str | None = None
+    ) -> builtins.list[Grant]:
+        """The persisted grants of ``principal`` and ``tool`` (``None``: any), read with
+        the filters applied in the query, without loading the others (``clearance grants
+        list``). Unreadable rows are skipped, as by lookups.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        sql = f"SELECT grant_id, body FROM {self.database.schema}.grants"
+        where, params = [], []
+        for name, value in (("principal", principal), ("tool", tool)):
+            if value is not None:
+                where.append(f"{name} = %s")
+                params.append(value)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+
+        def read(conn: Connection) -> builtins.list[Row]:
+            return [(str(a), str(b)) for a, b in conn.execute(sql, params).fetchall()]
+
+        rows = self.database.run("read the grants", read, read=True)
+        return self._filtered(rows, principal, tool)
+
     def add(self, grant: Grant) -> None:
         """Keep ``grant``; an ``always`` grant is written through.
 
@@ -94,8 +125,8 @@ class PostgresGrantStore(MemoryGrantStore):
             self.database.run(
                 "add a grant",
                 lambda conn: conn.execute(
-                    f"INSERT INTO {self.database.schema}.grants VALUES (%s, %s) "
-                    "ON CONFLICT (grant_id) DO UPDATE SET body = EXCLUDED.body",
+                    f"INSERT INTO {self.database.schema}.grants (grant_id, body) "
+                    "VALUES (%s, %s) ON CONFLICT (grant_id) DO UPDATE SET body = EXCLUDED.body",
                     (grant.grant_id, body),
                 ),
             )
@@ -134,20 +165,23 @@ class PostgresGrantStore(MemoryGrantStore):
     # -- the persisted grants ----------------------------------------------------------------
 
     def _notice(self, payload: str | None) -> None:
-        """A change on another host (or a reconnection): reload now, off the lookups."""
+        """A change on another host (or a reconnection): refresh now, off the lookups."""
+        if self._version is None and not self._load:
+            return  # nothing read yet, nor wanted before a lookup
         if payload is not None and self._version is not None:
             try:
                 if int(payload) <= self._version:
-                    return  # our own change, or one already loaded
+                    return  # our own change, or one already read
             except ValueError:
                 pass
         try:
             self._refresh()
         except Exception as exc:  # the next lookup tries again, and fails closed
-            _log.debug("reloading the grants after a notice failed: %r", exc)
+            _log.debug("refreshing the grants after a notice failed: %r", exc)
 
     def _refresh(self) -> None:
-        """Reload the persisted grants when the database's change counter moved.
+        """Bring the persisted grants up to date when the database's change counter
+        moved: the rows the change feed names since the version held, or every row.
 
         Raises:
             StoreError: the database is unreachable.
@@ -161,41 +195,40 @@ class PostgresGrantStore(MemoryGrantStore):
         current = self.database.run("read the grants", version, read=True)
         if current is not None and current == self._version:
             return
-        with self._reload_lock:
-            if current is not None and current == self._version:
-                return  # another thread reloaded meanwhile
+        with self._reload_lock:  # one refresh at a time: each starts from the last one's
+            seen = self._version
+            if current is not None and current == seen:
+                return  # another thread refreshed meanwhile
 
-            def load(conn: Connection) -> tuple[int | None, list[tuple[str, str]]]:
-                # The counter and the rows from one snapshot: the copy is exactly the
-                # state at that version.
+            def load(conn: Connection) -> tuple[int, builtins.list[Row], list[str] | None]:
+                # The counter, the feed and the rows from one snapshot: the copy is
+                # exactly the state at that version (see the migration to version 3).
                 with conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                    seen = version(conn)
-                    rows = conn.execute(f"SELECT grant_id, body FROM {schema}.grants").fetchall()
-                return seen, [(str(a), str(b)) for a, b in rows]
+                    counter = conn.execute(
+                        f"SELECT version, pruned FROM {schema}.grants_version"
+                    ).fetchone()
+                    now, pruned = counter if counter is not None else (0, 0)
+                    changed: list[str] | None = None
+                    if seen is not None and pruned <= seen <= now:
+                        ids = conn.execute(
+                            f"SELECT DISTINCT grant_id FROM {schema}.grants_changes "
+                            "WHERE version > %s",
+                            (seen,),
+                        ).fetchall()
+                        if all(i is not None for (i,) in ids):  # NULL: a TRUNCATE
+                            changed = sorted(str(i) for (i,) in ids)
+                    if changed is None:
+                        rows = conn.execute(f"SELECT grant_id, body FROM {schema}.grants")
+                    else:
+                        rows = conn.execute(
+                            f"SELECT grant_id, body FROM {schema}.grants WHERE grant_id = ANY(%s)",
+                            (changed,),
+                        )
+                    read = [(str(a), str(b)) for a, b in rows.fetchall()]
+                return int(now), read, changed
 
-            seen, rows = self.database.run("read the grants", load, read=True)
+            now, rows, changed = self.database.run("read the grants", load, read=True)
             with self._lock:
-                if seen is not None and self._version is not None and seen < self._version:
-                    return  # a newer copy is already in place
-                self._replace_always(self._parse(rows))
-                self._version = seen
-
-    def _parse(self, rows: Iterable[tuple[str, str]]) -> tuple[Grant, ...]:
-        known, self._rows = self._rows, {}
-        for grant_id, body in rows:
-            cached = known.get(grant_id)
-            if cached is not None and cached[0] == body:
-                self._rows[grant_id] = cached
-                continue
-            try:
-                grant = Grant.from_json(json.loads(body))
-                if grant.kind != "always" or grant.grant_id != grant_id:
-                    raise ValueError("not a persisted grant")
-            except (ValueError, TypeError, KeyError, RecursionError) as exc:
-                if grant_id not in self._skipped:
-                    self._skipped.add(grant_id)
-                    _log.warning("%s: skipping grant %r: %s", self.path, grant_id, exc)
-                continue
-            self._rows[grant_id] = (body, grant)
-        return tuple(grant for _, grant in self._rows.values())
+                self._apply_rows(rows, changed)
+                self._version = now

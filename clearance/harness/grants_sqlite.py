@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import builtins
 import json
-import logging
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from clearance.errors import ConfigError
-from clearance.harness.grants import Grant, MemoryGrantStore
+from clearance.harness._grant_rows import FEED_KEPT, PersistedGrantStore, Row
+from clearance.harness.grants import Grant
 
 __all__ = ["SqliteGrantStore"]
-
-_log = logging.getLogger("clearance")
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS grants (grant_id TEXT PRIMARY KEY, body TEXT NOT NULL)",
@@ -58,12 +56,10 @@ _SCHEMA = (
     "BEGIN INSERT INTO grants_changes (grant_id) VALUES (OLD.grant_id); END",
 )
 _VERSION = "SELECT version FROM grants_version WHERE id = 1"
-_FEED_KEPT = 10_000
-"""Changes the feed keeps: a store further behind reloads every grant."""
 _IN_CHUNK = 500
 
 
-class SqliteGrantStore(MemoryGrantStore):
+class SqliteGrantStore(PersistedGrantStore):
     """``allow_always`` grants persisted in a SQLite file; session grants stay in memory.
 
     Lookups (``find``, ``list``) read the persisted grants from memory after one query
@@ -86,9 +82,6 @@ class SqliteGrantStore(MemoryGrantStore):
         ConfigError: the file cannot be opened or is not a SQLite database.
     """
 
-    reads_database = True
-    """Lookups query the database: the pipeline runs them off the event loop."""
-
     def __init__(self, path: str | Path, *, load: bool = True) -> None:
         super().__init__()
         self.path = str(path)
@@ -96,9 +89,6 @@ class SqliteGrantStore(MemoryGrantStore):
         """The change counter the in-memory grants reflect."""
         self._seq: int | None = None
         """The last change of the feed the in-memory grants reflect."""
-        self._rows: dict[str, tuple[str, Grant]] = {}
-        """Each persisted grant with its stored text: a reload parses only changed rows."""
-        self._skipped: set[str] = set()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         except sqlite3.Error as exc:
@@ -162,14 +152,7 @@ class SqliteGrantStore(MemoryGrantStore):
                 rows = self._db.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise ConfigError(f"cannot read the grant store: {exc}", path=self.path) from None
-        found = [self._parse_row(grant_id, body) for grant_id, body in rows]
-        return [
-            g
-            for g in found
-            if g is not None
-            and (principal is None or g.principal == principal)
-            and (tool is None or g.tool == tool)
-        ]
+        return self._filtered(rows, principal, tool)
 
     def add(self, grant: Grant) -> None:
         with self._lock:
@@ -201,7 +184,7 @@ class SqliteGrantStore(MemoryGrantStore):
                     last = self._db.execute("SELECT max(seq) FROM grants_changes").fetchone()[0]
                     if last is not None:  # one range of the primary key: cheap
                         self._db.execute(
-                            "DELETE FROM grants_changes WHERE seq <= ?", (last - _FEED_KEPT,)
+                            "DELETE FROM grants_changes WHERE seq <= ?", (last - FEED_KEPT,)
                         )
                     self._db.execute("COMMIT")
                 except BaseException:
@@ -245,8 +228,10 @@ class SqliteGrantStore(MemoryGrantStore):
                         or last < seen
                         or (first is not None and first > seen + 1)
                     ):
-                        rows = self._db.execute("SELECT grant_id, body FROM grants").fetchall()
-                        changed = None
+                        rows: list[Row] = self._db.execute(
+                            "SELECT grant_id, body FROM grants"
+                        ).fetchall()
+                        changed: list[str] | None = None
                     else:
                         changed = sorted(
                             {
@@ -268,53 +253,6 @@ class SqliteGrantStore(MemoryGrantStore):
                     self._db.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise ConfigError(f"cannot read the grant store: {exc}", path=self.path) from None
-            if changed is None:
-                self._replace_always(self._parse(rows))
-            else:
-                present = {grant_id for grant_id, _ in rows}
-                gone = [g for g in changed if g not in present]
-                for grant_id in gone:
-                    self._rows.pop(grant_id, None)
-                self._apply_always(self._parse_some(rows), gone)
+            self._apply_rows(rows, changed)
             self._version = version
             self._seq = last if last is not None else self._seq
-
-    def _parse_some(self, rows: Iterable[tuple[str, str]]) -> builtins.list[Grant]:
-        """Parse changed rows into ``_rows``; the grants read (an unreadable row is
-        dropped from memory: it authorizes nothing)."""
-        grants = []
-        for grant_id, body in rows:
-            self._rows.pop(grant_id, None)
-            grant = self._parse_row(grant_id, body)
-            if grant is None:
-                held = self._grants.get(grant_id)
-                if held is not None and held.kind == "always":
-                    self._forget(grant_id)
-                continue
-            self._rows[grant_id] = (body, grant)
-            grants.append(grant)
-        return grants
-
-    def _parse_row(self, grant_id: str, body: str) -> Grant | None:
-        try:
-            grant = Grant.from_json(json.loads(body))
-            if grant.kind != "always" or grant.grant_id != grant_id:
-                raise ValueError("not a persisted grant")
-        except (ValueError, TypeError, KeyError, RecursionError) as exc:
-            if grant_id not in self._skipped:
-                self._skipped.add(grant_id)
-                _log.warning("%s: skipping grant %r: %s", self.path, grant_id, exc)
-            return None
-        return grant
-
-    def _parse(self, rows: Iterable[tuple[str, str]]) -> tuple[Grant, ...]:
-        known, self._rows = self._rows, {}
-        for grant_id, body in rows:
-            cached = known.get(grant_id)
-            if cached is not None and cached[0] == body:
-                self._rows[grant_id] = cached
-                continue
-            grant = self._parse_row(grant_id, body)
-            if grant is not None:
-                self._rows[grant_id] = (body, grant)
-        return tuple(grant for _, grant in self._rows.values())

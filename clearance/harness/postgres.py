@@ -25,12 +25,19 @@ URLs are libpq's (``postgresql://user@host:5432/db``) with one addition: a ``sch
 parameter (``...?schema=team_a``) names the schema, which lets teams or tests share a
 database. Messages name the store by its URL without the password.
 
-Schema (version 2; ``MIGRATIONS`` lists each step)::
+Schema (version 3; ``MIGRATIONS`` lists each step)::
 
     meta(key text PRIMARY KEY, value text)           schema_version, created_at
-    grants(grant_id text PRIMARY KEY, body text)     body: Grant.to_json(), ASCII JSON
-    grants_version(id int PRIMARY KEY CHECK (id = 1), version bigint)
-        a statement trigger on grants bumps version and NOTIFYs "<schema>.grants"
+    grants(grant_id text PRIMARY KEY, body text,     body: Grant.to_json(), ASCII JSON
+           principal text, tool text)                (version 3) kept from the body by a
+                                                      row trigger, indexed
+    grants_version(id int PRIMARY KEY CHECK (id = 1), version bigint, pruned bigint)
+        a trigger before each statement on grants bumps version and NOTIFYs
+        "<schema>.grants"
+    grants_changes(version bigint, grant_id text)    (version 3) the change feed: the
+                                                      grants each version touched (NULL:
+                                                      all, a TRUNCATE); versions up to
+                                                      pruned are gone
     asks(ask_id text PRIMARY KEY, principal, tool, call_id, arguments_hash, status text,
          created_at float8, body text)
         a row trigger NOTIFYs "<schema>.asks" with "<ask_id> <status>"
@@ -99,7 +106,7 @@ Subscriber = Callable[[str | None], None]
 """Called from the listener thread with a notice's payload, or ``None`` after a reconnect
 (anything may have changed). It must be quick and must not raise."""
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The newest schema this version of clearance writes and reads."""
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -178,6 +185,71 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             # What recovery reads too: one host's asks from its bookmark on.
             "CREATE INDEX events_host_asks ON {s}.events (host_id, id) "
             "WHERE type = 'permission_asked'",
+        ),
+    ),
+    (
+        3,
+        (
+            # The grants' change feed (issue 38): each change names the grants it touched
+            # under the version it made, so a store reads only those rows, not the table.
+            # The counter is bumped BEFORE each statement: its row lock orders the
+            # writers, so versions commit in order and a snapshot that sees version V
+            # sees every change up to V (an identity column's values commit out of order).
+            "ALTER TABLE {s}.grants_version ADD COLUMN pruned bigint NOT NULL DEFAULT 0",
+            "CREATE TABLE {s}.grants_changes (version bigint NOT NULL, grant_id text)",
+            "CREATE INDEX grants_changes_by_version ON {s}.grants_changes (version)",
+            "DROP TRIGGER grants_bump ON {s}.grants",
+            """CREATE OR REPLACE FUNCTION {s}.grants_bump() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+            DECLARE v bigint;
+            BEGIN
+                UPDATE {s}.grants_version SET version = version + 1 WHERE id = 1
+                    RETURNING version INTO v;
+                IF v % 1000 = 0 THEN  -- keep the last 10,000 versions' changes
+                    DELETE FROM {s}.grants_changes WHERE version <= v - 10000;
+                    UPDATE {s}.grants_version SET pruned = v - 10000
+                        WHERE id = 1 AND pruned < v - 10000;
+                END IF;
+                IF TG_OP = 'TRUNCATE' THEN  -- every grant: a NULL id (reload all)
+                    INSERT INTO {s}.grants_changes VALUES (v, NULL);
+                END IF;
+                PERFORM pg_notify('{s}.grants', v::text);
+                RETURN NULL;
+            END $$""",
+            "CREATE TRIGGER grants_bump BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE "
+            "ON {s}.grants FOR EACH STATEMENT EXECUTE FUNCTION {s}.grants_bump()",
+            """CREATE FUNCTION {s}.grants_feed() RETURNS trigger LANGUAGE plpgsql AS $$
+            DECLARE v bigint;
+            BEGIN
+                SELECT version INTO v FROM {s}.grants_version WHERE id = 1;
+                IF TG_OP <> 'INSERT' THEN
+                    INSERT INTO {s}.grants_changes VALUES (v, OLD.grant_id);
+                END IF;
+                IF TG_OP <> 'DELETE' THEN
+                    INSERT INTO {s}.grants_changes VALUES (v, NEW.grant_id);
+                END IF;
+                RETURN NULL;
+            END $$""",
+            "CREATE TRIGGER grants_feed AFTER INSERT OR UPDATE OR DELETE "
+            "ON {s}.grants FOR EACH ROW EXECUTE FUNCTION {s}.grants_feed()",
+            # Whose grant and which tool, as columns kept from the body (a body that is
+            # not JSON gives NULLs: it matches no filter), indexed for `grants list`.
+            "ALTER TABLE {s}.grants ADD COLUMN principal text, ADD COLUMN tool text",
+            """CREATE FUNCTION {s}.grants_keys() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                BEGIN
+                    NEW.principal := NEW.body::json ->> 'principal';
+                    NEW.tool := NEW.body::json ->> 'tool';
+                EXCEPTION WHEN others THEN
+                    NEW.principal := NULL;
+                    NEW.tool := NULL;
+                END;
+                RETURN NEW;
+            END $$""",
+            "CREATE TRIGGER grants_keys BEFORE INSERT OR UPDATE OF body "
+            "ON {s}.grants FOR EACH ROW EXECUTE FUNCTION {s}.grants_keys()",
+            "UPDATE {s}.grants SET body = body",
+            "CREATE INDEX grants_by_key ON {s}.grants (principal, tool)",
         ),
     ),
 )
