@@ -2,12 +2,10 @@
 
 Both compute every new content first (nothing on disk changes while an old text is not
 found, a hunk does not apply, or a path is refused), then commit through a
-:class:`_Transaction`: new contents are written to temporary files beside their targets,
-then put in place by renames, each one undone if a later one fails. A file being replaced
-or deleted is first renamed aside, and only removed once every step succeeded, so an error
-at any step leaves every file as it was. (A crash of the process in the middle of the
-renames, a window of microseconds, leaves the set-aside originals as
-``.NAME.clearance-*.orig`` beside them.)
+:class:`~clearance.toolsets._file_transaction.Transaction`: new contents are written to
+temporary files beside their targets, then put in place by renames, each one undone if a
+later one fails, and a crash in the middle is finished or undone wholly at the next start
+(its log is read by :func:`~clearance.toolsets._file_transaction.recover`).
 
 Paths are canonical (the ``path`` and ``patch`` facts, rule R11) and opened from their
 directory's descriptor without following a link; the
@@ -16,11 +14,8 @@ directory's descriptor without following a link; the
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 import stat
-from dataclasses import dataclass
 from typing import Any
 
 from clearance.facts.base import FactError
@@ -29,6 +24,7 @@ from clearance.guardrails.paths import PathScope
 from clearance.harness.tools import CallContext, CallToolResult
 from clearance.toolsets._file_guard import FileGuard
 from clearance.toolsets._file_handlers import BINARY_SNIFF, Handler
+from clearance.toolsets._file_transaction import Change, Transaction
 from clearance.toolsets._results import error_result, file_failure
 
 __all__ = ["apply_patch_handler", "edit_handler"]
@@ -60,110 +56,6 @@ def _read_text(scope: PathScope, path: str, tool: str, max_bytes: int) -> tuple[
         return data.decode("utf-8"), stat.S_IMODE(mode)
     except UnicodeDecodeError:
         raise _Refused(f"{tool}: {path!r} is not UTF-8 text", "not_text") from None
-
-
-@dataclass(slots=True)
-class _Change:
-    """One file's part of a transaction."""
-
-    path: str
-    """The canonical path whose entry changes (the target, or the deleted source)."""
-    content: bytes | None
-    """The new content (None: the entry is removed)."""
-    mode: int = 0o644
-    replace: bool = False
-    """The entry exists and is replaced (else it must not exist)."""
-    remove_source: str | None = None
-    """A rename's source, removed once the target is in place."""
-
-
-class _Transaction:
-    """Put a set of :class:`_Change` in place, all of them or none (see the module
-    docstring)."""
-
-    def __init__(self, scope: PathScope) -> None:
-        self.scope = scope
-        self.token = secrets.token_hex(6)
-        self.undo: list[tuple[str, Any]] = []
-        self.cleanup: list[tuple[int, str]] = []
-
-    def commit(self, changes: list[_Change]) -> None:
-        with contextlib.ExitStack() as stack:
-            try:
-                self._commit(changes, stack)
-            except BaseException:
-                self._roll_back()
-                raise
-            for dir_fd, name in self.cleanup:
-                with contextlib.suppress(OSError):
-                    os.unlink(name, dir_fd=dir_fd)
-
-    def _parent(self, stack: contextlib.ExitStack, path: str, *, create: bool) -> tuple[int, str]:
-        if create:
-            self._note_created_dirs(path)
-        return stack.enter_context(
-            self.scope.open_parent(path, create=create, follow_symlinks=False)
-        )
-
-    def _note_created_dirs(self, path: str) -> None:
-        """Remember which parents of ``path`` do not exist yet (removed on roll back)."""
-        parts = path.split("/")[:-1]
-        root = str(self.scope.root)
-        for k in range(1, len(parts) + 1):
-            directory = "/".join(parts[:k])
-            if not os.path.lexists(os.path.join(root, directory)):
-                self.undo.append(("rmdir", os.path.join(root, directory)))
-
-    def _commit(self, changes: list[_Change], stack: contextlib.ExitStack) -> None:
-        staged: list[tuple[_Change, int, str, str | None]] = []
-        for change in changes:
-            dir_fd, name = self._parent(stack, change.path, create=change.content is not None)
-            temporary = None
-            if change.content is not None:
-                temporary = f".{name}.clearance-{self.token}.tmp"
-                fd = os.open(
-                    temporary,
-                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                    change.mode,
-                    dir_fd=dir_fd,
-                )
-                self.undo.append(("unlink", (dir_fd, temporary)))
-                with os.fdopen(fd, "wb") as f:
-                    f.write(change.content)
-                    f.flush()
-                    os.fsync(f.fileno())
-            staged.append((change, dir_fd, name, temporary))
-        for change, dir_fd, name, temporary in staged:
-            if change.replace or change.content is None:
-                aside = f".{name}.clearance-{self.token}.orig"
-                os.rename(name, aside, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-                self.undo.append(("rename", (dir_fd, aside, name)))
-                self.cleanup.append((dir_fd, aside))
-            if temporary is not None:
-                # link, not rename: it fails if the name exists (rename would overwrite)
-                os.link(
-                    temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False
-                )
-                self.undo.append(("unlink", (dir_fd, name)))
-                os.unlink(temporary, dir_fd=dir_fd)
-            if change.remove_source is not None:
-                src_fd, src_name = self._parent(stack, change.remove_source, create=False)
-                aside = f".{src_name}.clearance-{self.token}.orig"
-                os.rename(src_name, aside, src_dir_fd=src_fd, dst_dir_fd=src_fd)
-                self.undo.append(("rename", (src_fd, aside, src_name)))
-                self.cleanup.append((src_fd, aside))
-
-    def _roll_back(self) -> None:
-        for action, argument in reversed(self.undo):
-            with contextlib.suppress(OSError):
-                if action == "unlink":
-                    os.unlink(argument[1], dir_fd=argument[0])
-                elif action == "rename":
-                    dir_fd, aside, name = argument
-                    os.rename(aside, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-                elif action == "rmdir":
-                    os.rmdir(argument)
-        self.cleanup.clear()
 
 
 def _ending(text: str) -> str:
@@ -244,8 +136,8 @@ def edit_handler(guard: FileGuard, max_bytes: int) -> Handler:
                     )
                 text = text.replace(old, new)
                 replaced += count
-            _Transaction(guard.scope).commit(
-                [_Change(path, text.encode("utf-8", errors="replace"), mode, replace=True)]
+            Transaction(guard.scope).commit(
+                [Change(path, text.encode("utf-8", errors="replace"), mode, replace=True)]
             )
         except _Refused as exc:
             return error_result(str(exc), exc.kind)
@@ -279,7 +171,7 @@ def apply_patch_handler(guard: FileGuard, max_bytes: int) -> Handler:
                 current = f.target or f.source or ""
                 changes.append(_plan(guard.scope, f, max_bytes))
             current = ""
-            _Transaction(guard.scope).commit(changes)
+            Transaction(guard.scope).commit(changes)
         except _Refused as exc:
             return error_result(str(exc), exc.kind)
         except OSError as exc:
@@ -304,7 +196,7 @@ def _exists(scope: PathScope, path: str) -> bool:
     return True
 
 
-def _plan(scope: PathScope, f: FilePatch, max_bytes: int) -> _Change:
+def _plan(scope: PathScope, f: FilePatch, max_bytes: int) -> Change:
     """What ``f`` changes, computed without writing.
 
     Raises:
@@ -316,7 +208,7 @@ def _plan(scope: PathScope, f: FilePatch, max_bytes: int) -> _Change:
         if _exists(scope, f.target):
             raise _Refused(f"apply_patch: {f.target!r} already exists", "exists")
         text = "".join(t + ("\n" if nl else "") for h in f.hunks for _, t, nl in h.lines)
-        return _Change(f.target, text.encode("utf-8", errors="replace"), 0o666)
+        return Change(f.target, text.encode("utf-8", errors="replace"), 0o666)
     assert f.source is not None
     text, mode = _read_text(scope, f.source, "apply_patch", max_bytes)
     if f.operation == "delete":
@@ -327,12 +219,12 @@ def _plan(scope: PathScope, f: FilePatch, max_bytes: int) -> _Change:
                     f"apply_patch: {f.source!r} is not what the patch deletes (it changed)",
                     "does_not_apply",
                 )
-        return _Change(f.source, None)
+        return Change(f.source, None)
     new = _apply_hunks(text, f.hunks, f.source) if f.hunks else text
     data = new.encode("utf-8", errors="replace")
     if f.operation == "modify":
-        return _Change(f.source, data, mode, replace=True)
+        return Change(f.source, data, mode, replace=True)
     assert f.target is not None
     if _exists(scope, f.target):
         raise _Refused(f"apply_patch: {f.target!r} already exists", "exists")
-    return _Change(f.target, data, mode, remove_source=f.source)
+    return Change(f.target, data, mode, remove_source=f.source)

@@ -13,13 +13,25 @@ from clearance.harness.approvers import approvers_directory
 from clearance.harness.tools import CallToolResult
 from clearance.toolsets._results import error_result
 
-__all__ = ["PROTECTED", "SECRETS", "SQLITE_SIDE_FILES", "FileGuard", "secret_pattern"]
+__all__ = [
+    "LOG_NAME",
+    "PROTECTED",
+    "SECRETS",
+    "SQLITE_SIDE_FILES",
+    "FileGuard",
+    "secret_pattern",
+]
 
 PROTECTED: tuple[str, ...] = (".git", ".gitconfig")
 """Path segments the bundled mutating file tools refuse by default."""
 
 SQLITE_SIDE_FILES: tuple[str, ...] = ("", "-wal", "-shm", "-journal", "-starts", ".lock")
 """Suffixes of the files SQLite (and clearance's journal) keep beside a database."""
+
+LOG_NAME = re.compile(r"^\.clearance-patch-([0-9a-f]{12})\.(json|commit)$")
+"""The log and marker of an ``edit`` or ``apply_patch`` in progress, at the workspace's
+top (:mod:`clearance.toolsets._file_transaction`): the mutating tools refuse them (a
+planted log would have the next start rename files)."""
 
 SECRETS: tuple[str, ...] = (".env", ".env.*")
 """Glob patterns of the workspace's secrets, which no bundled tool reads or writes: the
@@ -82,6 +94,11 @@ class FileGuard:
         if mutating and (segment := _protected(path, self.segments)) is not None:
             return error_result(
                 f"{tool}: {segment!r} is protected and cannot be changed", "protected"
+            )
+        if mutating and LOG_NAME.match(path) is not None:
+            return error_result(
+                f"{tool}: {path!r} is the log of a change in progress; it cannot be changed",
+                "protected",
             )
         if self.secret(path):
             return error_result(

@@ -21,6 +21,7 @@ from clearance.toolsets._results import error_result, file_failure
 __all__ = [
     "BINARY_SNIFF",
     "Handler",
+    "exists_at",
     "list_dir_handler",
     "move_file_handler",
     "read_file_handler",
@@ -120,7 +121,7 @@ def move_file_handler(guard: FileGuard) -> Handler:
                     dst_fd,
                     dst_name,
                 ):
-                    if _exists(dst_name, dst_fd):
+                    if exists_at(dst_name, dst_fd):
                         raise FileExistsError(errno.EEXIST, "exists", destination)
                     os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
         except OSError as exc:
@@ -184,7 +185,9 @@ def _entry_line(entry: dict[str, Any]) -> str:
     return f"{entry['name']}  ({kind})"
 
 
-def _exists(name: str, dir_fd: int) -> bool:
+def exists_at(name: str, dir_fd: int) -> bool:
+    """Whether the entry ``name`` of the directory ``dir_fd`` exists (a link counts as
+    itself, not what it points to)."""
     try:
         os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:

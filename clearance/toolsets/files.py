@@ -45,6 +45,7 @@ from clearance.toolsets._file_handlers import (
     write_file_handler,
 )
 from clearance.toolsets._file_search import search_handler
+from clearance.toolsets._file_transaction import recover
 
 __all__ = [
     "PROTECTED",
@@ -84,8 +85,10 @@ def files_tools(
 
     ``read_file`` (read-only), ``write_file``, ``edit``, ``apply_patch`` and
     ``move_file`` (mutating), ``list_dir`` and ``search`` (read-only). ``edit`` and
-    ``apply_patch`` change their files wholly or not at all; every path of a patch is a
-    canonical fact (:class:`~clearance.facts.patch.PatchFact`). Register them with
+    ``apply_patch`` change their files wholly or not at all, a crash included: building
+    the tools finishes or undoes, wholly, a change a crash interrupted in ``root`` (see
+    :mod:`clearance.toolsets._file_transaction`). Every path of a patch is a canonical
+    fact (:class:`~clearance.facts.patch.PatchFact`). Register them with
     ``registry.register("files", files_tools(root))`` or :func:`register_files`.
 
     Args:
@@ -113,6 +116,7 @@ def files_tools(
     """
     scope = PathScope(root)
     guard = FileGuard(scope, protected, protected_files, read_only_paths, secrets)
+    recover(scope, lambda path: guard.refused("recover", path, mutating=True) is not None)
     path_fact = PathFact(scope.root)
     entry_fact = PathFact(scope.root, follow_final=False)
     return [
