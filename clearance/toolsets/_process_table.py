@@ -26,7 +26,7 @@ from typing import IO
 
 from clearance.toolsets._shell_process import spawn
 
-__all__ = ["Output", "ProcessLimits", "ProcessTable", "RunningProcess", "stop_all"]
+__all__ = ["Output", "ProcessLimits", "ProcessTable", "Ring", "RunningProcess", "stop_all"]
 
 _SLICE = 0.05  # seconds between checks for cancellation while waiting
 _DRAIN_GRACE = 2.0  # seconds to wait for the output reader once the process group is gone
@@ -71,7 +71,7 @@ class Output:
     """More output is waiting (the read was cut at its byte cap)."""
 
 
-class _Ring:
+class Ring:
     """The last ``limit`` bytes of a stream, and how many were written in all."""
 
     __slots__ = ("_data", "limit", "total")
@@ -88,14 +88,25 @@ class _Ring:
         if excess > 0:
             del self._data[:excess]
 
-    def since(self, offset: int, cap: int) -> tuple[bytes, int, int]:
-        """``(data, dropped, next offset)``: at most ``cap`` bytes written after
-        ``offset``; ``dropped`` counts those no longer kept."""
+    def take(self, offset: int, cap: int, final: bool) -> tuple[Output, int]:
+        """What a reader at ``offset`` reads (at most ``cap`` bytes) and its next offset.
+        Unless the stream is ``final`` (ended) and all of it read, a UTF-8 character cut
+        at the end is left for the next read (but for one longer than ``cap``, so that
+        reads move on)."""
         start = self.total - len(self._data)
         dropped = max(start - offset, 0)
         begin = max(offset, start) - start
         data = bytes(self._data[begin : begin + cap])
-        return data, dropped, start + begin + len(data)
+        end = start + begin + len(data)
+        more = end < self.total
+        if more or not final:
+            keep = _complete_utf8(data)
+            if keep == 0 and len(data) == cap:
+                keep = cap
+            end -= len(data) - keep
+            data = data[:keep]
+            more = end < self.total
+        return Output(data, dropped, more), end
 
 
 def _complete_utf8(data: bytes) -> int:
@@ -123,7 +134,7 @@ class RunningProcess:
         self.pid = proc.pid
         self._proc = proc
         self._limits = limits
-        self._ring = _Ring(limits.max_output)
+        self._ring = Ring(limits.max_output)
         self._cursor = 0
         self._changed = threading.Condition()
         self._eof = False
@@ -183,14 +194,8 @@ class RunningProcess:
                 if left <= 0:
                     break
                 self._changed.wait(min(left, _SLICE))
-            data, dropped, end = self._ring.since(self._cursor, cap)
-            more = end < self._ring.total
-            if more or not self._eof:
-                keep = _complete_utf8(data)
-                end -= len(data) - keep
-                data = data[:keep]
-            self._cursor = end
-            return Output(data, dropped, more)
+            output, self._cursor = self._ring.take(self._cursor, cap, self._eof)
+            return output
 
     def write(self, data: bytes, close: bool, timeout: float, cancelled: Callable[[], bool]) -> int:
         """Write ``data`` to the process's stdin (then close it when ``close``); returns

@@ -23,6 +23,7 @@ from clearance.harness.outcomes import CallOutcome
 from clearance.harness.session import Session
 from clearance.policy import NoopEvaluator
 from clearance.toolsets import _landlock, process_tools, register_process
+from clearance.toolsets._process_table import Ring
 from clearance.toolsets.confinement import Confinement, landlock_abi
 from clearance.toolsets.process import ProcessLimits
 
@@ -419,3 +420,52 @@ def test_only_the_session_that_started_a_process_reaches_it(work: Path) -> None:
     finally:
         for session, process_id in owned.items():
             tools["stop"]({"id": process_id}, context(session))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(min_size=0, max_size=200),
+    st.integers(1, 64),
+    st.lists(st.tuples(st.booleans(), st.integers(1, 40)), max_size=40),
+)
+def test_the_output_ring_loses_nothing_it_does_not_count(
+    text: str, limit: int, steps: list[tuple[bool, int]]
+) -> None:
+    """Property: however writes and reads interleave, each read is the stream's next
+    bytes after the ones it says were dropped; reads move on (but for a character whose
+    end is not written yet); all reads and drops add up to the stream; without drops, a
+    read of 4 bytes or more is whole UTF-8."""
+    stream = text.encode("utf-8")
+    ring = Ring(limit)
+    written = position = 0
+    lost = 0
+    pieces: list[bytes] = []
+
+    def read(cap: int, final: bool) -> bool:
+        nonlocal position, lost
+        output, after = ring.take(position, cap, final)
+        start = position + output.dropped
+        assert after == start + len(output.data) and len(output.data) <= cap
+        assert output.data == stream[start:after]
+        if ring.total > position and (final or ring.total - position >= 4):
+            assert output.data or output.dropped  # a read moves on
+        if lost + output.dropped == 0 and cap >= 4 and not final:
+            output.data.decode("utf-8")  # whole characters only
+        lost += output.dropped
+        pieces.append(output.data)
+        position = after
+        return output.more or after < ring.total
+
+    for is_write, size in steps:
+        if is_write and written < len(stream):
+            ring.append(stream[written : written + size])
+            written += min(size, len(stream) - written)
+        else:
+            read(size, final=False)
+    if written < len(stream):
+        ring.append(stream[written:])
+    while read(7, final=True):
+        pass
+    assert lost + sum(map(len, pieces)) == len(stream)
+    if len(stream) <= limit:
+        assert lost == 0 and b"".join(pieces) == stream
