@@ -39,6 +39,8 @@ if TYPE_CHECKING:
         PermissionDecision,
         SqliteGrantStore,
     )
+    from clearance.harness.ask_store import AskStore, MemoryAskStore
+    from clearance.harness.ask_store_sqlite import SqliteAskStore
     from clearance.harness.journal import (
         EventItem,
         Journal,
@@ -75,6 +77,7 @@ __all__ = [
     "Answer",
     "AskCallback",
     "AskError",
+    "AskStore",
     "Authorization",
     "CallContext",
     "CallOutcome",
@@ -97,6 +100,7 @@ __all__ = [
     "NotAuthorizedError",
     "JournalEvent",
     "JsonlJournal",
+    "MemoryAskStore",
     "MemoryGrantStore",
     "MemoryJournal",
     "PermissionAsk",
@@ -113,6 +117,7 @@ __all__ = [
     "StoreError",
     "ScriptedProvider",
     "Session",
+    "SqliteAskStore",
     "SqliteGrantStore",
     "SqliteJournal",
     "Telemetry",
@@ -141,6 +146,8 @@ __getattr__, __dir__ = lazy_attributes(
             "PermissionDecision",
             "SqliteGrantStore",
         ),
+        "clearance.harness.ask_store": ("AskStore", "MemoryAskStore"),
+        "clearance.harness.ask_store_sqlite": ("SqliteAskStore",),
         "clearance.harness.journal": (
             "EventItem",
             "Journal",

@@ -61,10 +61,10 @@ async def main(ws: Path) -> None:
         (ws / path).write_text(text)
         return f"wrote {path}"
 
-    tools = [read_file, write_file]
     registry = ToolRegistry()
     facts = {"read_file": {"/path": "path"}, "write_file": {"/path": "path"}}
-    register_tools(registry, "files", tools, root=ws, facts=facts)
+    # Declared once: what the declaration returns is what the node runs.
+    tools = register_tools(registry, "files", [read_file, write_file], root=ws, facts=facts)
     evaluator = LocalEvaluator(
         allow=["files.read_file(path=docs/**)"], ask=["files.write_file(path=docs/**)"]
     )
@@ -73,7 +73,7 @@ async def main(ws: Path) -> None:
         session = await harness.create_session(principal=Principal("User", "alice"))
         builder = StateGraph(MessagesState)
         builder.add_node("agent", agent)
-        node = ClearanceToolNode(tools, session=session, namespace="files")
+        node = ClearanceToolNode(tools, session=session)
         builder.add_node("tools", node)
         builder.add_edge(START, "agent")
         builder.add_conditional_edges("agent", tools_condition)

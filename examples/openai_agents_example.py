@@ -79,8 +79,10 @@ async def main(ws: Path) -> None:
 
     registry = ToolRegistry()
     facts = {"read_file": {"/path": "path"}, "write_file": {"/path": "path"}}
-    tools = [read_file, write_file]
-    register_function_tools(registry, "files", tools, root=ws, facts=facts)
+    # Declared once: what the declaration returns is what the guard wraps.
+    tools = register_function_tools(
+        registry, "files", [read_file, write_file], root=ws, facts=facts
+    )
     evaluator = LocalEvaluator(
         allow=["files.read_file(path=docs/**)"], ask=["files.write_file(path=docs/**)"]
     )
@@ -96,7 +98,7 @@ async def main(ws: Path) -> None:
             ],
             [say("Read the docs and wrote the notes.")],
         )
-        agent = Agent(name="coder", model=model, tools=guard.wrap(tools, namespace="files"))
+        agent = Agent(name="coder", model=model, tools=guard.wrap(tools))
 
         # The run starts through the guard: its input is the user's (rule R14).
         result = await guard.run(agent, "Summarize the docs into docs/notes.md")

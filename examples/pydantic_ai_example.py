@@ -16,7 +16,6 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
-from pydantic_ai.toolsets import FunctionToolset
 
 from clearance import Harness, MemoryJournal, Principal, ToolRegistry
 from clearance.integrations.pydantic_ai import (
@@ -60,17 +59,17 @@ async def main(ws: Path) -> None:
         (ws / path).write_text(text)
         return f"wrote {path}"
 
-    tools = FunctionToolset([read_file, write_file])
     registry = ToolRegistry()
     facts = {"read_file": {"/path": "path"}, "write_file": {"/path": "path"}}
-    register_toolset(registry, "files", tools, root=ws, facts=facts)
+    # Declared once: what the declaration returns is what the toolset wraps.
+    tools = register_toolset(registry, "files", [read_file, write_file], root=ws, facts=facts)
     evaluator = LocalEvaluator(
         allow=["files.read_file(path=docs/**)"], ask=["files.write_file(path=docs/**)"]
     )
     journal = MemoryJournal()
     async with Harness(registry, evaluator=evaluator, journal=journal) as harness:
         session = await harness.create_session(principal=Principal("User", "alice"))
-        guarded = ClearanceToolset(tools, session=session, namespace="files")
+        guarded = ClearanceToolset(tools, session=session)
         agent = Agent(
             FunctionModel(scripted), toolsets=[guarded], output_type=[str, DeferredToolRequests]
         )

@@ -11,6 +11,7 @@ from clearance.errors import ClearanceError
 PUBLIC = [
     "clearance",
     "clearance.errors",
+    "clearance.stores",
     "clearance.types",
     "clearance.policy",
     "clearance.guardrails",

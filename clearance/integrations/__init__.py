@@ -24,4 +24,12 @@ a dependency missing) raises an ``ImportError`` naming the installed versions
   (``pip install 'clearance[openai-agents]'``): ``AgentsGuard`` wraps the agent's function
   tools; clearance decides in ``needs_approval`` (an ask is an SDK interruption) and
   ``RunState.approve``/``reject`` answer it.
+
+Each adapter's ``register_*`` function declares the framework's tools to clearance and
+returns a :class:`DeclaredTools` (the tools, and each one's clearance name), which its
+wrapper takes in place of the tools: each tool is written once.
 """
+
+from clearance.integrations._host import DeclaredTools
+
+__all__ = ["DeclaredTools"]

@@ -10,11 +10,11 @@ run: a call of it through ``session.call_tool`` fails instead of running the too
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from clearance.errors import AskError, ToolRegistrationError
+from clearance.errors import AskError, ToolRegistrationError, UnknownToolError
 from clearance.harness.approvals import ANSWERS, Answer, GrantScope, PermissionDecision
 from clearance.harness.tools import CallContext, Tool, ToolRegistry
 
@@ -26,17 +26,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_INPUT",
+    "DeclaredTools",
     "HostAnswer",
     "ToolSpec",
     "answer_ask",
     "answer_scope",
     "ask_payload",
     "declare_tools",
+    "framework_names",
     "model_value",
     "open_ask_id",
     "parse_answer",
     "qualified_name",
     "record_replayed",
+    "undeclared",
 ]
 
 _NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -51,6 +54,87 @@ class ToolSpec:
     """The name the framework (and the model) calls it by."""
     description: str
     input_schema: Mapping[str, Any]
+
+
+T = TypeVar("T")
+
+
+class DeclaredTools(Mapping[str, str], Generic[T]):
+    """What an adapter's ``register_*`` function declared: the framework's tools as given
+    (:attr:`tools`), and, as a mapping, each one's framework name -> clearance qualified
+    name (``{"read_file": "files.read_file"}``).
+
+    Each tool is written once: the declaration returns this, and the adapter's wrapper
+    takes it in place of the tools (``guard.wrap(declared)``,
+    ``ClearanceToolset(declared, session=...)``, ``ClearanceToolNode(declared,
+    session=...)``), so the namespace and the names a declaration mapped are never
+    repeated, and never disagree with it.
+    """
+
+    __slots__ = ("_names", "tools")
+
+    def __init__(self, tools: T, names: Mapping[str, str]) -> None:
+        self.tools = tools
+        """The framework's tools, as the adapter's wrapper takes them."""
+        self._names = dict(names)
+
+    def __getitem__(self, name: str) -> str:
+        return self._names[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return f"DeclaredTools({self._names!r})"
+
+
+def framework_names(
+    tools: Any, namespace: str | None, names: Mapping[str, str] | None, *, wrapper: str
+) -> tuple[Any, str | None, dict[str, str]]:
+    """``(tools, namespace, names)`` as a wrapper uses them: a :class:`DeclaredTools`
+    gives its tools and names (a ``namespace=`` or ``names=`` beside it is refused: the
+    declaration already says)."""
+    if not isinstance(tools, DeclaredTools):
+        return tools, namespace, dict(names or {})
+    if namespace is not None or names:
+        raise TypeError(
+            f"{wrapper} got the tools a register function declared (DeclaredTools), which "
+            "name their clearance tools already: leave namespace= and names= out"
+        )
+    return tools.tools, None, dict(tools)
+
+
+def undeclared(
+    session: Session, name: str, framework_name: str, *, namespace: str | None, declare: str
+) -> UnknownToolError:
+    """The error for the framework tool ``framework_name``, looked up as ``name``, that is
+    not one of the session's tools, naming why: not declared at all, declared in another
+    namespace (or ``namespace=`` left out), or declared but not the session agent's."""
+    registry = session.harness.registry
+    if registry.find(name) is not None:
+        return UnknownToolError(
+            name,
+            f"{name} is declared but is not one of the tools of this session's agent "
+            "(AgentDefinition(tools=...) leaves it out)",
+        )
+    elsewhere = sorted(
+        t.qualified_name for t in registry if t.name == framework_name and t.source != "callback"
+    )
+    if elsewhere:
+        spaces = " or ".join(repr(q.rpartition(".")[0]) for q in elsewhere)
+        cause = "no namespace was given" if namespace is None else f"not under {namespace!r}"
+        return UnknownToolError(
+            name,
+            f"{framework_name} is declared as {', '.join(elsewhere)}, but {cause}: pass "
+            f"namespace={spaces}, or the DeclaredTools that {declare} returned",
+        )
+    return UnknownToolError(
+        name,
+        f"{name} is not declared: declare it with {declare} before the harness starts",
+    )
 
 
 def _refuse(framework: str) -> Any:

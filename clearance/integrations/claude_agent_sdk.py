@@ -65,6 +65,17 @@ The matchers are ``on_failure="block"``: a hook that fails or times out blocks t
 answers the prompts Claude Code still makes (its own ask rules) from the hook's decision,
 and authorizes a call itself when it is used alone.
 
+**A ``can_use_tool`` of the host's own.** Options given to :meth:`ClaudeAgentAdapter.options`
+may carry the host's own ``can_use_tool`` (an approval UI written for Claude Code): it keeps
+working beside the adapter. clearance decides every call first; when clearance asks, that
+callback is asked, with Claude Code's tool name, the input the model gave and a
+``ToolPermissionContext`` (``tool_use_id``, ``agent_id``, ``decision_reason``: clearance's
+reason), and its answer is the ask's answer (``PermissionResultAllow``: ``allow_once``,
+journaled ``via="claude-agent-sdk"``; ``PermissionResultDeny``: ``deny`` with its message).
+A call Claude Code itself prompts for (its own ask rules) that clearance allowed without
+asking goes to the callback too, as it did before the adapter: both must allow it. An
+allow that changes the input denies the call (clearance approves a call as it was asked).
+
 **Results: a ``PostToolUse`` hook.** :meth:`ClaudeAgentAdapter.post_tool_use` reports the
 tool's output with ``session.record_result`` (the journal's ``tool_started`` and
 ``tool_finished``, the result guardrails). When a result guardrail changed or withheld it,
@@ -109,6 +120,7 @@ from clearance.integrations._extras import framework_import_error
 try:
     import claude_agent_sdk
     from claude_agent_sdk import (
+        CanUseTool,
         ClaudeAgentOptions,
         HookContext,
         HookInput,
@@ -214,7 +226,8 @@ class ClaudeAgentAdapter:
             :data:`~clearance.integrations.claude_code_tools.CLAUDE_CODE_NAMES`.
         on_ask: answers clearance's asks (see :class:`ClaudeAsk`), as the session's
             ``on_permission_ask``; the answers are journaled with
-            ``via="claude-agent-sdk"``. Without it the session's own callback or ask stream
+            ``via="claude-agent-sdk"``. Without it (and without a ``can_use_tool`` of the
+            host's own given to :meth:`options`) the session's own callback or ask stream
             answers.
         wait: passed to ``session.authorize``: with nobody here to answer, ``True`` waits
             for an answer from anywhere (``clearance asks approve``...) up to the harness's
@@ -247,8 +260,14 @@ class ClaudeAgentAdapter:
         self.names: dict[str, str] = {**CLAUDE_CODE_NAMES, **extra}
         self.on_ask = on_ask
         self.wait = wait
-        self._asking: dict[str, tuple[str, str | None]] = {}
-        """Claude Code's tool name and the subagent, by call id, while a call is decided."""
+        self._asking: dict[str, tuple[str, str | None, Any]] = {}
+        """Claude Code's tool name, the subagent and the input the model gave, by call id,
+        while a call is decided."""
+        self._host_can_use_tool: CanUseTool | None = None
+        """The host's own ``can_use_tool`` (given to :meth:`options`): it answers asks."""
+        self._host_answered: set[str] = set()
+        """The tool use ids whose ask the host's ``can_use_tool`` allowed (not asked again
+        when Claude Code prompts for the call)."""
         if on_ask is not None:
             session.on_permission_ask = self._answer
         self.hook_timeout = (
@@ -285,15 +304,30 @@ class ClaudeAgentAdapter:
         """``ClaudeAgentOptions`` (``base`` with ``fields`` set) with this adapter's hooks first
         and its ``can_use_tool``.
 
+        A ``can_use_tool`` the options already have is the host's own: clearance decides
+        first, and that callback answers clearance's asks and the prompts Claude Code makes
+        for calls clearance allowed (see the module docstring).
+
         Raises:
-            ValueError: the options already have a ``can_use_tool`` callback.
+            ValueError: the options have a ``can_use_tool`` and the adapter an ``on_ask``, or
+                the session an ``on_permission_ask`` (one of them answers asks), or another
+                adapter's ``can_use_tool``.
         """
         options = replace(base, **fields) if base is not None else ClaudeAgentOptions(**fields)
-        if options.can_use_tool is not None:
-            raise ValueError(
-                "the options already have a can_use_tool callback; the adapter's answers "
-                "Claude Code's permission requests (answer asks with on_ask=)"
-            )
+        own = options.can_use_tool
+        if own is not None and own != self.can_use_tool:
+            if getattr(own, "__self__", None).__class__ is ClaudeAgentAdapter:
+                raise ValueError("the options have another ClaudeAgentAdapter's can_use_tool")
+            if self.on_ask is not None or (
+                self.session.on_permission_ask is not None
+                and self.session.on_permission_ask != self._answer
+            ):
+                raise ValueError(
+                    "the options' can_use_tool would answer clearance's asks, and so would "
+                    "the adapter's on_ask or the session's on_permission_ask: give one of them"
+                )
+            self._host_can_use_tool = own
+            self.session.on_permission_ask = self._answer
         hooks: dict[HookEvent, list[HookMatcher]] = dict(options.hooks or {})
         for event, matchers in self.hooks().items():
             hooks[event] = [*matchers, *hooks.get(event, [])]
@@ -360,7 +394,7 @@ class ClaudeAgentAdapter:
                 running.sdk_input,
                 running.original,
             ):
-                return PermissionResultAllow(updated_input=dict(running.sdk_input))
+                return await self._host_also_allows(tool_name, running, context)
             return PermissionResultDeny(
                 message="clearance: this call's input changed after it was authorized"
             )
@@ -370,6 +404,25 @@ class ClaudeAgentAdapter:
         if verdict.allowed and verdict.sdk_input is not None:
             return PermissionResultAllow(updated_input=verdict.sdk_input)
         return PermissionResultDeny(message=verdict.message or "denied by clearance")
+
+    async def _host_also_allows(
+        self, tool_name: str, running: _Running, context: ToolPermissionContext
+    ) -> PermissionResult:
+        """Claude Code prompts for a call clearance allowed: allowed with the input
+        clearance authorized, unless the host's own ``can_use_tool`` (not yet asked about
+        this call) refuses it, or allows other input."""
+        allow = PermissionResultAllow(updated_input=dict(running.sdk_input))
+        tool_use_id = context.tool_use_id or ""
+        if self._host_can_use_tool is None or tool_use_id in self._host_answered:
+            return allow
+        result = await self._host_can_use_tool(tool_name, dict(running.sdk_input), context)
+        if isinstance(result, PermissionResultDeny):
+            return result
+        if not isinstance(result, PermissionResultAllow):
+            return PermissionResultDeny(message="clearance: can_use_tool gave no answer")
+        if result.updated_input is not None and result.updated_input != running.sdk_input:
+            return PermissionResultDeny(message=_CHANGED)
+        return replace(allow, updated_permissions=result.updated_permissions)
 
     async def post_tool_use(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
@@ -468,7 +521,7 @@ class ClaudeAgentAdapter:
             from_claude_input(sdk_name, tool_input) if isinstance(tool_input, dict) else tool_input
         )
         if call_id is not None:
-            self._asking[call_id] = (sdk_name, agent_id)
+            self._asking[call_id] = (sdk_name, agent_id, tool_input)
         try:
             auth = await self.session.authorize(
                 name,
@@ -505,16 +558,45 @@ class ClaudeAgentAdapter:
         return f"{VIA}:{self._claude_session or 'clearance-' + self.session.id}"
 
     async def _answer(self, ask: PermissionAsk) -> PermissionDecision:
-        """The session's ``on_permission_ask``: ``on_ask`` answers, through this adapter.
-        (A failure or a bad answer denies the call: the session's ask handling, R1.)"""
-        assert self.on_ask is not None
-        sdk_name, agent_id = self._asking.get(ask.call_id, (ask.qualified_name, None))
+        """The session's ``on_permission_ask``: ``on_ask`` (or the host's ``can_use_tool``)
+        answers, through this adapter. (A failure or a bad answer denies the call: the
+        session's ask handling, R1.)"""
+        sdk_name, agent_id, tool_input = self._asking.get(
+            ask.call_id, (ask.qualified_name, None, None)
+        )
+        if self.on_ask is None:
+            return await self._ask_host(ask, sdk_name, agent_id, tool_input)
         answer: Any = self.on_ask(ClaudeAsk(ask, sdk_name, ask.call_id, agent_id))
         if inspect.isawaitable(answer):
             answer = await answer
         decision = coerce_decision(answer)
         return replace(decision, via=decision.via or VIA)
 
+    async def _ask_host(
+        self, ask: PermissionAsk, sdk_name: str, agent_id: str | None, tool_input: Any
+    ) -> PermissionDecision:
+        """Clearance's ask, put to the host's own ``can_use_tool`` as Claude Code would put
+        a prompt to it: its allow is ``allow_once``, its deny a ``deny`` with its message."""
+        assert self._host_can_use_tool is not None
+        context = ToolPermissionContext(suggestions=[], tool_use_id=ask.call_id, agent_id=agent_id)
+        if hasattr(context, "decision_reason"):  # claude-agent-sdk 0.2.x: why it is asked
+            context = replace(context, decision_reason=f"clearance asks: {ask.reason}")
+        given = dict(tool_input) if isinstance(tool_input, Mapping) else {}
+        result = await self._host_can_use_tool(sdk_name, given, context)
+        if isinstance(result, PermissionResultDeny):
+            return PermissionDecision("deny", message=result.message or None, via=VIA)
+        if not isinstance(result, PermissionResultAllow):
+            raise TypeError(f"can_use_tool returned {result!r}, not a PermissionResult")
+        if result.updated_input is not None and result.updated_input != given:
+            return PermissionDecision("deny", message=_CHANGED, via=VIA)
+        self._host_answered.add(ask.call_id)
+        return PermissionDecision("allow_once", via=VIA)
+
+
+_CHANGED = (
+    "clearance: can_use_tool allowed other input than the call asked about; clearance "
+    "approves a call as it was asked"
+)
 
 # -- what the model sees ----------------------------------------------------------------
 

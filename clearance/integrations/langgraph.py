@@ -108,12 +108,14 @@ from clearance.harness.outcomes import Authorization
 from clearance.harness.session import Session
 from clearance.harness.tools import CallToolResult, ToolRegistry
 from clearance.integrations._host import (
+    DeclaredTools,
     HostAnswer,
     ToolSpec,
     answer_ask,
     answer_scope,
     ask_payload,
     declare_tools,
+    framework_names,
     parse_answer,
     qualified_name,
     record_replayed,
@@ -159,7 +161,7 @@ def register_tools(
     read_only: Collection[str] = (),
     sensitive: Mapping[str, Sequence[str]] | None = None,
     annotations: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, str]:
+) -> DeclaredTools[list[BaseTool]]:
     """Declare langchain-core tools in a clearance registry, under ``namespace``.
 
     Each tool is declared with its name, description and the JSON Schema of what the model
@@ -169,18 +171,22 @@ def register_tools(
     asks), ``annotations``, and ``names`` for a tool whose name is not ``[a-z0-9_-]``.
 
     Returns:
-        The tool name -> clearance qualified name of each tool.
+        The tools (functions made tools) with each one's name -> clearance qualified name:
+        give it to :class:`ClearanceToolNode` in place of the tools
+        (``ClearanceToolNode(declared, session=session)``), so that each tool is listed
+        once.
 
     Raises:
         ToolRegistrationError: a bad option, or the registry refused a declaration.
         TypeError: ``tools`` is not a sequence of tools or functions.
     """
+    given = _as_tools(tools)
     specs = []
-    for tool in _as_tools(tools):
+    for tool in given:
         # The parameters the model is shown (injected arguments left out).
         parameters = convert_to_openai_tool(tool)["function"]["parameters"]
         specs.append(ToolSpec(tool.name, tool.description or "", dict(parameters)))
-    return declare_tools(
+    mapping = declare_tools(
         registry,
         namespace,
         specs,
@@ -192,6 +198,7 @@ def register_tools(
         sensitive=sensitive,
         annotations=annotations,
     )
+    return DeclaredTools(given, mapping)
 
 
 class ClearanceToolNode:
@@ -199,13 +206,14 @@ class ClearanceToolNode:
     module docstring).
 
     Args:
-        tools: the tools, as for ``ToolNode``.
+        tools: what :func:`register_tools` returned (the tools it declared, with their
+            names), or the tools, as for ``ToolNode``.
         session: the clearance session the calls belong to, or a function of the run's
             config that returns it (sync or async).
-        namespace: the clearance namespace the tools were declared under
-            (``register_tools``): the tool ``read_file`` is ``namespace.read_file``.
-        names: tool name -> clearance qualified name, for tools declared under other
-            names (what ``register_tools`` returns).
+        namespace: for tools given as a list: the clearance namespace they were declared
+            under: the tool ``read_file`` is ``namespace.read_file``.
+        names: for tools given as a list: tool name -> clearance qualified name, for tools
+            declared under other names.
         by: who answers asks by resuming this graph, when an answer does not say.
         messages_key: the state key of the messages, as for ``ToolNode``.
         handle_tool_errors: as for ``ToolNode``.
@@ -213,7 +221,7 @@ class ClearanceToolNode:
 
     def __init__(
         self,
-        tools: Sequence[BaseTool | Callable[..., Any]],
+        tools: DeclaredTools[list[BaseTool]] | Sequence[BaseTool | Callable[..., Any]],
         *,
         session: SessionSource,
         namespace: str | None = None,
@@ -222,16 +230,17 @@ class ClearanceToolNode:
         messages_key: str = "messages",
         handle_tool_errors: Any = None,
     ) -> None:
+        given, self.namespace, self.names = framework_names(
+            tools, namespace, names, wrapper="ClearanceToolNode"
+        )
         self.session = session
-        self.namespace = namespace
-        self.names = dict(names or {})
         self.by = by
         self.messages_key = messages_key
         options: dict[str, Any] = {}
         if handle_tool_errors is not None:
             options["handle_tool_errors"] = handle_tool_errors
         self.tool_node = ToolNode(
-            _as_tools(tools), messages_key=messages_key, awrap_tool_call=self._run, **options
+            _as_tools(given), messages_key=messages_key, awrap_tool_call=self._run, **options
         )
         """The ``ToolNode`` that runs the allowed calls."""
         # Decisions made in an attempt of the node that was interrupted, by (session, call

@@ -151,18 +151,21 @@ from agents import Tool as SdkTool
 from agents.items import ToolApprovalItem
 from agents.tool_context import ToolContext
 
-from clearance.errors import AskError, StaleAuthorizationError, UnknownToolError
+from clearance.errors import AskError, StaleAuthorizationError
 from clearance.harness.approvals import ANSWERS, Answer, GrantScope, PermissionDecision
 from clearance.harness.ask_store import StoredAsk
 from clearance.harness.outcomes import Authorization
 from clearance.harness.session import Session
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.integrations._host import (
+    DeclaredTools,
     ToolSpec,
     declare_tools,
+    framework_names,
     open_ask_id,
     qualified_name,
     record_replayed,
+    undeclared,
 )
 
 __all__ = ["VIA", "AgentsGuard", "register_function_tools"]
@@ -186,7 +189,7 @@ def register_function_tools(
     read_only: Collection[str] = (),
     sensitive: Mapping[str, Sequence[str]] | None = None,
     annotations: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, str]:
+) -> DeclaredTools[list[FunctionTool]]:
     """Declare SDK function tools in a clearance registry, under ``namespace``.
 
     Each declaration has the tool's name, description and JSON Schema; the per-tool
@@ -197,19 +200,21 @@ def register_function_tools(
     ``session.call_tool`` fails instead of running it.
 
     Returns:
-        The SDK name -> qualified name of every declared tool.
+        The tools and their qualified names (SDK name -> qualified name), for
+        :meth:`AgentsGuard.wrap`: ``guard.wrap(declared)`` (each tool is listed once).
 
     Raises:
         TypeError: an item is not an SDK ``FunctionTool``.
         ToolRegistrationError: an option names a tool that is not given, a name does not
             fit clearance's rules, or the registry refuses a declaration.
     """
+    tools = list(tools)
     specs = []
     for tool in tools:
         if not isinstance(tool, FunctionTool):
             raise TypeError(f"register_function_tools takes SDK FunctionTools, not {tool!r}")
         specs.append(ToolSpec(tool.name, tool.description, copy.deepcopy(tool.params_json_schema)))
-    return declare_tools(
+    mapping = declare_tools(
         registry,
         namespace,
         specs,
@@ -221,6 +226,7 @@ def register_function_tools(
         sensitive=sensitive,
         annotations=annotations,
     )
+    return DeclaredTools(tools, mapping)
 
 
 @dataclass(slots=True)
@@ -354,7 +360,7 @@ class AgentsGuard:
 
     def wrap(
         self,
-        tools: Iterable[FunctionTool],
+        tools: DeclaredTools[list[FunctionTool]] | Iterable[FunctionTool],
         *,
         namespace: str | None = None,
         names: Mapping[str, str] | None = None,
@@ -365,22 +371,28 @@ class AgentsGuard:
         only with an allowed authorization, with the canonical arguments.
 
         Args:
-            tools: the SDK tools, declared with :func:`register_function_tools`.
-            namespace: the namespace they were declared under.
-            names: SDK name -> qualified name, for tools declared under other names
-                (what :func:`register_function_tools` returned).
+            tools: what :func:`register_function_tools` returned (the tools it declared,
+                with their names), or SDK tools declared with it.
+            namespace: for tools given as a list: the namespace they were declared under.
+            names: for tools given as a list: SDK name -> qualified name, for tools
+                declared under other names.
 
         Raises:
-            TypeError: an item is not an SDK ``FunctionTool``.
-            UnknownToolError: a tool is not declared, or not one this session's agent may
-                call.
+            TypeError: an item is not an SDK ``FunctionTool``, or ``namespace``/``names``
+                beside a ``DeclaredTools``.
+            UnknownToolError: a tool is not declared (the message says why: not at all,
+                or under another namespace than the one given), or not one this session's
+                agent may call.
         """
+        tools, namespace, names = framework_names(
+            tools, namespace, names, wrapper="AgentsGuard.wrap"
+        )
         wrapped: list[SdkTool] = []
         for tool in tools:
             if not isinstance(tool, FunctionTool):
                 raise TypeError(f"AgentsGuard.wrap takes SDK FunctionTools, not {tool!r}")
-            name = qualified_name(tool.name, namespace=namespace, names=dict(names or {}))
-            declared = self._session_tool(name)
+            name = qualified_name(tool.name, namespace=namespace, names=names)
+            declared = self._session_tool(name, tool.name, namespace)
             copied = copy.copy(tool)
             copied.on_invoke_tool = self._invoker(declared, tool.name, tool)
             copied.needs_approval = self._approval_check(declared, tool.name, tool.needs_approval)
@@ -423,15 +435,17 @@ class AgentsGuard:
             for tool in selected
         ]
 
-    def _session_tool(self, name: str) -> Tool:
+    def _session_tool(
+        self, name: str, sdk_name: str | None = None, namespace: str | None = None
+    ) -> Tool:
         tool = self.session.tools.get(name)
         if tool is None:
-            known = self.session.harness.registry.find(name) is not None
-            raise UnknownToolError(
-                name
-                if known
-                else f"{name} (declare SDK tools with register_function_tools before "
-                "creating the session)"
+            raise undeclared(
+                self.session,
+                name,
+                sdk_name or name,
+                namespace=namespace,
+                declare="register_function_tools(registry, namespace, tools)",
             )
         return tool
 

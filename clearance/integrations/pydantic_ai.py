@@ -93,7 +93,7 @@ try:
         ToolApproved,
         ToolDenied,
     )
-    from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
+    from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
     from pydantic_ai.toolsets.abstract import ToolsetTool
     from pydantic_core import to_jsonable_python
 except ImportError as exc:
@@ -104,10 +104,12 @@ from clearance.harness.outcomes import Authorization
 from clearance.harness.session import Session
 from clearance.harness.tools import ToolRegistry
 from clearance.integrations._host import (
+    DeclaredTools,
     ToolSpec,
     answer_ask,
     ask_payload,
     declare_tools,
+    framework_names,
     model_value,
     open_ask_id,
     parse_answer,
@@ -135,7 +137,7 @@ def register_toolset(
     read_only: Collection[str] = (),
     sensitive: Mapping[str, Sequence[str]] | None = None,
     annotations: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, str]:
+) -> DeclaredTools[FunctionToolset[Any]]:
     """Declare PydanticAI function tools in a clearance registry, under ``namespace``.
 
     Each tool is declared with its PydanticAI name, description and parameters' JSON
@@ -145,8 +147,10 @@ def register_toolset(
     ``annotations``, and ``names`` for a tool whose name is not ``[a-z0-9_-]``.
 
     Returns:
-        The PydanticAI name -> clearance qualified name of each tool (pass it to
-        :class:`ClearanceToolset` as ``names`` when a name was mapped).
+        The toolset (``tools`` itself, or a ``FunctionToolset`` of the tools given) with
+        each tool's PydanticAI name -> clearance qualified name: give it to
+        :class:`ClearanceToolset` in place of the toolset (``ClearanceToolset(declared,
+        session=session)``), so that each tool is listed once.
 
     Raises:
         ToolRegistrationError: a bad option, or the registry refused a declaration.
@@ -166,7 +170,7 @@ def register_toolset(
         )
         for tool in toolset.tools.values()
     ]
-    return declare_tools(
+    mapping = declare_tools(
         registry,
         namespace,
         specs,
@@ -178,22 +182,27 @@ def register_toolset(
         sensitive=sensitive,
         annotations=annotations,
     )
+    return DeclaredTools(toolset, mapping)
 
 
-@dataclass
+@dataclass(init=False)
 class ClearanceToolset(WrapperToolset[AgentDepsT]):
     """A toolset whose every call goes through a clearance session (see the module
     docstring).
 
     Args:
-        wrapped: the toolset the agent would use otherwise.
+        wrapped: what :func:`register_toolset` returned (the toolset it declared, with its
+            names), or the toolset the agent would use otherwise.
         session: the clearance session the calls belong to (its principal, grants, asks).
-        namespace: the clearance namespace the tools were declared under
-            (``register_toolset``): the tool ``read_file`` is ``namespace.read_file``.
-        names: PydanticAI name -> clearance qualified name, for tools declared under other
-            names (what ``register_toolset`` returns).
+        namespace: for a toolset given as it is: the clearance namespace its tools were
+            declared under: the tool ``read_file`` is ``namespace.read_file``.
+        names: for a toolset given as it is: PydanticAI name -> clearance qualified name,
+            for tools declared under other names.
         by: who answers asks through this agent's deferred results, when an answer does
             not say (recorded in the journal).
+
+    Raises:
+        TypeError: ``namespace`` or ``names`` beside a ``DeclaredTools``.
     """
 
     session: Session = field(kw_only=True)
@@ -203,6 +212,26 @@ class ClearanceToolset(WrapperToolset[AgentDepsT]):
     _seen: set[str] = field(default_factory=set, init=False, repr=False)
     """The keys of the run's user prompts already recorded in the session's provenance
     as a tool's (rule R14)."""
+
+    def __init__(
+        self,
+        wrapped: DeclaredTools[FunctionToolset[Any]] | AbstractToolset[AgentDepsT],
+        *,
+        session: Session,
+        namespace: str | None = None,
+        names: Mapping[str, str] | None = None,
+        by: str | None = None,
+    ) -> None:
+        # Written out (not the dataclass's): a DeclaredTools names the toolset and its
+        # clearance names at once. ``dataclasses.replace`` (PydanticAI's
+        # ``visit_and_replace``) calls it with the fields as keywords.
+        toolset, self.namespace, self.names = framework_names(
+            wrapped, namespace, names, wrapper="ClearanceToolset"
+        )
+        self.wrapped = toolset
+        self.session = session
+        self.by = by
+        self._seen = set()
 
     async def run(
         self,

@@ -19,7 +19,10 @@ from claude_agent_sdk import (
     ClaudeAgentOptions,
     ClaudeSDKClient,
     HookMatcher,
+    PermissionResultAllow,
+    PermissionResultDeny,
     ResultMessage,
+    ToolPermissionContext,
     ToolResultBlock,
     UserMessage,
     query,
@@ -707,3 +710,98 @@ async def test_the_prompt_and_the_results_enter_provenance(root: Path) -> None:
     ledger = session.provenance
     assert ledger.origin("bob@x.example")["sources"] == ["user"]
     assert ledger.origin("hello from docs")["sources"] == ["tool:claude.read"]
+
+
+class HostUI:
+    """A host's own ``can_use_tool`` (an approval UI written for Claude Code): answers
+    with ``allow``, ``deny`` or ``edit`` (an allow with other input), and records what it
+    was shown."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.shown: list[tuple[str, dict[str, Any], str | None, str | None]] = []
+
+    async def __call__(
+        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        reason = getattr(context, "decision_reason", None)
+        self.shown.append((tool_name, dict(tool_input), context.tool_use_id, reason))
+        if self.answer == "deny":
+            return PermissionResultDeny(message="not today")
+        if self.answer == "edit":
+            return PermissionResultAllow(updated_input={**tool_input, "content": "other"})
+        return PermissionResultAllow()
+
+
+@pytest.mark.parametrize("answer", ["allow", "deny", "edit"])
+async def test_the_hosts_own_can_use_tool_answers_clearances_asks(root: Path, answer: str) -> None:
+    """Issue 31: options() keeps a can_use_tool of the host's own. clearance decides
+    first (the .env read is denied without asking it); its ask goes to the host's
+    callback, whose answer is the ask's, journaled as given through the SDK."""
+    journal = MemoryJournal()
+    ui = HostUI(answer)
+    async with make_harness(root, journal) as harness:
+        session = await harness.create_session(principal=ALICE)
+        adapter = ClaudeAgentAdapter(session)
+        cli = ScriptedClaudeCode(
+            [
+                use("Read", {"file_path": ".env"}, "toolu_env"),
+                use("Write", {"file_path": "notes/n.md", "content": "n"}, "toolu_w"),
+            ],
+            cwd=root,
+        )
+        await run(adapter, cli, adapter.options(ClaudeAgentOptions(can_use_tool=ui)))
+    assert [(name, tid) for name, _, tid, _ in ui.shown] == [("Write", "toolu_w")]
+    assert ui.shown[0][1] == {"file_path": "notes/n.md", "content": "n"}
+    reason = ui.shown[0][3]
+    assert reason is None or reason.startswith("clearance asks: ")
+    (decided,) = events(journal, "toolu_w", "permission_decided")
+    assert decided.data["via"] == VIA
+    if answer == "allow":
+        assert decided.data["answer"] == "allow_once"
+        assert cli.ran == [("Write", {"file_path": f"{root}/notes/n.md", "content": "n"})]
+        assert (root / "notes" / "n.md").read_text() == "n"
+    else:
+        assert decided.data["answer"] == "deny"
+        assert cli.ran == [] and not (root / "notes" / "n.md").exists()
+        expected = "not today" if answer == "deny" else "approves a call as it was asked"
+        assert expected in cli.model_saw["toolu_w"]
+
+
+@pytest.mark.parametrize("answer", ["allow", "deny"])
+async def test_claude_codes_own_prompt_for_an_allowed_call_still_reaches_the_hosts_callback(
+    root: Path, answer: str
+) -> None:
+    """A call clearance allows that Claude Code's own ask rule prompts for goes to the
+    host's can_use_tool as before the adapter: both must allow it."""
+    journal = MemoryJournal()
+    ui = HostUI(answer)
+    async with make_harness(root, journal) as harness:
+        session = await harness.create_session(principal=ALICE)
+        adapter = ClaudeAgentAdapter(session)
+        cli = ScriptedClaudeCode(
+            [use("Read", {"file_path": "link/a.md"}, "toolu_a")], cwd=root, ask_rules=["Read"]
+        )
+        await run(adapter, cli, adapter.options(can_use_tool=ui))
+    # It sees the input clearance authorized (canonical), once.
+    assert [(n, i, t) for n, i, t, _ in ui.shown] == [
+        ("Read", {"file_path": f"{root}/docs/a.md"}, "toolu_a")
+    ]
+    if answer == "allow":
+        assert cli.ran == [("Read", {"file_path": f"{root}/docs/a.md"})]
+    else:
+        assert cli.ran == []
+    assert len(events(journal, "toolu_a", "call_decided")) == 1
+
+
+async def test_one_answerer_of_asks(root: Path) -> None:
+    async with make_harness(root, MemoryJournal()) as harness:
+        session = await harness.create_session(principal=ALICE)
+        adapter = ClaudeAgentAdapter(session, on_ask=lambda ask: "allow_once")
+        with pytest.raises(ValueError, match="give one of them"):
+            adapter.options(can_use_tool=HostUI("allow"))
+        other = ClaudeAgentAdapter(await harness.create_session(principal=ALICE))
+        with pytest.raises(ValueError, match="another ClaudeAgentAdapter's can_use_tool"):
+            other.options(can_use_tool=adapter.can_use_tool)
+        # Its own can_use_tool given back is not a host's.
+        assert other.options(can_use_tool=other.can_use_tool).can_use_tool == other.can_use_tool

@@ -34,6 +34,7 @@ from openai.types.responses import (
 from support import cli_answer
 
 from clearance import (
+    AgentDefinition,
     CallContext,
     Grant,
     GrantScope,
@@ -47,6 +48,7 @@ from clearance.errors import AskError, UnknownToolError
 from clearance.guardrails import SecretScanner
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.harness.grants_sqlite import SqliteGrantStore
+from clearance.integrations import DeclaredTools
 from clearance.integrations.openai_agents import AgentsGuard, register_function_tools
 from clearance.policy import LocalEvaluator
 
@@ -170,9 +172,11 @@ def sdk_tools(ws: Path, ran: Ran) -> list[FunctionTool]:
     return [read_file, write_file, delete_file]
 
 
-def registry_for(ws: Path, tools: list[FunctionTool], ran: Ran) -> ToolRegistry:
+def registry_for(
+    ws: Path, tools: list[FunctionTool], ran: Ran
+) -> tuple[ToolRegistry, DeclaredTools[list[FunctionTool]]]:
     registry = ToolRegistry()
-    register_function_tools(
+    declared = register_function_tools(
         registry,
         "files",
         tools,
@@ -216,7 +220,7 @@ def registry_for(ws: Path, tools: list[FunctionTool], ran: Ran) -> ToolRegistry:
             ),
         ],
     )
-    return registry
+    return registry, declared
 
 
 EVALUATOR_RULES = {
@@ -231,8 +235,9 @@ class Setup:
         self.ran = Ran()
         self.tools = sdk_tools(ws, self.ran)
         self.journal = MemoryJournal()
+        registry, self.declared = registry_for(ws, self.tools, self.ran)
         self.harness = Harness(
-            registry_for(ws, self.tools, self.ran),
+            registry,
             evaluator=LocalEvaluator(**EVALUATOR_RULES),
             journal=self.journal,
             result_guardrails=[SecretScanner(action="redact")],
@@ -244,7 +249,8 @@ class Setup:
         return AgentsGuard(session, **options)
 
     def agent(self, guard: AgentsGuard, model: ScriptedModel) -> Agent[Any]:
-        tools = guard.wrap(self.tools, namespace="files") + guard.function_tools()
+        # What the declaration returned: each tool is written once (issue 31).
+        tools = guard.wrap(self.declared) + guard.function_tools()
         return Agent(name="coder", instructions="Work in the workspace.", tools=tools, model=model)
 
     def records(self, call_id: str) -> list[dict[str, Any]]:
@@ -650,6 +656,38 @@ async def test_wrap_needs_declared_tools(setup: Setup) -> None:
         guard.wrap([undeclared], namespace="files")
     with pytest.raises(TypeError, match="FunctionTool"):
         guard.wrap([lambda: None], namespace="files")  # type: ignore[list-item]
+
+
+async def test_a_wrap_error_names_its_real_cause(setup: Setup) -> None:
+    """Issue 31: a tool list wrapped without ``namespace=`` is told that the namespace is
+    missing (and which one), not that the tools were never declared."""
+    guard = await setup.guard()
+    with pytest.raises(UnknownToolError) as missing:
+        guard.wrap(setup.tools)
+    assert str(missing.value) == (
+        "read_file is declared as files.read_file, but no namespace was given: pass "
+        "namespace='files', or the DeclaredTools that register_function_tools(registry, "
+        "namespace, tools) returned"
+    )
+    with pytest.raises(
+        UnknownToolError, match=r"declared as files\.read_file, but not under 'app'"
+    ):
+        guard.wrap(setup.tools, namespace="app")
+    # The declaration names its tools already: nothing may say otherwise beside it.
+    with pytest.raises(TypeError, match="leave namespace= and names= out"):
+        guard.wrap(setup.declared, namespace="files")
+    assert dict(setup.declared) == {
+        "read_file": "files.read_file",
+        "write_file": "files.write_file",
+        "delete_file": "files.delete_file",
+    }
+    assert setup.declared.tools == setup.tools
+    # Declared, but not one of this agent's tools.
+    only_app = await setup.harness.create_session(
+        principal=ALICE, agent=AgentDefinition(name="a", tools=["app.*"])
+    )
+    with pytest.raises(UnknownToolError, match=r"files\.read_file is declared but is not one"):
+        AgentsGuard(only_app).wrap(setup.declared)
 
 
 async def test_bad_options_and_answers_are_refused(setup: Setup) -> None:
