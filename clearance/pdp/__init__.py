@@ -15,7 +15,15 @@ Cedar policies, pack or local rules give, with the same schema check and canonic
 """
 
 from clearance.pdp._app import AuthZenPdp, answer_of, shaped
-from clearance.pdp._requests import BadRequest, Evaluation, evaluation, evaluations, wants_context
+from clearance.pdp._requests import (
+    BadRequest,
+    Evaluation,
+    evaluation,
+    evaluations,
+    request_part,
+    tool_part,
+    wants_context,
+)
 from clearance.pdp._serve import PdpStarted, serve_pdp
 
 __all__ = [
@@ -26,7 +34,9 @@ __all__ = [
     "answer_of",
     "evaluation",
     "evaluations",
+    "request_part",
     "serve_pdp",
     "shaped",
+    "tool_part",
     "wants_context",
 ]

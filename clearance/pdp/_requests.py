@@ -11,11 +11,21 @@ the tool, when         ``resource.id``: clearance's own enforcement points (and 
 ``resource.type`` is   COAZ-MCP default mapping, whose action is ``tools/call``) name the
 ``"tool"``             tool there; ``action.name`` must be that tool or ``tools/call``
 its arguments          ``context.arguments`` (an object; none: ``{}``)
-the tool, otherwise    ``<resource.type>.<action.name>``: the interop Todo application's
-                       ``can_update_todo`` on a ``todo`` is ``todo.can_update_todo``
+the tool, otherwise    ``<resource.type>.<action.name>``, each part spelled as a tool
+                       name (:func:`tool_part`): the interop Todo application's
+                       ``can_update_todo`` on a ``todo`` is ``todo.can_update_todo``, the
+                       API gateway scenario's ``GET`` on a ``route`` is ``route.-g-e-t``
 its arguments          ``{"id": resource.id, "properties": resource.properties}`` (the
                        latter only when given)
 =====================  ================================================================
+
+Tool names are ``[a-z0-9_-]``; a resource type or an action name is any string (HTTP
+methods are upper case). :func:`tool_part` spells one as a tool name, reversibly
+(:func:`request_part` reads it back), by escaping with ``-``: a lower-case letter, a digit
+and ``_`` stand for themselves, an upper-case letter is ``-`` and the letter in lower case
+(``GET`` is ``-g-e-t``), ``-`` is ``--``, and any other character is ``-_``, its code
+point in hexadecimal, and ``_`` (``/`` is ``-_2f_``). Names already valid and without
+``-`` (every Todo scenario name) are unchanged.
 
 An ``evaluations`` request gives each evaluation the request's top-level ``subject``,
 ``action``, ``resource`` and ``context`` for a key it does not hold itself (a key it holds
@@ -32,7 +42,15 @@ from typing import Any
 from clearance.policy.authzen_wire import SEMANTICS
 from clearance.types import Principal
 
-__all__ = ["BadRequest", "Evaluation", "evaluation", "evaluations", "wants_context"]
+__all__ = [
+    "BadRequest",
+    "Evaluation",
+    "evaluation",
+    "evaluations",
+    "request_part",
+    "tool_part",
+    "wants_context",
+]
 
 _KEYS = ("subject", "action", "resource", "context")
 """The keys an evaluation request holds (and an evaluations request gives as defaults)."""
@@ -55,6 +73,57 @@ class Evaluation:
     mismatch: str | None = None
     """Why the request cannot name a call (a tool resource with another action): the
     evaluation is answered ``false`` with this, without deciding anything."""
+
+
+def tool_part(name: str) -> str:
+    """``name`` (a resource type or an action name) spelled as part of a tool name (see
+    the module docstring); :func:`request_part` reads it back."""
+    out = []
+    for char in name:
+        if "a" <= char <= "z" or "0" <= char <= "9" or char == "_":
+            out.append(char)
+        elif "A" <= char <= "Z":
+            out.append("-" + char.lower())
+        elif char == "-":
+            out.append("--")
+        else:
+            out.append(f"-_{ord(char):x}_")
+    return "".join(out)
+
+
+def request_part(part: str) -> str:
+    """What :func:`tool_part` spelled as ``part``.
+
+    Raises:
+        ValueError: ``part`` is not a spelling :func:`tool_part` makes.
+    """
+    out = []
+    index = 0
+    while index < len(part):
+        char = part[index]
+        if char != "-":
+            if not ("a" <= char <= "z" or "0" <= char <= "9" or char == "_"):
+                raise ValueError(f"{part!r}: {char!r} is not written by tool_part")
+            out.append(char)
+            index += 1
+            continue
+        escaped = part[index + 1 : index + 2]
+        if escaped == "-":
+            out.append("-")
+            index += 2
+        elif "a" <= escaped <= "z":
+            out.append(escaped.upper())
+            index += 2
+        elif escaped == "_":
+            end = part.find("_", index + 2)
+            digits = part[index + 2 : end] if end > 0 else ""
+            if not digits or any(c not in "0123456789abcdef" for c in digits):
+                raise ValueError(f"{part!r}: a broken escape at {index}")
+            out.append(chr(int(digits, 16)))
+            index = end + 1
+        else:
+            raise ValueError(f"{part!r}: a broken escape at {index}")
+    return "".join(out)
 
 
 def _object(value: Any, where: str, *, required: bool) -> dict[str, Any] | None:
@@ -129,7 +198,7 @@ def evaluation(request: Any, where: str = "the request") -> Evaluation:
     arguments = {"id": rid}
     if resource.get("properties") is not None:
         arguments["properties"] = resource["properties"]
-    return Evaluation(principal, f"{rtype}.{name}", arguments)
+    return Evaluation(principal, f"{tool_part(rtype)}.{tool_part(name)}", arguments)
 
 
 def wants_context(request: Any) -> bool:
