@@ -683,8 +683,10 @@ class _View:
         seen: dict[str, str] = {}
         ids: list[str] = []
         for name, value in items:
-            if name == "id":
+            if name == "id" and len(value) <= 1000:
                 ids.append(value)
+            elif name == "id":
+                raise _Refused(400, "an id is too long")
             elif name not in _VIEW_PARAMETERS or name in seen:
                 raise _Refused(400, f"the query has {name!r} once at most, of {_VIEW_NAMES}")
             elif len(value) > 1000:

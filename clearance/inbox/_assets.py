@@ -50,6 +50,7 @@ INBOX_JS = """\
   let waiting = 0;
   let groups = {};
   let facetsTimer = null;
+  let loaded = false;
 
   // The person's token: in the link's fragment (never sent to a server), then only in this
   // tab's sessionStorage (this origin's alone) and sent as a bearer header, never a cookie.
@@ -120,6 +121,7 @@ INBOX_JS = """\
     const reply = await get(`/asks?${query([["offset", offset], ["limit", limit],
                                             ["groups", "1"]])}`);
     if (!reply || reply.status !== 200) return;
+    loaded = true;
     signedIn(reply.user);
     for (const card of cards()) if (!kept.has(card.dataset.askId)) card.remove();
     for (const card of parse(reply.cards)) {
@@ -434,7 +436,10 @@ INBOX_JS = """\
         // The inbox went away or restarted: say so, and try again.
       }
       if (stopped) return;
-      status.textContent = "The inbox is not answering; trying again.";
+      // No events yet: the view is read once anyway (a hello reads it again).
+      if (!loaded) await load();
+      if (stopped) return;
+      if (loaded) status.textContent = "Not live: the inbox's events stopped; trying again.";
       await new Promise((resolve) => setTimeout(resolve, wait));
       wait = Math.min(wait * 2, 5000);
     }
@@ -491,7 +496,6 @@ INBOX_JS = """\
   $("next").addEventListener("click", () => { offset += limit; load(); });
   $("signout").addEventListener("click", signOut);
   setInterval(countdown, 1000);
-  load();
   listen();
 })();
 """

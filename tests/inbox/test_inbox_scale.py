@@ -15,12 +15,14 @@ from urllib.parse import urlencode
 import anyio
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inbox_support import bearer, serving
 from postgres_support import Outage, fresh_schema
 from support import approver
 
 from clearance.harness.approvers import Approvers
-from clearance.harness.ask_store import StoredAsk
+from clearance.harness.ask_store import MemoryAskStore, StoredAsk
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.harness.grants import GrantScope
 from clearance.inbox import Inbox
@@ -376,3 +378,44 @@ async def test_an_outage_is_one_refusal_and_one_log_line_per_outage(
     assert not [r for r in caplog.records if r.exc_info], [
         r.getMessage() for r in caplog.records if r.exc_info
     ]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    named=st.lists(st.integers(0, 8), unique=True, min_size=1, max_size=9),
+    stale=st.sets(st.integers(0, 8)),
+    gone=st.sets(st.integers(0, 8)),
+    group=st.none() | st.sampled_from(HOSTS),
+    decision=st.sampled_from(["deny", "allow_once", "allow_session", "allow_always"]),
+)
+async def test_a_group_answer_changes_exactly_the_asks_named_as_shown(
+    named: list[int], stale: set[int], gone: set[int], group: str | None, decision: str
+) -> None:
+    """Whatever is sent, an ask is answered only when it was named with the digest of its
+    card as it is now, is pending and is in the group named; every other ask is
+    unchanged, and every answer is the person's, sealed with their key (rule R13)."""
+    store = MemoryAskStore(approvers=Approvers.default())
+    asks = [an_ask(n, host=HOSTS[n % 3], tool=TOOLS[n % 2], policy="review") for n in range(9)]
+    for ask in asks:
+        store.put(ask)
+    for n in gone:
+        store.withdraw(asks[n].ask_id, "withdrawn")
+    inbox = Inbox(store, users=["alice"])
+    form = [("decision", decision), *([("host", group)] if group else [])]
+    for n in named:
+        seen = "0" * 32 if n in stale else seen_digest(asks[n])
+        form += [("ask_id", asks[n].ask_id), ("seen", seen), ("scope", "")]
+    async with client_for(inbox) as client:
+        reply = await post_form(client, "/answer-group", form, {**alice_of(inbox), "origin": BASE})
+    expected = {
+        asks[n].ask_id
+        for n in named
+        if n not in stale and n not in gone and (group is None or asks[n].host == group)
+    }
+    answered = {a.ask_id for a in asks if store.get(a.ask_id).status == "answered"}  # type: ignore[union-attr]
+    assert answered == expected
+    assert reply.status_code == (200 if len(expected) == len(named) else 409)
+    for ask_id in answered:
+        found = store.get(ask_id)
+        assert found is not None and found.seal is not None and found.seal.approver == "alice"
+        assert found.decision is not None and found.decision.decision == decision
