@@ -167,8 +167,10 @@ INBOX_JS = """\
       }
     }
     arrange();
-    clearTimeout(facetsTimer);
-    facetsTimer = setTimeout(refreshFacets, 2000);
+    // The menus' counts: at most one look every 2 s while asks keep changing.
+    if (facetsTimer === null) {
+      facetsTimer = setTimeout(() => { facetsTimer = null; refreshFacets(); }, 2000);
+    }
     status.textContent = `Live, updated ${new Date().toLocaleTimeString()}`;
   }
 

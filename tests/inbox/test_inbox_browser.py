@@ -365,6 +365,8 @@ async def test_a_page_is_filtered_grouped_and_a_group_is_denied_at_once(
         "Allowed once by alice: the call goes on."
     )
     assert await colour(laptop.locator(".result")) == ALLOW_GREEN
+    # The inbox's events told the page; its count is the store's.
+    await playwright_api.expect(page.locator("#count")).to_have_text("2 asks waiting")
     for ask_id in by_host["build-1"]:
         answered = store.get(ask_id)
         assert answered is not None and answered.answered_by == "alice"
