@@ -1,9 +1,8 @@
 """What of a tool result enters the session's provenance ledger (:mod:`clearance.provenance`).
 
 The ledger records what the model is shown: a result after the result guardrails (their
-redactions applied), never one they blocked; its text blocks, the text of embedded resources
-and its structured content. Images and audio carry no values a policy matches, and their
-base64 would only fill the ledger's scan budget.
+redactions applied), never one they blocked; which of its values, in
+:func:`clearance.provenance.results.shown_values`.
 """
 
 from __future__ import annotations
@@ -13,29 +12,14 @@ from typing import Any
 
 from clearance.harness._results import CallToolResult
 from clearance.provenance import Provenance
+from clearance.provenance.results import shown_values
 
 __all__ = ["remember_result", "result_values"]
-
-_OPAQUE = frozenset({"image", "audio"})
-_BINARY_KEYS = frozenset({"data", "blob"})
 
 
 def result_values(result: CallToolResult) -> list[Any]:
     """The values of ``result`` the model reads, as one JSON list for the ledger."""
-    content = result.content
-    values: list[Any] = []
-    if isinstance(content, str):
-        values.append(content)
-    else:
-        for block in content:
-            kind = block.get("type")
-            if kind == "text":
-                values.append(block.get("text"))
-            elif kind not in _OPAQUE:
-                values.append(_without_binary(block))
-    if result.structured_content is not None:
-        values.append(result.structured_content)
-    return values
+    return shown_values(result.content, result.structured_content)
 
 
 def remember_result(
@@ -57,9 +41,3 @@ def remember_result(
     except Exception as exc:
         ledger.overflowed = True
         diagnose(exc)
-
-
-def _without_binary(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_binary(v) for k, v in value.items() if k not in _BINARY_KEYS}
-    return value

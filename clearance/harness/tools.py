@@ -4,14 +4,12 @@ The names users import, by the module path DESIGN.md lists. Each concept lives i
 module: :class:`Tool` and :class:`ToolRegistry` in ``_registry`` (with ``_tool_schema``
 compiling input schemas and ``_signature`` deriving them from a function), the
 :class:`CallContext` in ``_context``, and results (:class:`CallToolResult`,
-:class:`ToolImageResult`, :func:`normalize_result`) in ``_results``; what of a result the
-provenance ledger reads (:func:`result_values`) in ``_provenance``.
+:class:`ToolImageResult`, :func:`normalize_result`) in ``_results``.
 """
 
 from __future__ import annotations
 
 from clearance.harness._context import CallContext, Handler, ProgressSink
-from clearance.harness._provenance import result_values
 from clearance.harness._registry import RESERVED_NAMESPACES, Tool, ToolRegistry
 from clearance.harness._results import (
     MAX_IMAGE_BASE64,
@@ -35,5 +33,4 @@ __all__ = [
     "ToolImageResult",
     "ToolRegistry",
     "normalize_result",
-    "result_values",
 ]

@@ -46,11 +46,18 @@ __all__ = [
     "read_corpus",
 ]
 
-Expected = Literal["allow", "ask", "deny"]
+Expected = Literal["allow", "ask", "deny", "blocked", "invalid"]
 Label = Literal["benign", "attack"]
 Role = Literal["user", "system", "tool"]
 
-_EXPECTED = {"allow": "allow", "ask": "ask", "deny": "deny", "error": "deny"}
+_EXPECTED = {
+    "allow": "allow",
+    "ask": "ask",
+    "deny": "deny",
+    "error": "deny",  # an evaluator error is enforced as a denial (R1)
+    "blocked": "blocked",
+    "invalid": "invalid",
+}
 _LABELS = ("benign", "attack")
 _ROLES = ("user", "system", "tool")
 _ENTRY_KEYS = {"user": {"role", "content"}, "system": {"role", "content"}}
@@ -189,7 +196,7 @@ def parse_corpus_line(text: str, line: int, *, path: str | None = None) -> Corpu
     expected: Any = raw.get("expected")
     if expected is not None:
         if expected not in _EXPECTED:
-            raise bad(f"'expected' must be allow, deny or ask, not {expected!r}")
+            raise bad(f"'expected' must be allow, deny, ask, blocked or invalid, not {expected!r}")
         expected = _EXPECTED[expected]
     label = raw.get("label")
     if label is not None and label not in _LABELS:

@@ -34,6 +34,7 @@ from typing import Any
 
 from clearance._pointer import REDACTED, iter_strings
 from clearance.harness.journal import JournalEvent
+from clearance.provenance.results import shown_values
 
 __all__ = ["CallFolder", "CallRow", "calls_from_events", "corpus_record"]
 
@@ -242,19 +243,15 @@ class CallFolder:
                 and data.get("status") in ("ok", "error")
                 and not data.get("result_blocked")
             ):
-                # Only an export reads results: `clearance journal` starts without the
-                # tools' modules (issue 34).
-                from clearance.harness.tools import CallToolResult, result_values
-
-                shown = CallToolResult(
-                    content=result.get("content") or [],
-                    structured_content=result.get("structured_content"),
-                )
+                content = result.get("content")
                 entry = {
                     "role": "tool",
                     "tool": str(data.get("qualified_name") or data.get("tool") or "?"),
                     "call_id": event.call_id,
-                    "content": result_values(shown),
+                    "content": shown_values(
+                        content if isinstance(content, list) else [],
+                        result.get("structured_content"),
+                    ),
                 }
                 if isinstance(arguments, dict):
                     entry["arguments"] = arguments

@@ -34,7 +34,8 @@ class ReplayReport:
     outcomes: Mapping[str, int]
     """Calls per outcome (every key of :data:`OUTCOMES`)."""
     confusion: Mapping[str, Mapping[str, int]]
-    """Expected (allow, ask, deny) → actual outcome → calls, for calls with ``expected``."""
+    """Expected (allow, ask, deny, blocked, invalid) → actual outcome → calls, for calls
+    with ``expected``."""
     benign_groups: int
     utility_groups: int
     """Benign groups all of whose calls were allowed without asking."""
@@ -82,8 +83,12 @@ class ReplayReport:
 
     @property
     def agreement(self) -> tuple[int, int]:
-        """(calls agreeing with ``expected``, calls with ``expected``); deny, error,
-        blocked and invalid all agree with an expected deny."""
+        """(calls agreeing with ``expected``, calls with ``expected``). As in
+        ``clearance policy test``, a call agrees with the outcome it expects: an evaluator
+        error (enforced as a denial) with ``deny``; a call stopped before the policies
+        (``blocked``: a fact that could not be canonicalized; ``invalid`` arguments) only
+        with ``blocked`` or ``invalid``, never with ``deny``, which says the policies
+        denied it."""
         agree = total = 0
         for expected, row in self.confusion.items():
             for actual, count in row.items():
@@ -169,7 +174,7 @@ def _rate(part: int, whole: int) -> float | None:
 
 
 def _effective(outcome: str) -> str:
-    return outcome if outcome in ("allow", "ask") else "deny"
+    return "deny" if outcome == "error" else outcome
 
 
 def _latency(tally: Tally) -> dict[str, dict[str, int]]:
@@ -216,7 +221,7 @@ def build_report(
         outcomes={o: tally.outcomes.get(o, 0) for o in OUTCOMES},
         confusion={
             e: {o: tally.confusion[e].get(o, 0) for o in OUTCOMES}
-            for e in ("allow", "ask", "deny")
+            for e in ("allow", "ask", "deny", "blocked", "invalid")
             if e in tally.confusion
         },
         benign_groups=groups.benign,

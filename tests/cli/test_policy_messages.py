@@ -113,3 +113,23 @@ def test_commands_that_load_policies_list_every_problem(cli: Any, policies: Path
     assert "more)" not in r.err
     located = [line.split(": policy ")[0] for line in r.err.splitlines() if ": policy " in line]
     assert located == ["error: p/b.cedar:2:38", "p/b.cedar:5:38", "p/b.cedar:9:22"]
+
+
+def test_a_set_method_on_a_string_says_to_use_like(cli: Any, tmp_path: Path) -> None:
+    """Cedar names "a set of anything" `Set<__cedar::internal::Any>` and its help ("try
+    using `like`") does not reach cedarpy: the message names neither the internal type nor
+    leaves the fix out."""
+    (tmp_path / "tools.json").write_text(json.dumps(TOOLS))
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "c.cedar").write_text(
+        '@id("order")\npermit (principal, action == Action::"shop.refund", resource)\n'
+        'when { context.input.order.contains("gift") };\n'
+    )
+    r = cli("policy", "validate", "p", "--tools", "tools.json")
+    assert r.code == 1
+    assert r.out.splitlines()[0] == (
+        "p/c.cedar:3:22: policy order: unexpected type: expected a set but saw String; "
+        "`.contains`, `.containsAll` and `.containsAny` are a set's: to look inside a string "
+        'use `like`, e.g. `context.input.order like "*gift*"`'
+    )
+    assert "__cedar" not in r.out

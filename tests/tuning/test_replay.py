@@ -82,6 +82,32 @@ def test_counts_agreement_and_confusion() -> None:
     assert report.confusion["deny"]["allow"] == 1
 
 
+def test_a_call_stopped_before_the_policies_agrees_only_with_what_stopped_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `clearance policy test` judges it: `deny` says the policies denied a call, so a
+    call blocked before them (a path that leaves the workspace cannot be canonicalized) or
+    with invalid arguments does not agree with it; `blocked` and `invalid` may be expected."""
+    escape = {"path": "../outside.txt"}
+    lines = [
+        _line("files.read_file", escape, expected="deny"),
+        _line("files.read_file", escape, expected="blocked"),
+        _line("files.read_file", {}, expected="deny"),
+        _line("files.read_file", {}, expected="invalid"),
+        _line("shell.run", {"command": "rm -rf build"}, expected="error"),  # reads as deny
+    ]
+    (tmp_path / "rules.toml").write_text('allow = ["files.read_file"]\ndeny = ["shell.run"]\n')
+    monkeypatch.chdir(tmp_path)  # no configuration file: the built-in tools, rooted here
+    report = replay(lines, HarnessSpec(rules=str(tmp_path / "rules.toml")))
+    assert dict(report.outcomes)["blocked"] == 2 and dict(report.outcomes)["invalid"] == 2
+    assert report.agreement == (3, 5)
+    deny = report.confusion["deny"]
+    assert (deny["deny"], deny["blocked"], deny["invalid"]) == (1, 1, 1)
+    assert report.confusion["blocked"]["blocked"] == report.confusion["invalid"]["invalid"] == 1
+    with pytest.raises(CorpusError, match="allow, deny, ask, blocked or invalid"):
+        parse_corpus_line(_line("files.read_file", escape, expected="stopped"), 1)
+
+
 def test_utility_and_security_per_group() -> None:
     report = replay(CORPUS, _local(**RULES))
     assert (report.utility_groups, report.benign_groups) == (1, 2)  # g1 asks; g2 allowed

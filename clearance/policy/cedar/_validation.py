@@ -417,6 +417,22 @@ def _locate(
         )
     if info is not None and message.startswith(_NO_ACTION):
         where, hint = _group_hint(info, model, lines)
+    if _ANY_SET in message:
+        # Cedar's name for "a set of anything" is internal; its help (which cedarpy drops)
+        # says what to use on a string.
+        message = message.replace(f"expected {_ANY_SET}", "expected a set")
+        if message.endswith("but saw String"):
+            found = _STRING_CONTAINS.search(info.text or "") if info is not None else None
+            example = (
+                f'`{found.group(1)} like "*{found.group(2)}*"`'
+                if found is not None
+                else '`context.input.name like "*text*"`'
+            )
+            hint = (
+                "; `.contains`, `.containsAll` and `.containsAny` are a set's: to look "
+                f"inside a string use `like`, e.g. {example}"
+            )
+    message = message.replace(_ANY_SET, "Set")
     if where is not None:
         out["line"], out["column"] = where.line, where.column
         out["frame"] = lines.frame(info.path if info else None, where)
@@ -466,6 +482,10 @@ def _decimal_hint(
         "`.greaterThanOrEqual` (`<`, `<=`, `>`, `>=` take Long only)"
     )
 
+
+_ANY_SET = "Set<__cedar::internal::Any>"
+"""How Cedar names "a set of anything" in a type error."""
+_STRING_CONTAINS = re.compile(r'(context(?:\.\w+)+)\.contains\("([^"*\\]*)"\)')
 
 _TYPES_CLASH = re.compile(r"the types (\S+) and (\S+) are not compatible")
 _SAW_TYPE = re.compile(r"but saw (\S+)$")
