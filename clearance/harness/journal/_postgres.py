@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
+import threading
 from collections import deque
 from collections.abc import Awaitable
 from pathlib import Path
@@ -26,6 +27,7 @@ from clearance.harness.journal._postgres_host import (
     event_from_pg,
     recover_stopped_host,
 )
+from clearance.harness.journal._postgres_loop import commit_here
 from clearance.harness.journal._postgres_start_log import (
     PgStartLog,
     pg_line,
@@ -138,6 +140,8 @@ class PostgresJournal:
         self._closed = False
         self._seqs = SessionSeqs()
         self._claims: dict[str, anyio.Event] = {}
+        self._landed: anyio.Event | None = None
+        """Set when the batch this event loop sent last has landed (``_postgres_loop``)."""
         # With a start log: the rows queued (their ordinal, see _postgres_start_log), and
         # every record since the last start written to the log, for the next start.
         self._appended = 0
@@ -416,13 +420,39 @@ class PostgresJournal:
             JournalError: the commit failed or the database is unreachable.
         """
         waiter = Waiter()
-        self._writer.put((row, waiter))
+        writer = self._writer
         # Once queued the record will be written; a cancellation takes effect after the
         # answer (see Journal).
         with anyio.CancelScope(shield=True):
+            if self._start_log is not None:
+                writer.put((row, waiter))
+            else:
+                writer.pending.append((row, waiter))
+                await self._commit_queued(waiter)
             await waiter.done.wait()
         if waiter.error is not None:
             raise JournalError(str(waiter.error))
+
+    async def _commit_queued(self, waiter: Waiter) -> None:
+        """Get the queued rows (``waiter``'s among them) committed: on this event loop
+        when the writer thread waits, in one batch with every start queued while the
+        previous batch was in flight (``_postgres_loop``), else by the thread."""
+        writer = self._writer
+        while not waiter.done.is_set():
+            flight = writer.flight
+            if flight is not None and flight.thread == threading.get_ident():
+                assert self._landed is not None  # set by whoever sent it
+                await self._landed.wait()  # the batch in flight, then the next one
+                continue
+            landed = self._landed = anyio.Event()
+            try:
+                here = await commit_here(writer, self.database.schema)
+            finally:
+                landed.set()
+            if not here:
+                writer.urgent = True
+                writer.wake.set()
+            return
 
     async def _claim(self, session_id: str) -> None:
         """Take ``session_id`` for this host (one round trip, at a session's first
@@ -502,11 +532,19 @@ class PostgresJournal:
         self._stop_now()
 
     def _stop_now(self) -> None:
+        self._settle()
         self._writer.put(STOP)
         self._writer.join()
         if self._owned:
             self.database.close()
         self._release_log()
+
+    def _settle(self) -> None:
+        """Before a synchronous wait for the writer thread: finish the batch this thread's
+        event loop has in flight (the thread would wait for it, and it for this wait)."""
+        flight = self._writer.flight
+        if flight is not None and flight.thread == threading.get_ident():
+            flight.settle()
 
     def _release_log(self) -> None:
         if self._start_log is not None:
@@ -546,6 +584,7 @@ class PostgresJournal:
 
         if self._closed or not self._writer.is_alive():
             return self._read_alone(query)
+        self._settle()
         control = PgControl(query)
         self._writer.put(control)
         try:

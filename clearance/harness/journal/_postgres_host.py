@@ -174,6 +174,17 @@ def _values_sql(schema: str, count: int, again: bool) -> bytes:
     return sql.encode()
 
 
+@functools.lru_cache(maxsize=256)
+def values_sql(schema: str, count: int) -> bytes:
+    """The multi-row ``INSERT`` of ``count`` rows with libpq's numbered parameters
+    (``$1``, nine a row): the statement the event loop prepares (``_postgres_loop``)."""
+    rows = (
+        "(" + ", ".join(f"${row * 9 + column}" for column in range(1, 10)) + ")"
+        for row in range(count)
+    )
+    return (_VALUES.replace("{s}", schema) + ", ".join(rows)).encode()
+
+
 def lock_host(conn: Connection, database: PostgresDatabase, host: str) -> bool:
     """Take ``host``'s advisory lock on ``conn`` (held until unlocked or disconnected);
     False when another connection holds it."""

@@ -14,6 +14,12 @@ The rules it keeps (rule R7 across hosts and outages):
 - **A host whose calls were closed by another process while it was disconnected**
   (``clearance store recover``) stops writing: its generation moved (see
   ``_postgres_host``), and its running calls already have their ``interrupted`` ends.
+
+The connection is used by whoever holds :attr:`PgWriter.lock`: the thread, except while it
+waits for work, when the event loop may take it to commit an awaited start itself (see
+``_postgres_loop``: no hand-over to this thread and back, about half of a call's cost at
+one session). Everything the thread keeps about the connection (``_conn``, ``down``,
+``failure``, ``_again``, ``_stopping``) changes only under the lock.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from clearance._text import printable
 from clearance.errors import JournalError, StoreError
@@ -47,6 +53,9 @@ from clearance.harness.postgres import (
     PostgresDatabase,
     RowRefused,
 )
+
+if TYPE_CHECKING:
+    from clearance.harness.journal._postgres_loop import Flight
 
 __all__ = [
     "MAX_PENDING",
@@ -154,6 +163,13 @@ class PgWriter:
         self.durability = durability
         self.seqs = seqs
         self.pending: deque[Item] = deque()
+        self.lock = threading.Lock()
+        """Held by whoever uses the connection: the thread, except in :meth:`_wait`."""
+        self.loop_prepared: set[int] = set()
+        """Row counts whose ``INSERT`` the event loop has prepared on this connection."""
+        self.flight: Flight | None = None
+        """The event loop's commit under way, for a synchronous caller on the event loop's
+        thread to finish before it waits for this thread (which waits for :attr:`lock`)."""
         self.wake = threading.Event()
         self.idle = False
         self.urgent = False
@@ -197,10 +213,79 @@ class PgWriter:
         record the recovery bookmark and stop; see :meth:`join`."""
         self.put(STOP)
 
+    # -- the event loop's commits (``_postgres_loop``) --------------------------------------
+
+    def take(self, limit: int) -> tuple[Connection, list[tuple[PgRow, Waiter | None]]] | None:
+        """On the event loop: the connection and every queued row, to commit there, when
+        the thread waits (:attr:`lock` is free), the connection is up, nothing is to be
+        written again, and only rows are queued, ``limit`` at most (anything else is the
+        thread's: a control, a stop, a batch for ``COPY``, a start log's rows); else
+        None. The caller holds :attr:`lock` until :meth:`landed`, :meth:`lost` or
+        :meth:`give_back`."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        pending = self.pending
+        count = len(pending)
+        if (
+            self._conn is None
+            or self.failure is not None
+            or self._again
+            or self._stopping is not None
+            or self.start_log is not None
+            or not 0 < count <= limit
+            or any(type(item) is not tuple for item in pending)
+        ):
+            self.lock.release()
+            return None
+        items: list[tuple[PgRow, Waiter | None]] = [pending.popleft() for _ in range(count)]  # type: ignore[misc]
+        return self._conn, items
+
+    def landed(self, items: list[tuple[PgRow, Waiter | None]]) -> list[Waiter]:
+        """The event loop committed ``items``: count them and give the connection back;
+        their waiters, for the caller to wake."""
+        rows = [row for row, _ in items]
+        self._taken += len(rows)
+        self.committed += len(rows)
+        self.commits += 1
+        self.through = self._taken
+        self._forget_closed(rows)
+        self.lock.release()
+        return [waiter for _, waiter in items if waiter is not None]
+
+    def lost(self, exc: BaseException, items: list[tuple[PgRow, Waiter | None]]) -> None:
+        """The connection was lost while the event loop committed ``items``, which may or
+        may not be committed: as in the thread, they are written again after the
+        reconnection, their waiters get the error and each start so answered its end."""
+        self._taken += len(items)
+        self._lose_connection(exc)
+        waited = [(row, waiter) for row, waiter in items if waiter is not None]
+        self._lost_rows([row for row, _ in items], waited, self.down or "the connection was lost")
+        self.lock.release()
+        self.urgent = True
+        self.wake.set()  # to reconnect
+
+    def give_back(self, items: list[tuple[PgRow, Waiter | None]]) -> None:
+        """The server refused the event loop's statement (nothing was committed): the
+        thread writes ``items`` first, with everything it does about a refused row."""
+        self.pending.extendleft(reversed(items))
+        self.lock.release()
+        self.urgent = True
+        self.wake.set()
+
     # -- the thread ------------------------------------------------------------------------
+
+    def _wait(self, timeout: float | None = None) -> None:
+        """Wait for :attr:`wake` (at most ``timeout`` seconds) without the connection: the
+        event loop may commit meanwhile (it takes :attr:`lock` only when it is free)."""
+        self.lock.release()
+        try:
+            self.wake.wait(timeout)
+        finally:
+            self.lock.acquire()
 
     def _run(self) -> None:
         delay = 0.1
+        self.lock.acquire()
         try:
             while True:
                 if self.failure is not None:
@@ -208,7 +293,7 @@ class PgWriter:
                     if self._drain(self.failure) or self._stopping is not None:
                         self._close_connection()
                         return
-                    self.wake.wait()
+                    self._wait()
                     self.wake.clear()
                     continue
                 if self._conn is None and not self._open():
@@ -218,7 +303,7 @@ class PgWriter:
                     self._refuse_waiting()
                     if self._stopping is not None and self._give_up():
                         return
-                    self.wake.wait(delay)
+                    self._wait(delay)
                     self.wake.clear()
                     delay = min(delay * 2, 1.0)
                     continue
@@ -237,16 +322,16 @@ class PgWriter:
                     # GIL taken from the busy event loop); an awaited one wakes it.
                     if not self.urgent:
                         lingered = True
-                        self.wake.wait(_LINGER)
+                        self._wait(_LINGER)
                     if not self.pending:
                         lingered = False
                         self.idle = True
                         if not self.pending:
-                            self.wake.wait()
+                            self._wait()
                         self.idle = False
                 self.wake.clear()
                 if not self.urgent and not lingered:
-                    self.wake.wait(_LINGER)
+                    self._wait(_LINGER)
                     self.wake.clear()
                 self.urgent = False
                 self._batch()
@@ -259,6 +344,7 @@ class PgWriter:
             self._close_connection()
             raise
         finally:
+            self.lock.release()
             if self.start_log is not None:  # kept for the next open, unless removed
                 self.start_log.close(remove=False)
 
@@ -575,6 +661,7 @@ class PgWriter:
         if self.down is not None:
             _log.warning("%s: the journal of host %s writes again", database.label, self.host)
         self._conn, self.down = conn, None
+        self.loop_prepared = set()
         return True
 
     def _restore_rows(self, conn: Connection) -> None:
