@@ -120,8 +120,14 @@ class PostgresGrantStore(PersistedGrantStore):
         Raises:
             StoreError: the database is unreachable (the grant is not kept).
         """
-        if grant.kind == "always":
-            body = json.dumps(grant.to_json())  # ASCII: any str survives, lone surrogates too
+        if grant.kind != "always":
+            super().add(grant)
+            return
+        body = json.dumps(grant.to_json())  # ASCII: any str survives, lone surrogates too
+        # No refresh between the write and the copy: one that read a revocation of this
+        # grant made right after the INSERT would be undone by the copy, for good (the
+        # feed would not name the grant again), and the grant would allow here (R12).
+        with self._reload_lock:
             self.database.run(
                 "add a grant",
                 lambda conn: conn.execute(
@@ -130,7 +136,7 @@ class PostgresGrantStore(PersistedGrantStore):
                     (grant.grant_id, body),
                 ),
             )
-        super().add(grant)
+            super().add(grant)
 
     def revoke(self, grant_id: str) -> bool:
         """Revoke a grant, persisted or session; False when no grant has this id.

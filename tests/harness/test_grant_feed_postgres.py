@@ -249,3 +249,41 @@ def test_concurrent_writers_never_leave_a_copy_behind(schema: tuple[str, str]) -
         reader.close()
         for store in writers:
             store.close()
+
+
+def test_a_grant_revoked_while_its_adder_writes_it_stays_revoked_there(
+    schema: tuple[str, str],
+) -> None:
+    """R12 on the host that adds a grant: another host revokes it right after the INSERT
+    commits, and this host's listener reads that revocation (the feed names the grant,
+    its row is gone) before the add puts the grant in memory. The add must not bring the
+    revoked grant back for good: the copy is at the newest version, so no later refresh
+    would read that grant's row again."""
+    url, name = schema
+    adder = PostgresGrantStore(url)
+    revoker = PostgresGrantStore(url)
+    run = adder.database.run
+
+    def revoked_right_after_the_insert(what: str, fn: Any, **kwargs: Any) -> Any:
+        done = run(what, fn, **kwargs)
+        if what == "add a grant":
+            assert revoker.revoke("g_raced")
+            (latest,) = sql(name, "SELECT version FROM {s}.grants_version")[0]
+            # The adder's listener refreshes on the revocation's notice (given a second).
+            for _ in range(100):
+                if adder._version == latest:
+                    break
+                threading.Event().wait(0.01)
+        return done
+
+    try:
+        _found(adder)  # the adder's copy is loaded, its listener running
+        adder.database.run = revoked_right_after_the_insert  # type: ignore[method-assign]
+        adder.add(_exact("g_raced", WRITE))
+        adder.database.run = run  # type: ignore[method-assign]
+        assert sql(name, "SELECT count(*) FROM {s}.grants") == [(0,)]
+        assert _found(adder) is None
+        assert _found(revoker) is None
+    finally:
+        adder.close()
+        revoker.close()
