@@ -422,7 +422,7 @@ def test_only_the_session_that_started_a_process_reaches_it(work: Path) -> None:
             tools["stop"]({"id": process_id}, context(session))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     st.text(min_size=0, max_size=200),
     st.integers(1, 64),
@@ -433,8 +433,8 @@ def test_the_output_ring_loses_nothing_it_does_not_count(
 ) -> None:
     """Property: however writes and reads interleave, each read is the stream's next
     bytes after the ones it says were dropped; reads move on (but for a character whose
-    end is not written yet); all reads and drops add up to the stream; without drops, a
-    read of 4 bytes or more is whole UTF-8."""
+    end is not written yet); all reads and drops add up to the stream; a read of 4 bytes
+    or more that starts at a character's start ends at one."""
     stream = text.encode("utf-8")
     ring = Ring(limit)
     written = position = 0
@@ -449,7 +449,8 @@ def test_the_output_ring_loses_nothing_it_does_not_count(
         assert output.data == stream[start:after]
         if ring.total > position and (final or ring.total - position >= 4):
             assert output.data or output.dropped  # a read moves on
-        if lost + output.dropped == 0 and cap >= 4 and not final:
+        at_boundary = start >= len(stream) or stream[start] & 0xC0 != 0x80
+        if at_boundary and cap >= 4 and not final:
             output.data.decode("utf-8")  # whole characters only
         lost += output.dropped
         pieces.append(output.data)
