@@ -4,7 +4,7 @@
 
     clearance pdp [--config FILE] [--tools FILE] [--host ADDR] [--port N]
                   [--token-env NAME] [--public-url URL] [--tls-cert FILE --tls-key FILE]
-                  [--plain-http]
+                  [--no-journal] [--plain-http]
 
 Other gateways ask ``POST /access/v1/evaluation`` (and ``/evaluations``) with the bearer
 token found in the environment variable ``--token-env`` (default ``CLEARANCE_PDP_TOKEN``,
@@ -12,7 +12,9 @@ at least 16 characters: the command refuses to start without it), and get the de
 the configuration's evaluator (``[evaluator]``: Cedar policies, a pack, local rules) on
 its tools (the bundled toolsets, the ``[[mcp_servers]]``' tools, or ``--tools FILE``). The
 policies are bound to the tools before anything is served: a policy that does not fit
-stops the start (exit 2). See ``docs/authzen.md``.
+stops the start (exit 2). Every evaluation is journaled in the configuration's journal
+(``[journal] path``, or ``store``) as a ``call_decided`` record of outcome ``answered``
+naming its caller, unless ``--no-journal``. See ``docs/authzen.md``.
 
 Serving needs uvicorn, from the optional ``authzen`` extra. The command is always listed;
 without the extra, ``clearance pdp`` (with or without ``--help``) prints how to install it
@@ -31,7 +33,7 @@ from clearance._text import printable
 from clearance.cli._options import config_option
 from clearance.cli._tools import command_tools, tools_option
 from clearance.cli.main import EXIT_USAGE, cli, fail
-from clearance.config import build_evaluator
+from clearance.config import build_evaluator, build_journal
 from clearance.errors import ClearanceError, MissingExtraError
 from clearance.harness.approvals import MemoryGrantStore
 from clearance.harness.journal import MemoryJournal
@@ -85,6 +87,12 @@ class _NeedsUvicorn(click.Command):
 @click.option("--tls-cert", metavar="FILE", default=None, help="Serve HTTPS: the certificate.")
 @click.option("--tls-key", metavar="FILE", default=None, help="Serve HTTPS: its private key.")
 @click.option(
+    "--no-journal",
+    is_flag=True,
+    help="Journal nothing (by default every evaluation is journaled in the configuration's "
+    "journal, naming its caller).",
+)
+@click.option(
     "--plain-http",
     is_flag=True,
     help="Serve plain HTTP on an address that is not loopback (tokens and decisions then "
@@ -99,6 +107,7 @@ def pdp(
     public_url: str | None,
     tls_cert: str | None,
     tls_key: str | None,
+    no_journal: bool,
     plain_http: bool,
 ) -> None:
     """Serve the configured evaluator as an AuthZEN PDP (/access/v1/evaluation).
@@ -123,15 +132,23 @@ def pdp(
             fail(f"--public-url: {exc}")
     try:
         tools = command_tools(config_path, tools_path)
+        evaluator = build_evaluator(tools.config)
+        journal = MemoryJournal() if no_journal else build_journal(tools.config)
         harness = Harness(
             tools.registry,
-            evaluator=build_evaluator(tools.config),
-            journal=MemoryJournal(),
+            evaluator=evaluator,
+            journal=journal,
             grant_store=MemoryGrantStore(),
             max_argument_bytes=tools.config.limits.max_argument_bytes,
         )
         harness.freeze()  # binds the evaluator: a policy that does not fit stops here
-        app = AuthZenPdp(harness, token=token, base_url=public_url)
+        app = AuthZenPdp(
+            harness,
+            token=token,
+            base_url=public_url,
+            journal=not no_journal,
+            token_name=token_env,
+        )
     except (ClearanceError, ValueError) as exc:
         fail(str(exc))
 
@@ -140,7 +157,7 @@ def pdp(
         click.echo(f"Callers present the token in {token_env}. Stop with Ctrl-C.")
 
     async def main() -> None:
-        async with anyio.create_task_group() as tg:
+        async with harness, anyio.create_task_group() as tg:
 
             async def on_signal() -> None:
                 with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -34,6 +34,7 @@ __all__ = [
     "build_confinement",
     "build_evaluator",
     "build_harness",
+    "build_journal",
     "build_registry",
     "open_journal",
     "open_store",
@@ -52,6 +53,27 @@ def open_journal(path: Path) -> Journal:
     except OSError as exc:
         raise ConfigError(f"cannot create the journal's directory: {exc.strerror}") from None
     return SqliteJournal(path)
+
+
+def build_journal(config: Config) -> Journal:
+    """The journal the configuration names: a ``PostgresJournal`` when ``store`` is a
+    PostgreSQL database (with ``[journal] start_log``), else the SQLite journal at
+    ``[journal] path`` (for ``clearance pdp``, which builds no other store).
+
+    Raises:
+        ConfigError, JournalError: it cannot be opened.
+    """
+    if config.store is None:
+        return open_journal(config.journal.path)
+    return _postgres_journal(config.store, config.journal.start_log)
+
+
+def _postgres_journal(url: str, start_log: Path | None) -> Journal:
+    from clearance.harness.journal import PostgresJournal
+
+    if start_log is not None:
+        _private_directory(start_log)
+    return PostgresJournal(url, start_log=start_log)
 
 
 def build_registry(config: Config) -> ToolRegistry:
@@ -290,12 +312,8 @@ def _postgres_stores(
         grant_store = grant_store if grant_store is not None else grants
         ask_store = ask_store if ask_store is not None else asks
     if journal is None:
-        from clearance.harness.journal import PostgresJournal
-
         try:
-            if start_log is not None:
-                _private_directory(start_log)
-            journal = PostgresJournal(url, start_log=start_log)
+            journal = _postgres_journal(url, start_log)
         except BaseException:
             for close in closing:
                 close()

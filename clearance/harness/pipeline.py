@@ -200,12 +200,15 @@ class Pipeline(Stages, Approval, HostRuns):
         context: Mapping[str, Any] | None = None,
         provenance: Provenance | None = None,
         with_provenance: bool = True,
+        caller: Mapping[str, Any] | None = None,
     ) -> Decision:
         """Run every stage before the ask (resolve, schema, facts, argument guardrails,
-        evaluator) and say what would happen, without journaling, asking or running
-        anything; ``provenance``: the ledger to describe the call against (default: the
-        session's); ``with_provenance``: see ``Harness.decide``."""
-        call = self._new_call(session, name, arguments, "decide", None)
+        evaluator) and say what would happen, without asking or running anything, and
+        without journaling unless ``caller`` is given (see :meth:`_answered`);
+        ``provenance``: the ledger to describe the call against (default: the session's);
+        ``with_provenance``: see ``Harness.decide``."""
+        call_id = "decide" if caller is None else "pdp_" + secrets.token_hex(8)
+        call = self._new_call(session, name, arguments, call_id, None)
         call.dry = True  # nothing is recorded (see Recorder._end_early)
         call.ledger = provenance
         ended = await self._decide(call, context or {}, dry=True)
@@ -227,7 +230,7 @@ class Pipeline(Stages, Approval, HostRuns):
             outcome = {"invalid": "invalid", "blocked": "blocked"}.get(ended.status, "deny")
             if record.get("decision") == "error":
                 outcome = "error"
-        return Decision(
+        decision = Decision(
             outcome=outcome,  # type: ignore[arg-type]
             stage=record.get("stage", "evaluator"),
             reasons=tuple(record.get("reasons", ())),
@@ -244,6 +247,25 @@ class Pipeline(Stages, Approval, HostRuns):
             if call.provenance is not None and with_provenance
             else None,
         )
+        if caller is not None:
+            await self._answered(call, decision, caller)
+        return decision
+
+    async def _answered(
+        self, call: CallState, decision: Decision, caller: Mapping[str, Any]
+    ) -> None:
+        """Journal a decision answered to another enforcement point (``clearance pdp``):
+        one ``call_decided`` record of outcome ``answered``, naming its ``caller``, as a
+        call's decision is recorded (arguments, schema, facts, the provenance read, the
+        verdict). Nothing follows it: the caller runs the call or not.
+
+        Raises:
+            Exception: the journal failed (the caller answers the evaluation as failed)."""
+        data = self._decided(
+            call, "answered", decision.message, call.record.get("decision"), decision.reasons, None
+        )
+        data["caller"] = dict(caller)
+        await self._record(call, "call_decided", data)
 
     # -- the order ------------------------------------------------------------------------
 

@@ -452,11 +452,16 @@ class Harness:
         context: Mapping[str, Any] | None = None,
         provenance: Provenance | None = None,
         with_provenance: bool = True,
+        session: Session | None = None,
+        caller: Mapping[str, Any] | None = None,
     ) -> Decision:
-        """What the pipeline would decide for one call, without running, asking or
-        journaling anything: schema check, argument guardrails and the evaluator (an ask
-        stays ``ask``; grants are not consulted). For ``clearance policy explain`` and
-        ``clearance replay``.
+        """What the pipeline would decide for one call, without running or asking
+        anything: schema check, argument guardrails and the evaluator (an ask stays
+        ``ask``; grants are not consulted). For ``clearance policy explain`` and
+        ``clearance replay``, which journal nothing; and for ``clearance pdp``, which
+        gives an open ``session`` of ``principal`` and the ``caller`` that asked: the
+        decision is then journaled in that session as a ``call_decided`` record of
+        outcome ``answered`` naming the caller (a journal that fails raises).
 
         ``provenance`` holds the conversation the call was made in (the user's messages,
         the tool results before it): the call's arguments are described against it, under
@@ -470,6 +475,32 @@ class Harness:
         are most of a decision's cost."""
         if self._closed:
             raise ClosedError("the harness is closed")
+        if session is not None or caller is not None:
+            held = session.principal if session is not None else None
+            if (
+                caller is None
+                or held is None
+                or held != principal
+                or held.attrs != principal.attrs
+                or tuple(held.parents) != tuple(principal.parents)
+            ):
+                raise ValueError("a journaled decision needs the caller and a session of principal")
+        else:
+            session = self._decide_session(principal, agent)
+        assert session is not None
+        return await self.pipeline.decide(
+            session,
+            tool,
+            arguments,
+            context=context,
+            provenance=provenance,
+            with_provenance=with_provenance,
+            caller=caller,
+        )
+
+    def _decide_session(self, principal: Principal, agent: AgentDefinition | None) -> Session:
+        """The unjournaled session ``decide`` decides ``principal``'s calls in (kept per
+        principal and agent, up to 10,000)."""
         self.freeze()
         key = (principal.type, principal.id, id(agent) if agent is not None else None)
         session = self._decide_sessions.get(key)
@@ -481,14 +512,7 @@ class Harness:
             )
             if len(self._decide_sessions) < 10_000:
                 self._decide_sessions[key] = session
-        return await self.pipeline.decide(
-            session,
-            tool,
-            arguments,
-            context=context,
-            provenance=provenance,
-            with_provenance=with_provenance,
-        )
+        return session
 
     def _agent_evaluator(self, agent: AgentDefinition) -> AuthorityEvaluator:
         if agent.capabilities is None:

@@ -38,20 +38,32 @@ error      ``{"decision": false, "context": {"reason": "evaluation_error", "erro
 =========  ======================================================================
 
 Evaluation errors the evaluator recorded (a Cedar policy that erred and was skipped) are in
-``context.errors``. Provenance is not taken from the request: every argument's record
-says it came from a tool (the fail-safe ledger, ``Provenance(enabled=False)``), so a
-policy that reads provenance denies here rather than trusts.
+``context.errors``. Provenance is the caller's: the records its request sends in
+``context.provenance`` (:class:`~clearance.provenance.ReportedProvenance`); an argument it
+sends none for counts as from a tool (the fail-safe ledger, ``Provenance(enabled=False)``),
+so a policy that reads it denies rather than trusts.
+
+Every evaluation is journaled (with ``journal=True``, the default): a ``call_decided``
+record of outcome ``answered`` in the harness's journal, naming the caller (``caller``:
+the name of the token it presented and its address), in a session of the principal
+(``session_created`` when first seen, one session per caller and principal, at most
+``max_sessions`` kept open: the least recently used is closed). An evaluation whose record
+cannot be written is answered ``false`` with ``context.error`` (R1).
 """
 
 from __future__ import annotations
 
 import hmac
+import json
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
+
 from clearance.harness.outcomes import Decision
-from clearance.harness.session import Harness
+from clearance.harness.session import AgentDefinition, Harness, Session
 from clearance.pdp._requests import (
     BadRequest,
     Evaluation,
@@ -67,7 +79,8 @@ from clearance.policy.authzen_wire import (
     dumps,
     loads,
 )
-from clearance.provenance import Provenance
+from clearance.provenance import Provenance, ReportedProvenance
+from clearance.types import Principal
 
 __all__ = ["AuthZenPdp"]
 
@@ -103,6 +116,11 @@ class AuthZenPdp:
             to the address it listens on when not given.
         max_body: the largest request body read, in bytes.
         max_evaluations: the most evaluations one request may hold.
+        journal: journal every evaluation in the harness's journal (see the module
+            docstring); ``False`` for a PDP whose decisions need no record.
+        token_name: what the journal calls the token callers present (``clearance pdp``:
+            the environment variable it came from).
+        max_sessions: sessions (one per caller and principal) kept open for journaling.
 
     Raises:
         ValueError: the token is shorter than 16 characters or not printable ASCII.
@@ -116,6 +134,9 @@ class AuthZenPdp:
         base_url: str | None = None,
         max_body: int = 1 << 20,
         max_evaluations: int = 1000,
+        journal: bool = True,
+        token_name: str = "token",
+        max_sessions: int = 1024,
     ) -> None:
         if len(token) < 16 or not token.isascii() or not token.isprintable() or " " in token:
             raise ValueError(
@@ -128,6 +149,13 @@ class AuthZenPdp:
         self.max_evaluations = max_evaluations
         # The fail-safe ledger: every value from a tool (see the module docstring).
         self._provenance = Provenance(enabled=False)
+        self.journal = journal
+        self.token_name = token_name
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[tuple[str, str, str, str], Session] = OrderedDict()
+        """The journaling sessions, by caller and principal (attributes included), least
+        recently used first."""
+        self._opening = anyio.Lock()
 
     def __repr__(self) -> str:  # never the token
         return f"AuthZenPdp({self.base_url!r})"
@@ -144,13 +172,15 @@ class AuthZenPdp:
                 if not 1 <= len(request_id) <= 256 or not all(33 <= c <= 126 for c in request_id):
                     raise _refuse(400, "X-Request-ID must be 1 to 256 visible ASCII characters")
                 echoed.append((b"x-request-id", request_id))
-            status, body = await self._route(scope, receive)
+            status, body = await self._route(scope, receive, _caller(scope, self.token_name))
             await _respond(send, status, _JSON, dumps(body), echoed)
         except _Refused as refused:
             message = (refused.message + "\n").encode()
             await _respond(send, refused.status, _TEXT, message, echoed + refused.headers)
 
-    async def _route(self, scope: Scope, receive: Receive) -> tuple[int, Any]:
+    async def _route(
+        self, scope: Scope, receive: Receive, caller: dict[str, str]
+    ) -> tuple[int, Any]:
         path, method = scope["path"], scope["method"]
         if path == self._metadata_path():
             if method != "GET":
@@ -177,13 +207,13 @@ class AuthZenPdp:
         try:
             full = wants_context(request)
             if path == EVALUATION_PATH:
-                return 200, shaped(await self._decide(evaluation(request)), full)
+                return 200, shaped(await self._decide(evaluation(request), caller), full)
             found, semantic = evaluations(request, limit=self.max_evaluations)
             if found is None:
-                return 200, shaped(await self._decide(evaluation(request)), full)
+                return 200, shaped(await self._decide(evaluation(request), caller), full)
         except BadRequest as exc:
             raise _refuse(400, str(exc)) from None
-        answers = await self._decide_all(found, semantic)
+        answers = await self._decide_all(found, semantic, caller)
         return 200, {"evaluations": [shaped(a, full) for a in answers]}
 
     async def _body(self, receive: Receive) -> bytes:
@@ -203,10 +233,12 @@ class AuthZenPdp:
 
     # -- deciding -----------------------------------------------------------------------
 
-    async def _decide_all(self, found: list[Evaluation], semantic: str) -> list[dict[str, Any]]:
+    async def _decide_all(
+        self, found: list[Evaluation], semantic: str, caller: dict[str, str]
+    ) -> list[dict[str, Any]]:
         answers = []
         for item in found:
-            answer = await self._decide(item)
+            answer = await self._decide(item, caller)
             answers.append(answer)
             if (semantic == "deny_on_first_deny" and not answer["decision"]) or (
                 semantic == "permit_on_first_permit" and answer["decision"]
@@ -214,7 +246,7 @@ class AuthZenPdp:
                 break
         return answers
 
-    async def _decide(self, item: Evaluation) -> dict[str, Any]:
+    async def _decide(self, item: Evaluation, caller: dict[str, str]) -> dict[str, Any]:
         if item.mismatch is not None:
             return {
                 "decision": False,
@@ -224,15 +256,23 @@ class AuthZenPdp:
                     "error": {"status": 400, "message": item.mismatch},
                 },
             }
+        provenance = (
+            ReportedProvenance(item.provenance, trust=self.harness.trust)
+            if item.provenance
+            else self._provenance
+        )
         try:
+            session = await self._session(item.principal, caller) if self.journal else None
             decision = await self.harness.decide(
                 principal=item.principal,
                 tool=item.tool,
                 arguments=item.arguments,
-                provenance=self._provenance,
+                provenance=provenance,
                 with_provenance=False,
+                session=session,
+                caller=caller if session is not None else None,
             )
-        except Exception as exc:  # a closed harness, a bug: this evaluation is not allowed
+        except Exception as exc:  # a closed harness, a failed journal, a bug: not allowed
             message = f"the PDP failed to decide ({type(exc).__name__})"
             return {
                 "decision": False,
@@ -242,6 +282,29 @@ class AuthZenPdp:
                 },
             }
         return answer_of(decision)
+
+    async def _session(self, principal: Principal, caller: dict[str, str]) -> Session:
+        """The open session of ``caller`` and ``principal`` (its attributes and parents
+        as this request gives them), opened when first needed."""
+        key = (
+            json.dumps(caller, sort_keys=True),
+            str(principal),
+            json.dumps(dict(principal.attrs), sort_keys=True, default=str),
+            json.dumps([list(p) for p in principal.parents]),
+        )
+        async with self._opening:
+            session = self._sessions.get(key)
+            if session is not None and not session.closed:
+                self._sessions.move_to_end(key)
+                return session
+            session = await self.harness.create_session(
+                principal=principal, agent=AgentDefinition("pdp")
+            )
+            self._sessions[key] = session
+            while len(self._sessions) > self.max_sessions:
+                _, oldest = self._sessions.popitem(last=False)
+                await oldest.aclose()
+            return session
 
     # -- metadata -----------------------------------------------------------------------
 
@@ -303,6 +366,14 @@ def answer_of(decision: Decision) -> dict[str, Any]:
     if errors:
         context["errors"] = list(errors)
     return {"decision": False, "context": context}
+
+
+def _caller(scope: Scope, token_name: str) -> dict[str, str]:
+    """Who asks, as the journal names it: the token it presented (only one opens this
+    PDP) and its network address."""
+    client = scope.get("client")
+    address = str(client[0]) if client else "unknown"
+    return {"token": token_name, "address": address}
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

@@ -27,6 +27,13 @@ and ``_`` stand for themselves, an upper-case letter is ``-`` and the letter in 
 point in hexadecimal, and ``_`` (``/`` is ``-_2f_``). Names already valid and without
 ``-`` (every Todo scenario name) are unchanged.
 
+``context.provenance``, when given, is where each argument came from, as the caller's
+ledger saw it (what :class:`~clearance.policy.AuthZenEvaluator` sends with
+``send_provenance``): an object naming arguments of the call, each with a record holding
+exactly the attributes of :data:`~clearance.provenance.ORIGIN_ATTRIBUTES` (``sources`` and
+``tool_values`` arrays of strings, the others booleans). A policy that reads an argument's
+provenance reads that record; an argument without one counts as from a tool.
+
 An ``evaluations`` request gives each evaluation the request's top-level ``subject``,
 ``action``, ``resource`` and ``context`` for a key it does not hold itself (a key it holds
 replaces the default whole), then reads it as above. A request that lacks a required key
@@ -40,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance.policy.authzen_wire import SEMANTICS
+from clearance.provenance import ORIGIN_ATTRIBUTES
 from clearance.types import Principal
 
 __all__ = [
@@ -73,6 +81,8 @@ class Evaluation:
     mismatch: str | None = None
     """Why the request cannot name a call (a tool resource with another action): the
     evaluation is answered ``false`` with this, without deciding anything."""
+    provenance: dict[str, dict[str, Any]] | None = None
+    """The caller's provenance records, by argument (``context.provenance``), if sent."""
 
 
 def tool_part(name: str) -> str:
@@ -143,6 +153,39 @@ def _string(entity: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def _provenance(
+    value: Any, arguments: dict[str, Any], where: str
+) -> dict[str, dict[str, Any]] | None:
+    """``context.provenance`` checked (see the module docstring), or None when absent.
+
+    Raises:
+        BadRequest: not an object, an argument the call does not have, or a record that
+            is not one.
+    """
+    given = _object(value, f"{where}: context.provenance", required=False)
+    if given is None:
+        return None
+    records: dict[str, dict[str, Any]] = {}
+    for name, record in given.items():
+        label = f"{where}: context.provenance.{name}"
+        if name not in arguments:
+            raise BadRequest(f"{label}: the call has no argument {name!r}")
+        if not isinstance(record, dict) or set(record) != set(ORIGIN_ATTRIBUTES):
+            raise BadRequest(
+                f"{label} must be an object with exactly {', '.join(ORIGIN_ATTRIBUTES)}"
+            )
+        for key, kind in ORIGIN_ATTRIBUTES.items():
+            item = record[key]
+            if kind == "Bool" and not isinstance(item, bool):
+                raise BadRequest(f"{label}.{key} must be true or false")
+            if kind != "Bool" and not (
+                isinstance(item, list) and all(isinstance(i, str) for i in item)
+            ):
+                raise BadRequest(f"{label}.{key} must be an array of strings")
+        records[name] = dict(record)
+    return records
+
+
 def _parents(value: Any) -> tuple[tuple[str, str], ...] | None:
     """``properties.parents`` as ``(type, id)`` pairs when it has that shape, else None."""
     if not isinstance(value, list):
@@ -194,11 +237,16 @@ def evaluation(request: Any, where: str = "the request") -> Evaluation:
                 f"the action {name!r} is not the tool {rid!r}: a tool resource is called with "
                 "its own name or 'tools/call'"
             )
-        return Evaluation(principal, rid, dict(arguments or {}), mismatch)
+        called = dict(arguments or {})
+        provenance = _provenance(context.get("provenance"), called, where)
+        return Evaluation(principal, rid, called, mismatch, provenance)
     arguments = {"id": rid}
     if resource.get("properties") is not None:
         arguments["properties"] = resource["properties"]
-    return Evaluation(principal, f"{tool_part(rtype)}.{tool_part(name)}", arguments)
+    provenance = _provenance(context.get("provenance"), arguments, where)
+    return Evaluation(
+        principal, f"{tool_part(rtype)}.{tool_part(name)}", arguments, None, provenance
+    )
 
 
 def wants_context(request: Any) -> bool:

@@ -15,13 +15,20 @@ ids, numbers) and literal strings, matched exactly (:mod:`clearance.provenance.v
 :mod:`clearance.provenance.trust` reads a pack's trust list. See docs/provenance.md.
 """
 
-from clearance.provenance.ledger import ORIGIN_ATTRIBUTES, Provenance, origin_label, values_label
+from clearance.provenance.ledger import (
+    ORIGIN_ATTRIBUTES,
+    Provenance,
+    ReportedProvenance,
+    origin_label,
+    values_label,
+)
 from clearance.provenance.trust import TRUST_FILE, TrustList
 
 __all__ = [
     "ORIGIN_ATTRIBUTES",
     "TRUST_FILE",
     "Provenance",
+    "ReportedProvenance",
     "TrustList",
     "origin_label",
     "values_label",

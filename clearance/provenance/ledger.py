@@ -60,7 +60,14 @@ from clearance.provenance.values import (
     text_keys,
 )
 
-__all__ = ["ORIGIN_ATTRIBUTES", "Described", "Provenance", "origin_label", "values_label"]
+__all__ = [
+    "ORIGIN_ATTRIBUTES",
+    "Described",
+    "Provenance",
+    "ReportedProvenance",
+    "origin_label",
+    "values_label",
+]
 
 ORIGIN_ATTRIBUTES: Mapping[str, str] = {
     "sources": "Set<String>",
@@ -688,18 +695,31 @@ class Described(Mapping[str, Mapping[str, Any]]):
     computed when first read, then kept, so that the evaluator, the guardrails and the
     record all see one record per argument."""
 
-    __slots__ = ("_arguments", "_ledger", "_trust", "_trusted", "computed")
+    __slots__ = ("_arguments", "_given", "_ledger", "_trust", "_trusted", "computed")
 
-    def __init__(self, ledger: Provenance, arguments: Mapping[str, Any], trust: TrustList) -> None:
+    def __init__(
+        self,
+        ledger: Provenance,
+        arguments: Mapping[str, Any],
+        trust: TrustList,
+        given: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         self._ledger = ledger
         self._arguments = arguments
         self._trust = trust
+        self._given = given
+        """Records reported by another enforcement point (:class:`ReportedProvenance`),
+        used as they are for the arguments they name."""
         self._trusted = -1
         self.computed: dict[str, dict[str, Any]] = {}
         """The records read so far, by argument."""
 
     def __getitem__(self, name: str) -> Mapping[str, Any]:
         record = self.computed.get(name)
+        if record is None and self._given is not None and name in self._given:
+            if name not in self._arguments:  # only an argument of the call has a record
+                raise KeyError(name)
+            record = self.computed[name] = dict(self._given[name])
         if record is None:
             value = self._arguments[name]
             ledger = self._ledger
@@ -725,3 +745,26 @@ class Described(Mapping[str, Mapping[str, Any]]):
 
     def __len__(self) -> int:
         return len(self._arguments)
+
+
+class ReportedProvenance(Provenance):
+    """The provenance records another enforcement point sent with a call (``clearance
+    pdp``: the request's ``context.provenance``, as ``AuthZenEvaluator`` sends it): an
+    argument it reported a record for is described by that record, as given; any other
+    argument as by a disabled ledger (from a tool, never the user's: a missing record never
+    trusts). The caller's word is taken as its principal and arguments are: it is the
+    enforcement point, authenticated by its token.
+
+    Args:
+        records: each reported argument's record, with the attributes of
+            :data:`ORIGIN_ATTRIBUTES` (checked by the caller of this class).
+    """
+
+    def __init__(
+        self, records: Mapping[str, Mapping[str, Any]], *, trust: TrustList | None = None
+    ) -> None:
+        super().__init__(trust=trust, enabled=False)
+        self.records = {name: dict(record) for name, record in records.items()}
+
+    def describe(self, arguments: Mapping[str, Any], trust: TrustList | None = None) -> Described:
+        return Described(self, arguments, trust or self.trust, self.records)

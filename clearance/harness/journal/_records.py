@@ -216,12 +216,14 @@ class CallDecidedData(_ToolIdentity):
         "cancelled",
         "error",
         "interrupted",
+        "answered",
     ]
     """``dispatched`` (a ``tool_started`` follows), ``authorized`` (the host runs the call:
     a ``tool_started`` follows when it reports the run), ``pending`` (its ask waits in the
     store; the same call tried again is a new entry), or how the call ended without
     running; ``interrupted``: its process stopped while it waited on its ask (written by
-    recovery, with ``asked_seq``)."""
+    recovery, with ``asked_seq``); ``answered``: a decision ``clearance pdp`` gave another
+    enforcement point (``caller``), which runs the call or not (nothing follows)."""
     message: str | None = None
     correlation_id: str
     """The call's correlation id (on an ``interrupted`` call: its ask id)."""
@@ -231,6 +233,9 @@ class CallDecidedData(_ToolIdentity):
     ``$CLEARANCE_HOST`` or the machine's name)."""
     asked_seq: int | None = None
     """On ``interrupted`` records: the ``seq`` of the ``permission_asked`` they end."""
+    caller: dict[str, Any] | None = None
+    """On ``answered`` records: who asked ``clearance pdp`` (``token``: the name of the
+    token it presented; ``address``: its network address)."""
 
 
 class ToolStartedData(_ToolIdentity):
