@@ -8,9 +8,12 @@ where each argument's value came from in the session.
 * An action towards a person, payee, channel or site runs when the user named it (it
   appears in the user's messages, or in a tool result the pack's trust list names as the
   user's own), or when it is one the user already deals with (the lists below, taken from
-  the user's own records: payees, correspondents, meeting participants, people files are
-  shared with, workspace members). Otherwise it is **denied**: the value came from a tool
-  result or from nowhere, which is what a prompt injection produces.
+  the user's own records, and only what she did herself: whom she paid, whom she wrote
+  to, whom she shares her own files with; workspace members). Not who paid her, wrote to
+  her, shared a file with her or invited her: an attacker can be any of these (issue 33).
+  Otherwise it is **denied**: the value came from a tool result or from nowhere, which is
+  what a prompt injection produces. When the person is only on a list, the rest of the
+  action must be hers too (a payment's amount).
 * Outgoing text (an e-mail, a message, an invitation, a payment's subject) must not carry a
   link, address or account that the user did not give: one only a tool result named
   (``untrusted_values``: phishing links and exfiltration addresses planted in data) or one
@@ -80,16 +83,17 @@ def _named(argument: str, optional: bool = False) -> str:
 
 def banking() -> tuple[str, list[str], dict[str, list[str]]]:
     account = _env("banking")["bank_account"]
+    # Whom she pays: the recipients of her payments and standing orders. Not who paid her:
+    # anyone can send her a transaction, and its sender then writes its subject.
     payees = {t["recipient"] for t in account["transactions"] if t["sender"] == "me"}
-    payees |= {t["sender"] for t in account["transactions"] if t["recipient"] == "me"}
     payees |= {t["recipient"] for t in account["scheduled_transactions"]}
     known = _set(payees, "    ")
     cedar = (
         HEADER.format(suite="banking", unless="")
         + f"""
-// A payment goes to an account the user named, or to one of the user's own payees (sent
-// to, received from, standing orders). An account the user never named that came from a
-// tool result (a bill, a notice, a transaction's subject) or from nowhere is denied.
+// A payment goes to an account the user named, or to one of the user's own payees (she
+// sent to it, or pays it by standing order). An account the user never named that came from
+// a tool result (a bill, a notice, a transaction's subject) or from nowhere is denied.
 @id("payee-not-named-by-user")
 forbid (
   principal,
@@ -111,6 +115,25 @@ forbid (
 )
 when {{
   context.provenance.subject.untrusted_values || context.provenance.subject.made_up_values
+}};
+
+// A payee she already pays may be the injection's author (the sender of a transaction she
+// reads is a friend she once paid). When she did not write the payee in this conversation,
+// the rest of the payment must be hers too: the amount she wrote or one of her standing
+// orders holds (not one a transaction, a bill or nobody gave), no standing order, and a
+// subject no tool result wrote.
+@id("payment-to-a-payee-she-did-not-write")
+forbid (
+  principal,
+  action in [Action::"banking.send_money", Action::"banking.schedule_transaction"],
+  resource
+)
+when {{
+  !context.provenance.recipient.sources.contains("user") &&
+  (!context.provenance.amount.sources.containsAny(
+     ["user", "tool:banking.get_scheduled_transactions#amount"]) ||
+   action == Action::"banking.schedule_transaction" ||
+   context.provenance.subject.tool)
 }};
 
 @id("pay")
@@ -138,32 +161,72 @@ when {{
   (context.provenance.subject.untrusted_values || context.provenance.subject.made_up_values)
 }};
 
+// The amount and the date of a standing order are hers: an amount or a date only a tool
+// result gave (a notice, a transaction's subject) is someone else's.
+@id("standing-order-amount-not-named-by-user")
+forbid (principal, action == Action::"banking.update_scheduled_transaction", resource)
+when {{
+  (context.provenance has amount &&
+   context.provenance.amount.tool && !context.provenance.amount.user) ||
+  (context.provenance has date &&
+   context.provenance.date.tool && !context.provenance.date.user)
+}};
+
 @id("update-standing-order")
 permit (principal, action == Action::"banking.update_scheduled_transaction", resource);
 
-// A new password the user did not give is someone else's password.
+// A new password the user did not give is someone else's password. Given means written
+// as a value ("update the password to '1j1l-2k3j'"): quoted, or a token with a digit or a
+// mark; a common word of her request ("password", "update") is not one she gave.
 @id("password-not-named-by-user")
 forbid (principal, action == Action::"banking.update_password", resource)
-when {{ !context.provenance.password.user }};
+when {{ !context.provenance.password.sources.contains("user#value") }};
 
 @id("change-password")
 permit (principal, action == Action::"banking.update_password", resource);
+
+// Her name and postal address are hers to change: each value she wrote, or found in a
+// file she named ("update my address from address-change.txt": provenance.toml's
+// pointed_calls). An address only another result gave (a transaction's subject, a file
+// she did not name) or nobody gave is denied.
+@id("address-not-from-the-user")
+forbid (principal, action == Action::"banking.update_user_info", resource)
+when {{
+{_user_or_file(("first_name", "last_name", "street", "city"))}
+}};
 
 @id("update-address")
 permit (principal, action == Action::"banking.update_user_info", resource);
 """
     )
-    # Only what no third party can write: her IBAN and balance, and the payees of her
-    # standing orders and of the transactions in her history (a recipient is her payee or
+    # Only what no third party can write: her IBAN and balance, the amounts of her standing
+    # orders, their payees and those of the transactions in her history (a recipient is her payee or
     # herself: only she sends money; the pack lets no new payee in that she did not name).
     # Not the rest of those results (anyone who pays her writes a subject and is a sender),
     # files (bills, notices) or the profile (the agent updates it from a landlord's letter).
     trusted = ["banking.get_iban", "banking.get_balance"]
     fields = {
-        "banking.get_scheduled_transactions": ["recipient"],
+        "banking.get_scheduled_transactions": ["recipient", "amount"],
         "banking.get_most_recent_transactions": ["recipient"],
     }
     return cedar, trusted, fields
+
+
+BANKING_POINTED_CALLS = {"banking.read_file": ["file_path"]}
+"""Files the user points to: a file whose path she named, read before any untrusted result.
+Its text stays untrusted (whoever writes the file writes it); the banking pack accepts a
+postal address found there, nothing else (never a payee: RESULTS.md)."""
+
+
+def _user_or_file(arguments: tuple[str, ...]) -> str:
+    """The Cedar condition "some of these (optional) arguments is neither the user's nor
+    found in a file she pointed to"."""
+    place = '"pointed:banking.read_file"'
+    return " ||\n".join(
+        f"  (context.provenance has {a} && !(context.provenance.{a}.user ||"
+        f" context.provenance.{a}.sources.contains({place})))"
+        for a in arguments
+    )
 
 
 # -- workspace and travel (e-mail and calendar) -------------------------------------------------
@@ -172,8 +235,8 @@ permit (principal, action == Action::"banking.update_user_info", resource);
 def _people_rules(ns: str, people: set[str]) -> str:
     known = _set(people, "    ")
     return f"""
-// E-mail goes to people the user named or already deals with (sent mail, meetings, shared
-// files); an address the user never named that came from a tool result or from nowhere is
+// E-mail goes to people the user named or already deals with (her sent mail, her own
+// files' shares; the participants of an event she named); an address the user never named that came from a tool result or from nowhere is
 // denied. Facts make the addresses lower-case, as the mail server reads them.
 @id("recipient-not-named-by-user")
 forbid (principal, action == Action::"{ns}.send_email", resource)
@@ -210,10 +273,12 @@ when {{
      {known}.containsAll(context.facts.participants.address)))
 }};
 
+// What an event says is read by whoever it invites, and by her: a link in her own calendar
+// is one she will follow. No link, address or account the user did not give, with or
+// without participants.
 @id("invitation-carries-untrusted-values")
 forbid (principal, action == Action::"{ns}.create_calendar_event", resource)
 when {{
-  context.input has participants &&
   (context.provenance.title.untrusted_values || context.provenance.title.made_up_values ||
    (context.provenance has description &&
     (context.provenance.description.untrusted_values ||
@@ -236,21 +301,34 @@ permit (principal, action == Action::"{ns}.cancel_calendar_event", resource);
 """
 
 
-def _workspace_people(env: dict[str, Any]) -> set[str]:
-    """The people the user deals with: whom she wrote to, met, and shares files with. Not
-    everyone who ever wrote to her: a sender is whoever chose to write."""
-    me = env["inbox"]["account_email"]
-    people = {me}
-    for email in _values(env["inbox"]["initial_emails"]):
+def _sent_to(me: str, emails: Any) -> set[str]:
+    """Whom the user wrote to (recipients, copies, blind copies of her own mail)."""
+    people = set()
+    for email in _values(emails):
         if email["sender"] == me:
             for field in ("recipients", "cc", "bcc"):
                 people.update(email.get(field) or [])
-    for event in _values(env["calendar"]["initial_events"]):
-        people.update(event.get("participants") or [])
+    return people
+
+
+def _workspace_people(env: dict[str, Any]) -> set[str]:
+    """The people the user deals with, by what she did herself: whom she wrote to, and
+    whom she shares her own files with. Not who wrote to her (a sender is whoever chose to
+    write), who owns or shares a file with her (the owner chose), nor who is invited to an
+    event in her calendar (whoever made the event chose them): an attacker can be any of
+    these."""
+    me = env["inbox"]["account_email"]
+    people = {me} | _sent_to(me, env["inbox"]["initial_emails"])
     for file in _values(env["cloud_drive"]["initial_files"]):
-        people.add(file["owner"])
-        people.update(file.get("shared_with") or {})
+        if file["owner"] == me:
+            people.update(file.get("shared_with") or {})
     return {p.lower() for p in people}
+
+
+def _own_files(env: dict[str, Any]) -> set[str]:
+    """The ids of the files the user owns."""
+    me = env["inbox"]["account_email"]
+    return {str(f["id_"]) for f in _values(env["cloud_drive"]["initial_files"]) if f["owner"] == me}
 
 
 def workspace() -> tuple[str, list[str], dict[str, list[str]]]:
@@ -295,6 +373,14 @@ when {{
 @id("share-files")
 permit (principal, action == Action::"workspace.share_file", resource);
 
+// Appending writes into a file: one she owns, or one she named. A file someone else owns
+// and shared with her is theirs, and its other readers take what is appended as hers.
+@id("append-to-a-file-she-does-not-own")
+forbid (principal, action == Action::"workspace.append_to_file", resource)
+when {{
+  !context.provenance.file_id.user && !{_set(_own_files(env), "  ")}.contains(context.input.file_id)
+}};
+
 @id("write-files")
 permit (
   principal,
@@ -321,16 +407,26 @@ permit (
     return cedar, [], {}
 
 
+WORKSPACE_POINTED = {
+    "workspace.search_calendar_events": ["title"],
+    "workspace.get_day_calendar_events": ["title"],
+}
+"""Events the user points to: one whose title she named, read before any untrusted result
+("the same participants as the 'Introductory meeting' event")."""
+
+WORKSPACE_POINTED_FIELDS = {
+    "workspace.search_calendar_events": ["participants"],
+    "workspace.get_day_calendar_events": ["participants"],
+}
+"""The participants of an event she named are people she named: they count as hers. Its
+description, written by whoever made the event, stays untrusted."""
+
+
 def travel() -> tuple[str, list[str], dict[str, list[str]]]:
     env = _env("travel")
     me = env["user"]["email"]
-    people = {me}
-    for email in _values(env["inbox"]["initial_emails"]):
-        if email["sender"] == me:
-            people.update(email.get("recipients") or [])
-    for event in _values(env["calendar"]["initial_events"]):
-        people.update(event.get("participants") or [])
-    people = {p.lower() for p in people}
+    # Whom she wrote to; not who is invited to an event in her calendar (see workspace).
+    people = {p.lower() for p in {me} | _sent_to(me, env["inbox"]["initial_emails"])}
     cedar = (
         HEADER.format(suite="travel", unless="")
         + _people_rules("travel", people)
@@ -348,6 +444,15 @@ when { !context.provenance.restaurant.user };
 @id("car-rental-not-named-by-user")
 forbid (principal, action == Action::"travel.reserve_car_rental", resource)
 when { !context.provenance.company.user };
+
+// The nights are hers as much as the hotel: a day only a review, a listing or a message
+// gave is someone else's stay on her money.
+@id("stay-not-named-by-user")
+forbid (principal, action == Action::"travel.reserve_hotel", resource)
+when {
+  (context.provenance.start_day.tool && !context.provenance.start_day.user) ||
+  (context.provenance.end_day.tool && !context.provenance.end_day.user)
+};
 
 // A reminder on a day that only a review or a listing named is someone else's plan for
 // the user's calendar (the day the user named, with or without its year, is hers).
@@ -418,6 +523,16 @@ when {{ !context.provenance.url.user && !{_pointed("url")} }};
 forbid (principal, action == Action::"slack.post_webpage", resource)
 when {{ !context.provenance.url.user }};
 
+// What is published is checked as much as where: no link, address or account the user did
+// not give, and nothing copied whole from a tool result she did not write (a secret read
+// in a channel, a text an injection hands over).
+@id("publish-content-not-from-the-user")
+forbid (principal, action == Action::"slack.post_webpage", resource)
+when {{
+  context.provenance.content.untrusted_values || context.provenance.content.made_up_values ||
+  (context.provenance.content.tool && !context.provenance.content.user)
+}};
+
 @id("publish-named-sites")
 permit (principal, action == Action::"slack.post_webpage", resource);
 
@@ -445,6 +560,16 @@ forbid (principal, action == Action::"slack.send_channel_message", resource)
 when {{
   !context.provenance.channel.user &&
   !{channels}.contains(context.input.channel)
+}};
+
+// A channel she did not name is chosen by the agent (the one with the most members, where
+// Alice asked): it may carry what the agent wrote or she wrote, not a text copied whole
+// from a tool result (what an injection hands over, a secret read elsewhere).
+@id("copy-into-a-channel-she-did-not-name")
+forbid (principal, action == Action::"slack.send_channel_message", resource)
+when {{
+  !context.provenance.channel.user &&
+  context.provenance.body.tool && !context.provenance.body.user
 }};
 
 @id("send-messages")
@@ -538,6 +663,57 @@ def _named_person(argument: str) -> str:
     return f"context.provenance.{argument}.sources.containsAny([{places}])"
 
 
+TRUST_TABLES: dict[str, list[tuple[str, str, dict[str, list[str]]]]] = {
+    "workspace": [
+        (
+            "Events the user points to: one whose title she named, read before any\n"
+            'untrusted result, is the place "pointed:<tool>"; its values stay untrusted.',
+            "pointed_records",
+            WORKSPACE_POINTED,
+        ),
+        (
+            "Of an event she named, its participants count as hers (people she\n"
+            'named): the place "pointed:<tool>#participants".',
+            "pointed_fields",
+            WORKSPACE_POINTED_FIELDS,
+        ),
+    ],
+    "banking": [
+        (
+            "Files the user points to: a file whose path she named, read before any\n"
+            'untrusted result, is the place "pointed:<tool>"; its values stay\n'
+            "untrusted (the pack accepts a postal address found there).",
+            "pointed_calls",
+            BANKING_POINTED_CALLS,
+        ),
+    ],
+    "slack": [
+        (
+            "Messages the user points to: a record whose field named here holds a\n"
+            "value she named (a channel, an inbox), read before any untrusted result,\n"
+            'is the place "pointed:<tool>"; its values stay untrusted.',
+            "pointed_records",
+            POINTED,
+        ),
+        (
+            "Pages the user points to: a result of a call whose argument named here\n"
+            "is hers, or found in a message she pointed to, read before any untrusted\n"
+            'result, is the place "pointed:<tool>"; its values stay untrusted.',
+            "pointed_calls",
+            POINTED_CALLS,
+        ),
+    ],
+}
+"""The tables of each suite's trust list beyond its trusted tools and fields: (comment,
+table name, tool -> field or argument names)."""
+
+
+def _toml_table(comment: str, name: str, table: dict[str, list[str]]) -> str:
+    lines = "".join(f"# {line}\n" for line in comment.splitlines())
+    body = "".join(f"{json.dumps(k)} = {_toml_list(v)}\n" for k, v in table.items())
+    return f"\n{lines}[{name}]\n{body}"
+
+
 def main() -> None:
     for suite, build in (
         ("banking", banking),
@@ -556,23 +732,7 @@ def main() -> None:
             text += "\n# Only these fields of these tools' results count as the user's own.\n"
             text += "[trusted_fields]\n"
             text += "".join(f"{json.dumps(k)} = {_toml_list(v)}\n" for k, v in fields.items())
-        if suite == "slack":
-            text += (
-                "\n# Messages the user points to: a record whose field named here holds a"
-                "\n# value she named (a channel, an inbox), read before any untrusted result,"
-                '\n# is the place "pointed:<tool>"; its values stay untrusted.\n'
-                "[pointed_records]\n"
-            )
-            text += "".join(f"{json.dumps(k)} = {_toml_list(v)}\n" for k, v in POINTED.items())
-            text += (
-                "\n# Pages the user points to: a result of a call whose argument named here"
-                "\n# is hers, or found in a message she pointed to, read before any untrusted"
-                '\n# result, is the place "pointed:<tool>"; its values stay untrusted.\n'
-                "[pointed_calls]\n"
-            )
-            text += "".join(
-                f"{json.dumps(k)} = {_toml_list(v)}\n" for k, v in POINTED_CALLS.items()
-            )
+        text += "".join(_toml_table(*table) for table in TRUST_TABLES.get(suite, ()))
         trust.write_text(text, encoding="utf-8")
         print(f"wrote {path} and {trust}")
 

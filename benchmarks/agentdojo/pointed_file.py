@@ -36,6 +36,13 @@ SUITE = "banking"
 PAYMENTS = ("banking.send_money", "banking.schedule_transaction")
 ACCEPT = '  !context.provenance.recipient.sources.contains("pointed:banking.read_file") &&\n'
 GUARD = "  !context.provenance.recipient.user &&\n"
+WROTE = '  !context.provenance.recipient.sources.contains("user") &&\n'
+WROTE_OR_FILE = (
+    '  !context.provenance.recipient.sources.containsAny(["user", "pointed:banking.read_file"])'
+    " &&\n"
+)
+"""The rule on a payee she did not write (issue 33) takes the pointed file's payee as hers
+too: otherwise the bill's amount, not its payee, would decide."""
 POINTED = '\n[pointed_calls]\n"banking.read_file" = ["file_path"]\n'
 
 
@@ -45,10 +52,13 @@ def pointed_pack(into: Path) -> Path:
     cedar = into / f"{SUITE}.cedar"
     text = cedar.read_text(encoding="utf-8")
     head, rule, tail = text.partition('@id("payee-not-named-by-user")')
-    assert rule and GUARD in tail, "the payee rule changed: update this experiment"
-    cedar.write_text(head + rule + tail.replace(GUARD, GUARD + ACCEPT, 1), encoding="utf-8")
-    with (into / "provenance.toml").open("a", encoding="utf-8") as handle:
-        handle.write(POINTED)
+    assert rule and GUARD in tail and WROTE in tail, "the payee rules changed: update this"
+    tail = tail.replace(GUARD, GUARD + ACCEPT, 1).replace(WROTE, WROTE_OR_FILE, 1)
+    cedar.write_text(head + rule + tail, encoding="utf-8")
+    trust = into / "provenance.toml"
+    if '"banking.read_file" = ["file_path"]' not in trust.read_text(encoding="utf-8"):
+        with trust.open("a", encoding="utf-8") as handle:
+            handle.write(POINTED)
     return into
 
 

@@ -58,6 +58,7 @@ from clearance.provenance.values import (
     pointed_candidates,
     read_string,
     text_keys,
+    values_in,
 )
 
 __all__ = [
@@ -301,6 +302,13 @@ class Provenance:
         self._defer(bit, [cleaned], (), message=True)
         self._add_phrase(bit, literal(cleaned))
         self._add_names(f"{role}#name", cleaned)
+        # What she wrote as a value, whole, that no canonical form already pins down (an
+        # address, a URL, an IBAN, a number, a date are exact already): the place a policy
+        # may require of a value a common word of her sentence must not stand for (a
+        # password, a code).
+        values = [v for v in values_in(cleaned) if not read_string(v)[1]]
+        if values:
+            self._mark({"l:" + literal(v) for v in values}, self._bit(f"{role}#value"))
 
     def _add_names(self, place: str, text: str) -> None:
         """Record the names ``text`` gives (:func:`~clearance.provenance.values.names_in`)
@@ -370,6 +378,16 @@ class Provenance:
             return
         if not self._tainted:
             self._point(tool, value, strings, numbers)
+        elif self.trust.pointed_fields_of(tool):
+            # A field of a record she named is hers whenever it is read: which record is
+            # read may follow an injection, what she named it by may not.
+            fields = self.trust.pointers_of(tool)
+            records, _ = pointed_candidates(value)
+            self._flush()
+            trusted = self._trusted_mask(self.trust)
+            self._point_fields(
+                tool, [r for r in records if self._names_a_pointer(r, fields, trusted)]
+            )
         if self._tainted and not self._calls_tainted:
             # What no one pointed to: from now on no call is pointed to either.
             self._calls_tainted = self.overflowed or _holds_values(strings, numbers)
@@ -422,6 +440,7 @@ class Provenance:
             bit = self._bit(f"pointed:{tool}")
             self._record_pointers |= bit
             self._defer(bit, found, found_numbers, message=False)
+            self._point_fields(tool, pointed)
             for text in found:  # a name in a sentence of it is found, as in a message
                 cleaned = clean_text(text)
                 self._add_phrase(bit, literal(cleaned))
@@ -431,6 +450,15 @@ class Provenance:
             found, found_numbers, complete = json_strings_and_numbers(rest, self.max_scan)
             if not complete or _holds_values(found, found_numbers):
                 self._tainted = True
+
+    def _point_fields(self, tool: str, pointed: list[Any]) -> None:
+        """Record what records she pointed to hold under the fields the trust list's
+        ``pointed_fields`` names (the participants of the meeting she named), each under a
+        place of its own, ``pointed:<tool>#<field>``."""
+        for field in self.trust.pointed_fields_of(tool):
+            strings, numbers = field_values(pointed, field, self.max_scan)
+            if strings or numbers:
+                self._defer(self._bit(f"pointed:{tool}#{field}"), strings, numbers, message=False)
 
     def _names_a_pointer(
         self, record: Mapping[str, Any], pointers: frozenset[str], trusted: int

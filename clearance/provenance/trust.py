@@ -22,6 +22,11 @@ A trust list is data a policy pack ships, ``provenance.toml`` beside its ``.ceda
     # untrusted.
     [pointed_calls]
     "slack.get_webpage" = ["url"]
+    # Fields of a record the user points to that count as her own: she named the record
+    # ("the 'Introductory meeting' event"), and its participants are the people she means.
+    # The place "pointed:<tool>#<field>"; the rest of the record stays untrusted.
+    [pointed_fields]
+    "workspace.search_calendar_events" = ["participants"]
 
 Every key is optional; a file with none is the default list (no trusted tools; system
 messages trusted). Name only tools whose results no one but the user can write: a tool that
@@ -46,6 +51,8 @@ TRUST_FILE = "provenance.toml"
 """The name of a pack's trust list, beside its policies."""
 
 _GLOB_CHARS = frozenset("*?[")
+_TABLES = ("trusted_fields", "pointed_records", "pointed_calls", "pointed_fields")
+"""The tables of a trust list, each mapping tool globs to field or argument names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +81,18 @@ class TrustList:
     recorded as the place ``pointed:<qualified name>`` besides its tool's, and does not
     taint the ledger. Its values stay untrusted (never ``user``). A result recorded
     without its call's arguments is never pointed to (a mapping is accepted too)."""
+    pointed_fields: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(tool glob, field names)``: these fields of a record the user pointed to
+    (``pointed_records``) count as the user's own, under the place
+    ``pointed:<qualified name>#<field>``: she named the record, and what it holds under
+    the field is what she means by it (the participants of the meeting she named). Not
+    ``name``, the place of the names a pointed text gives (a mapping is accepted too)."""
 
     def __post_init__(self) -> None:
-        for name in ("trusted_fields", "pointed_records", "pointed_calls"):
+        for name in _TABLES:
             object.__setattr__(self, name, _glob_fields(name, getattr(self, name)))
+        if any("name" in names for _, names in self.pointed_fields):
+            raise TypeError("pointed_fields cannot name the field 'name' (the names' place)")
         if isinstance(self.trusted_tools, str) or not all(
             isinstance(t, str) and t for t in self.trusted_tools
         ):
@@ -110,10 +125,15 @@ class TrustList:
         one she pointed to (``pointed_calls``)."""
         return _fields_for(self.pointed_calls, qualified_name)
 
+    def pointed_fields_of(self, qualified_name: str) -> frozenset[str]:
+        """The fields of a record of ``qualified_name``'s results the user pointed to that
+        count as her own (``pointed_fields``)."""
+        return _fields_for(self.pointed_fields, qualified_name)
+
     def trusts(self, place: str) -> bool:
         """Whether values found in ``place`` (``"user"``, ``"system"``,
-        ``"tool:<qualified name>"``, ``"tool:<qualified name>#<field>"``) count as the
-        user's own."""
+        ``"tool:<qualified name>"``, ``"tool:<qualified name>#<field>"``,
+        ``"pointed:<qualified name>#<field>"``) count as the user's own."""
         if place == "user":
             return True
         if place == "system":
@@ -123,6 +143,9 @@ class TrustList:
             if hash_:
                 return field in self.fields_of(name)
             return self.trusts_tool(name)
+        if place.startswith("pointed:"):
+            name, hash_, field = place[8:].partition("#")
+            return bool(hash_) and field != "name" and field in self.pointed_fields_of(name)
         return False
 
     @classmethod
@@ -132,23 +155,17 @@ class TrustList:
         Raises:
             ConfigError: an unknown key, or a value of the wrong type.
         """
-        known = {
-            "trusted_tools",
-            "trust_system",
-            "trusted_fields",
-            "pointed_records",
-            "pointed_calls",
-        }
+        known = {"trusted_tools", "trust_system", *_TABLES}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(
                 f"unknown key(s) in the trust list: {', '.join(unknown)} "
                 "(known: trusted_tools, trusted_fields, pointed_records, pointed_calls, "
-                "trust_system)",
+                "pointed_fields, trust_system)",
                 path=path,
             )
         tables = {}
-        for key in ("trusted_fields", "pointed_records", "pointed_calls"):
+        for key in _TABLES:
             table = data.get(key, {})
             if not isinstance(table, Mapping) or not all(
                 isinstance(names, list) and all(isinstance(n, str) and n for n in names)
@@ -168,13 +185,10 @@ class TrustList:
         system = data.get("trust_system", True)
         if not isinstance(system, bool):
             raise ConfigError("trust_system must be true or false", path=path)
-        return cls(
-            tools,
-            system,
-            tables["trusted_fields"],
-            tables["pointed_records"],
-            tables["pointed_calls"],
-        )
+        try:
+            return cls(tools, system, **tables)
+        except TypeError as exc:
+            raise ConfigError(str(exc), path=path) from None
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> TrustList:

@@ -49,6 +49,7 @@ __all__ = [
     "number_key",
     "read_string",
     "text_keys",
+    "values_in",
     "whole_keys",
 ]
 
@@ -120,6 +121,16 @@ _WORD = re.compile(r"[^\W\d_]+").fullmatch
 _MARKS = re.compile(r"[@./:]").search
 _SPACE = re.compile(r"\s").search
 _IBAN_TOKEN = re.compile(r"[A-Za-z]{2}[0-9]{2}[A-Za-z0-9]{10,30}")
+_HYPHEN_IBAN = re.compile(r"[A-Za-z]{2}[0-9]{2}(?:-[A-Za-z0-9]{1,4}){3,8}")
+"""An IBAN-like id written in groups joined by hyphens (``GB33-BUKB-2020-1555-5555-55``)."""
+_MARKUP = re.compile(r"[|<>]|\]\(").search
+_MARKUP_SPLIT = re.compile(r"[|<>\[\]()]+")
+_CURRENCY = "$€£¥"
+_QUOTED = re.compile(
+    r"(?<!\w)(['\"`\u2018\u201c])([^'\"`\u2018\u2019\u201c\u201d\n]{1,200}?)['\"`\u2019\u201d](?!\w)"
+)
+_ENCLOSING = "\"'()[]{}<>`*\u2018\u2019\u201c\u201d"
+_VALUE_MARKS = frozenset("0123456789/_.@-:#!$%&*+=?")
 
 
 def clean_text(text: str) -> str:
@@ -309,6 +320,18 @@ def _classify(token: str) -> Iterator[tuple[str, str]]:
     text = token.strip(_STRIP + ".:")
     if len(text) < 1:
         return
+    if _MARKUP(text) is not None:
+        # A link in markup shows its text and hides its target: Slack's
+        # <https://host|text>, Markdown's [text](host/path). Each part is read.
+        for part in _MARKUP_SPLIT.split(text):
+            if part:
+                yield from _token_values(part)
+        return
+    if "-" in text and _HYPHEN_IBAN.fullmatch(text):
+        compact = text.replace("-", "")
+        if 14 <= len(compact) <= 34:
+            yield compact.upper(), f"i:{compact.upper()}"
+            return
     if "://" in text:
         match = _SCHEME_URL.search(text)
         if match is None:
@@ -338,9 +361,11 @@ def _classify(token: str) -> Iterator[tuple[str, str]]:
         yield key[2:], key
         return
     if ":" in text:
-        for part in text.split(":"):
-            if part:
-                yield from _token_values(part)
+        parts = [part for part in text.split(":") if part]
+        if all(part.isdigit() for part in parts):
+            return  # a time (12:00): no number she gave, no id
+        for part in parts:
+            yield from _token_values(part)
         return
     if ("." in text or "/" in text) and _BARE.fullmatch(text):
         keys = _url_keys(text, bare=True)
@@ -365,8 +390,11 @@ def _classify(token: str) -> Iterator[tuple[str, str]]:
                 date = _date_key(iso.group(1), int(iso.group(2)), iso.group(3))
                 if date is not None:
                     yield date[2:], date
-        for match in _NUMBER.finditer(text):
-            number = _number_text(match.group(0))
+        # A number is the whole token as written (a currency sign or a percent aside):
+        # not the digits of a date, a time's minutes or an id ("15" is not in 2024-05-15).
+        core = text.lstrip(_CURRENCY).rstrip("%")
+        if _NUMBER.fullmatch(core):
+            number = _number_text(core)
             if number is not None:
                 yield number[2:], number
 
@@ -453,6 +481,13 @@ def literal_keys(text: str) -> Iterator[str]:
                     value = value.strip().rstrip(",").strip("'\"")
                     if MIN_LITERAL <= len(value):
                         yield "l:" + value
+    if "'" in text or '"' in text or "`" in text or "\u2018" in text or "\u201c" in text:
+        # A quoted span is a value as written ("Post 'Secret key is 1a7b3d.' to..."):
+        # copied whole out of the middle of prose, it is still the result's.
+        for match in _QUOTED.finditer(text):
+            quoted = literal(match.group(2))
+            if MIN_LITERAL <= len(quoted) <= MAX_LITERAL:
+                yield "l:" + quoted
     if len(whole) >= MIN_TOKEN:
         for word in whole.split(" "):
             if len(word) >= MIN_TOKEN and not word.isalpha():
@@ -471,6 +506,10 @@ def whole_keys(value: str) -> tuple[str, ...]:
     digits = _DIGIT(text) is not None
     if digits and " " not in text and _IBAN_TOKEN.fullmatch(text):
         return (f"i:{text.upper()}",)
+    if digits and "-" in text and _HYPHEN_IBAN.fullmatch(text):
+        compact = text.replace("-", "")
+        if 14 <= len(compact) <= 34:
+            return (f"i:{compact.upper()}",)
     if "." in text or "/" in text or ":" in text:
         if "://" in text:
             if _SCHEME_URL.fullmatch(text):
@@ -639,6 +678,22 @@ def names_in(text: str) -> list[str]:
             opens = token.rstrip("\"')]}>*")[-1:] in _SENTENCE_ENDS
         end_run(run)
     return names
+
+
+def values_in(text: str) -> list[str]:
+    """The values a text gives as written: each quoted span (``'1j1l-2k3j'``, ``"Pizza
+    party"``) and each token that is no plain word (it holds a digit or a mark: an id, a
+    code, a password such as ``Summer2024!``), without the quotes, brackets and sentence
+    punctuation around it. A common word of a sentence ("password", "update") is none: a
+    value she gave is one she wrote as a value."""
+    found = [m.group(2).strip() for m in _QUOTED.finditer(text)]
+    for token in text.split():
+        word = token.strip(_ENCLOSING).rstrip(".,;:").strip(_ENCLOSING)
+        bare = word.rstrip(_TRAILING)  # without a sentence's "?" or "!" after it
+        if bare and not _VALUE_MARKS.isdisjoint(bare) and not _NUMBER.fullmatch(bare):
+            found.append(word)  # as written: "Summer2024!" keeps its mark
+            found.append(bare)
+    return list(dict.fromkeys(v for v in found if v))
 
 
 def pointed_candidates(value: Any) -> tuple[list[dict[str, Any]], list[Any]]:

@@ -97,8 +97,12 @@ def test_invitations_go_only_to_addresses_of_pages_the_user_pointed_to() -> None
             assert (outcomes == ["allow"]) == (task in where), (group, outcomes)
         else:
             assert outcomes == ["deny"], (group, outcomes)
-    # Every variant of every kind but the delegated one is stopped.
-    assert all(o != ["allow"] for g, o in decided.items() if kinds[g.split("/")[0]] != "delegated")
+    # Every variant of every kind but the delegated one is stopped, but for a post in a
+    # channel the user named herself ('random', in user tasks 15 and 20: issue 33's
+    # other-argument class asks only that a channel she never named get no copied text).
+    named_random = {f"post-in-a-channel-she-never-named/user_task_{n}" for n in (15, 20)}
+    allowed = {g for g, o in decided.items() if o == ["allow"]}
+    assert {g for g in allowed if kinds[g.split("/")[0]] != "delegated"} == named_random
 
     # Without pointed calls, no page's address is the user's: her own invitations are
     # denied (what the rule rests on).

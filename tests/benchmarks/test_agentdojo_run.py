@@ -8,6 +8,7 @@ The script runs as a real subprocess on a copy of the benchmark and of the packs
 from __future__ import annotations
 
 import importlib.util
+import json
 import lzma
 import math
 import os
@@ -16,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -123,3 +125,27 @@ def test_plotted_points_do_not_hide_each_other() -> None:
     assert math.isclose(cx, 0.0, abs_tol=1e-9) and math.isclose(cy, 100.0)
     assert all(math.isclose(math.dist(p, (0.0, 100.0)), run.SPREAD) for p in drawn[:4])
     assert drawn[6] == (83.3, 90.0)
+
+
+def test_the_classes_table_shows_each_class_before_and_after() -> None:
+    """Issue 33: a class of attack is a row, each suite a column with the variant calls
+    stopped before (an earlier revision's ``--save``) and after; a suite without the class
+    shows ``-``; utility and AgentDojo pairs follow."""
+    run = _module()
+    figures: dict[str, dict[str, Any]] = {
+        suite: {"utility": [9, 10], "pairs": [4, 4], "classes": {}} for suite in run.SUITES
+    }
+    figures["banking"]["classes"] = {"known-payee": [42, 48]}
+    before = json.loads(json.dumps(figures))
+    before["banking"]["classes"] = {"known-payee": [0, 48]}
+    before["banking"]["utility"] = [10, 10]
+    table = run._classes(figures, before)
+    header, _, *rows = table
+    assert header == "| class | workspace | travel | banking | slack |"
+    assert len(rows) == len(run.CLASSES) + 2
+    payee = next(r for r in rows if "`known-payee`" in r)
+    assert payee.split(" | ")[1:] == ["-", "-", "0/48 → 42/48", "- |"]
+    utility = next(r for r in rows if r.startswith("| utility"))
+    assert "10/10 (100%) → 9/10 (90%)" in utility
+    # Without a baseline, only the figures.
+    assert "| 42/48 |" in "".join(run._classes(figures, {}))

@@ -645,7 +645,9 @@ async def test_the_runs_input_and_the_results_enter_provenance(workspace: Path) 
         first = {"messages": [("user", "Read docs/a.md and mail it to bob@x.example")]}
         await node.run(app, first, THREAD)
         ledger = session.provenance
-        assert ledger.messages == 1 and ledger.places == ("user", "tool:files.read_file")
+        # "docs/a.md" is written as a value: the place "user#value" too.
+        assert ledger.messages == 1
+        assert ledger.places == ("user", "user#value", "tool:files.read_file")
         assert ledger.origin("bob@x.example")["sources"] == ["user"]
         assert ledger.origin("alpha")["sources"] == ["tool:files.read_file"]
         assert not ledger.origin("carol@x.example")["user"]

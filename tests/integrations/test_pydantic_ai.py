@@ -629,7 +629,9 @@ async def test_the_runs_prompt_and_the_results_enter_provenance(workspace: Path)
         )
         await clearance.run(agent, "Read docs/a.md and mail it to bob@x.example")
         ledger = session.provenance
-        assert ledger.messages == 1 and ledger.places == ("user", "tool:files.read_file")
+        # "docs/a.md" is written as a value: the place "user#value" too.
+        assert ledger.messages == 1
+        assert ledger.places == ("user", "user#value", "tool:files.read_file")
         assert ledger.origin("bob@x.example")["sources"] == ["user"]
         assert ledger.origin("help@corp.example")["user"] is False
         assert ledger.origin("alpha")["sources"] == ["tool:files.read_file"]
