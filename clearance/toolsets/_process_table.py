@@ -6,15 +6,23 @@ A :class:`ProcessTable` holds the processes of every session of one toolset. A p
 found by its session and its id together: an id is 128 random bits, and an id of another
 session is not found (it reads as unknown, so that nothing tells a session that another
 one's process exists).
+
+A harness that dies without closing (``SIGKILL``, a crash) cannot stop its processes: a
+**watchdog**, a small process of the table's own started with the first process, in a
+session of its own, holds the reading end of a pipe and is told each process group as it
+starts and stops. When the pipe closes (the harness is gone, however it went), it
+terminates the groups still running, and kills them after the grace period.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -26,7 +34,17 @@ from typing import IO
 
 from clearance.toolsets._shell_process import spawn
 
-__all__ = ["Output", "ProcessLimits", "ProcessTable", "Ring", "RunningProcess", "stop_all"]
+__all__ = [
+    "Output",
+    "ProcessLimits",
+    "ProcessTable",
+    "Ring",
+    "RunningProcess",
+    "Watchdog",
+    "stop_all",
+]
+
+log = logging.getLogger("clearance")
 
 _SLICE = 0.05  # seconds between checks for cancellation while waiting
 _DRAIN_GRACE = 2.0  # seconds to wait for the output reader once the process group is gone
@@ -126,7 +144,12 @@ class RunningProcess:
     """One started process: its group, its output ring, its stdin, its lifetime timer."""
 
     def __init__(
-        self, process_id: str, command: str, proc: subprocess.Popen[bytes], limits: ProcessLimits
+        self,
+        process_id: str,
+        command: str,
+        proc: subprocess.Popen[bytes],
+        limits: ProcessLimits,
+        watchdog: Watchdog | None = None,
     ) -> None:
         self.id = process_id
         self.command = command
@@ -134,6 +157,7 @@ class RunningProcess:
         self.pid = proc.pid
         self._proc = proc
         self._limits = limits
+        self._watchdog = watchdog
         self._ring = Ring(limits.max_output)
         self._cursor = 0
         self._changed = threading.Condition()
@@ -241,6 +265,8 @@ class RunningProcess:
             # What the process left behind in its group (a server's workers) goes too.
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+            if self._watchdog is not None:
+                self._watchdog.release(proc.pid)
             self._reader.join(_DRAIN_GRACE)
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):
@@ -263,6 +289,75 @@ def stop_all(processes: Iterable[RunningProcess]) -> None:
         thread.join()
 
 
+_WATCHDOG = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+groups = set()
+for line in sys.stdin.buffer:
+    (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    for group in groups:
+        try:
+            os.killpg(group, sig)
+        except OSError:
+            pass
+    if groups and sig == signal.SIGTERM:
+        time.sleep(float(sys.argv[1]))
+"""
+"""The watchdog: reads ``+PGID`` and ``-PGID`` lines until its input ends, then stops the
+groups it holds (the harness is gone)."""
+
+
+class Watchdog:
+    """The process that stops a dead harness's process groups (see the module docstring)."""
+
+    def __init__(self, grace: float) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(grace)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            # its own session: a Ctrl-C to the harness's terminal does not end it first
+            start_new_session=True,
+        )
+        self._lock = threading.Lock()
+        self._broken = False
+
+    def _tell(self, line: str) -> None:
+        stdin = self._proc.stdin
+        with self._lock:
+            if self._broken or stdin is None or stdin.closed:
+                return
+            try:
+                stdin.write(line.encode("ascii"))
+                stdin.flush()
+            except OSError:
+                self._broken = True
+                log.warning(
+                    "process: the watchdog is gone; processes are stopped with their "
+                    "session, but no longer if the harness dies without closing"
+                )
+
+    def watch(self, pgid: int) -> None:
+        """A process group started."""
+        self._tell(f"+{pgid}\n")
+
+    def release(self, pgid: int) -> None:
+        """A process group was stopped."""
+        self._tell(f"-{pgid}\n")
+
+    def close(self) -> None:
+        """End the watchdog (its input ends; it stops what it still holds)."""
+        with self._lock:
+            if self._proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self._proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=10)
+
+
 class ProcessTable:
     """The processes of every session of one toolset (see the module docstring)."""
 
@@ -270,8 +365,11 @@ class ProcessTable:
         self.limits = limits
         self._sessions: dict[str, dict[str, RunningProcess]] = {}
         self._lock = threading.Lock()
-        # At interpreter exit (a harness never closed), no process is left running.
-        weakref.finalize(self, _stop_sessions, self._sessions)
+        self._watchdog: list[Watchdog] = []
+        """The watchdog, once the first process started (a list: the finalizer holds it)."""
+        # When the table goes, or at interpreter exit (a harness never closed), no process
+        # is left running.
+        weakref.finalize(self, _shut, self._sessions, self._watchdog)
 
     def start(
         self,
@@ -293,9 +391,13 @@ class ProcessTable:
                     f"this session holds {len(held)} processes, the most it may "
                     f"({', '.join(held)}); stop one (process.stop) to start another"
                 )
+            if not self._watchdog:
+                self._watchdog.append(Watchdog(self.limits.grace))
+            watchdog = self._watchdog[0]
             proc = spawn(argv, cwd, env, interactive=True)
+            watchdog.watch(proc.pid)
             process_id = "p_" + token_hex(16)
-            running = RunningProcess(process_id, command, proc, self.limits)
+            running = RunningProcess(process_id, command, proc, self.limits, watchdog)
             held[process_id] = running
             return running
 
@@ -320,14 +422,18 @@ class ProcessTable:
         stop_all(held.values())
 
     def close(self) -> None:
-        """Stop and forget every process of every session."""
-        _stop_sessions(self._sessions, self._lock)
+        """Stop and forget every process of every session, and end the watchdog."""
+        _shut(self._sessions, self._watchdog, self._lock)
 
 
-def _stop_sessions(
-    sessions: dict[str, dict[str, RunningProcess]], lock: threading.Lock | None = None
+def _shut(
+    sessions: dict[str, dict[str, RunningProcess]],
+    watchdog: list[Watchdog],
+    lock: threading.Lock | None = None,
 ) -> None:
     with lock or contextlib.nullcontext():
         held = [p for processes in sessions.values() for p in processes.values()]
         sessions.clear()
     stop_all(held)
+    while watchdog:
+        watchdog.pop().close()

@@ -21,7 +21,9 @@ processes a session may hold, how much output is kept per process (a ring buffer
 oldest is dropped, and a read says how many bytes it missed), how long a process may run.
 Processes belong to the session that started them: an id given in another session is
 unknown there, and every process of a session is stopped when the session closes (the
-tools' ``on_session_close``), so when the harness closes, and when the interpreter exits.
+tools' ``on_session_close``), so when the harness closes, and when the interpreter exits;
+if the harness dies without closing, a watchdog process stops them
+(:mod:`clearance.toolsets._process_table`).
 
 Example::
 

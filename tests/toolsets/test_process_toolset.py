@@ -6,7 +6,9 @@ the workspace and away from ``.env``; another session's process id refused."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -470,3 +472,51 @@ def test_the_output_ring_loses_nothing_it_does_not_count(
     assert lost + sum(map(len, pieces)) == len(stream)
     if len(stream) <= limit:
         assert lost == 0 and b"".join(pieces) == stream
+
+
+HARNESS = r"""
+import json, shlex, sys, time
+from clearance import CallContext, Principal
+from clearance.toolsets.confinement import Confinement
+from clearance.toolsets.process import ProcessLimits, process_tools
+
+work, confinement = sys.argv[1], sys.argv[2]
+start, read, write, stop = (
+    t.handler
+    for t in process_tools(
+        work, confinement=Confinement(kind=confinement), limits=ProcessLimits(grace=0.5)
+    )
+)
+ctx = CallContext(session_id="s", turn_id=None, call_id="c", qualified_name="process.start",
+                  model_alias="process__start", principal=Principal("User", "a"))
+started = json.loads(start({"command": shlex.join([sys.executable, "spawner.py"])}, ctx).text)
+seen = ""
+while "\n" not in seen:
+    seen += json.loads(read({"id": started["id"], "wait": 5}, ctx).text)["output"]
+print(json.dumps({"pid": started["pid"], "child": int(seen.split()[1])}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_harness_killed_outright_leaves_no_process_running(work: Path) -> None:
+    """SIGKILL to the harness: its processes (and what they started) are stopped by the
+    watchdog once the harness is gone."""
+    (work / "src" / "spawner.py").write_text(SPAWNER)
+    kind = "landlock" if LANDLOCK else "none"
+    harness_process = subprocess.Popen(
+        [PY, "-c", HARNESS, str(work / "src"), kind],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert harness_process.stdout is not None
+    try:
+        pids = json.loads(harness_process.stdout.readline())
+        assert alive(pids["pid"]) and alive(pids["child"])
+        harness_process.kill()
+        harness_process.wait(10)
+        assert gone(pids["pid"], within=5) and gone(pids["child"], within=5)
+    finally:
+        harness_process.kill()
+        harness_process.wait(10)
+        harness_process.stdout.close()
