@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     )
     from clearance.policy.base import Principal
 
-__version__ = "0.1.0"
+from clearance._version import __version__
 
 __all__ = [
     "AgentDefinition",

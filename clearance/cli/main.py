@@ -30,8 +30,8 @@ from typing import Any, NamedTuple, NoReturn
 
 import click
 
-from clearance import __version__
 from clearance._text import printable
+from clearance._version import __version__
 from clearance.cli._render import ColourMode, colour, print_json, print_table, set_colour, style
 from clearance.errors import ClearanceError
 

@@ -227,7 +227,7 @@ class Telemetry:
             from opentelemetry import context, metrics, trace
         except ImportError:
             raise MissingExtraError("otel", "OpenTelemetry telemetry") from None
-        from clearance import __version__
+        from clearance._version import __version__
 
         self._trace_api = trace
         self._context_api = context

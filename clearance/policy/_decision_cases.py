@@ -1,4 +1,5 @@
-"""Loading decision tests: the ``*.tests.json`` files and the cases they hold.
+"""Decision tests: the ``*.tests.json`` files, the cases they hold, and what a run of one
+case gave (:class:`CaseResult`, which the JUnit report reads too).
 
 The format is described in :mod:`clearance.policy.testing`, which runs the cases.
 """
@@ -13,10 +14,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clearance.errors import ConfigError
+from clearance.policy.base import Effect
 from clearance.provenance import Provenance
 from clearance.types import Principal, SessionInfo
 
-__all__ = ["TEST_GLOB", "DecisionTest", "Expectation", "load_decision_tests"]
+__all__ = [
+    "TEST_GLOB",
+    "CaseResult",
+    "DecisionTest",
+    "Expectation",
+    "Stage",
+    "load_decision_tests",
+]
 
 TEST_GLOB = "*.tests.json"
 """The files decision tests live in (searched recursively)."""
@@ -158,3 +167,52 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
 
 def _principal(value: Any) -> Principal:
     return Principal.from_json(value)
+
+
+Stage = Literal["resolve", "schema", "facts", "evaluator"]
+"""Where a case was decided, named as the pipeline names its stages: ``resolve`` (no such
+tool), ``schema`` (the arguments fail the tool's schema), ``facts`` (a declared fact cannot
+be canonicalized), ``evaluator``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """What happened to one case."""
+
+    test: DecisionTest
+    passed: bool
+    actual: Effect | Literal["invalid", "blocked", "error"]
+    """The decision the evaluator gave; ``"invalid"`` or ``"blocked"`` when the pipeline
+    refuses the arguments first; ``"error"`` when the case could not be evaluated."""
+    reasons: tuple[str, ...] = ()
+    message: str | None = None
+    """The verdict's message (the ``@ask`` reason, why it was denied)."""
+    errors: tuple[str, ...] = ()
+    problem: str | None = None
+    """Why the case failed, in one sentence; ``None`` when it passed."""
+    stage: Stage | None = None
+    """The stage that decided the case (``None``: it could not be decided)."""
+    evaluator: str | None = None
+    """The name of the evaluator that decided it (``Verdict.evaluator``), at that stage."""
+    seconds: float = 0.0
+    """How long the case took to decide."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.test.name,
+            "path": self.test.path,
+            "index": self.test.index,
+            "tool": self.test.tool,
+            "principal": str(self.test.principal),
+            "expect": self.test.expect,
+            "expect_policies": list(self.test.policies) if self.test.policies is not None else None,
+            "actual": self.actual,
+            "reasons": list(self.reasons),
+            "message": self.message,
+            "errors": list(self.errors),
+            "passed": self.passed,
+            "problem": self.problem,
+            "stage": self.stage,
+            "evaluator": self.evaluator,
+            "seconds": round(self.seconds, 6),
+        }

@@ -11,13 +11,10 @@ does not parse is worse than none.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from xml.etree import ElementTree
 
 from clearance._text import printable
-
-if TYPE_CHECKING:
-    from clearance.policy.testing import CaseResult
+from clearance.policy._decision_cases import CaseResult
 
 __all__ = ["junit_xml"]
 

@@ -60,15 +60,16 @@ from clearance.facts.declared import apply_facts
 from clearance.policy._coverage import PolicyCoverage, policy_coverage, policy_locations
 from clearance.policy._decision_cases import (
     TEST_GLOB,
+    CaseResult,
     DecisionTest,
     Expectation,
+    Stage,
     load_decision_tests,
 )
 from clearance.policy._junit import junit_xml
 from clearance.policy.base import (
     AuthorityEvaluator,
     AuthzRequest,
-    Effect,
     Verdict,
     as_evaluator,
     check_verdict,
@@ -87,54 +88,6 @@ __all__ = [
     "load_decision_tests",
     "run_decision_tests",
 ]
-
-Stage = Literal["resolve", "schema", "facts", "evaluator"]
-"""Where a case was decided, named as the pipeline names its stages: ``resolve`` (no such
-tool), ``schema`` (the arguments fail the tool's schema), ``facts`` (a declared fact cannot
-be canonicalized), ``evaluator``."""
-
-
-@dataclass(frozen=True, slots=True)
-class CaseResult:
-    """What happened to one case."""
-
-    test: DecisionTest
-    passed: bool
-    actual: Effect | Literal["invalid", "blocked", "error"]
-    """The decision the evaluator gave; ``"invalid"`` or ``"blocked"`` when the pipeline
-    refuses the arguments first; ``"error"`` when the case could not be evaluated."""
-    reasons: tuple[str, ...] = ()
-    message: str | None = None
-    """The verdict's message (the ``@ask`` reason, why it was denied)."""
-    errors: tuple[str, ...] = ()
-    problem: str | None = None
-    """Why the case failed, in one sentence; ``None`` when it passed."""
-    stage: Stage | None = None
-    """The stage that decided the case (``None``: it could not be decided)."""
-    evaluator: str | None = None
-    """The name of the evaluator that decided it (``Verdict.evaluator``), at that stage."""
-    seconds: float = 0.0
-    """How long the case took to decide."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.test.name,
-            "path": self.test.path,
-            "index": self.test.index,
-            "tool": self.test.tool,
-            "principal": str(self.test.principal),
-            "expect": self.test.expect,
-            "expect_policies": list(self.test.policies) if self.test.policies is not None else None,
-            "actual": self.actual,
-            "reasons": list(self.reasons),
-            "message": self.message,
-            "errors": list(self.errors),
-            "passed": self.passed,
-            "problem": self.problem,
-            "stage": self.stage,
-            "evaluator": self.evaluator,
-            "seconds": round(self.seconds, 6),
-        }
 
 
 @dataclass(frozen=True, slots=True)

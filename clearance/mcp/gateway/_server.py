@@ -24,8 +24,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from clearance import __version__
 from clearance._text import printable
+from clearance._version import __version__
 from clearance.errors import ConfigError
 from clearance.harness.session import Harness, Session
 from clearance.mcp.gateway._asks import Asks, Rounds
