@@ -28,8 +28,12 @@ a dependency missing) raises an ``ImportError`` naming the installed versions
 Each adapter's ``register_*`` function declares the framework's tools to clearance and
 returns a :class:`DeclaredTools` (the tools, and each one's clearance name), which its
 wrapper takes in place of the tools: each tool is written once.
+
+From synchronous code (``Runner.run_sync``, ``agent.run_sync``, ``graph.invoke``), the
+harness is opened with :class:`BlockingHarness`, on the loop those entry points run on.
 """
 
+from clearance.integrations._blocking import BlockingHarness
 from clearance.integrations._host import DeclaredTools
 
-__all__ = ["DeclaredTools"]
+__all__ = ["BlockingHarness", "DeclaredTools"]

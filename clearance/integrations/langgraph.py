@@ -93,7 +93,7 @@ try:
         ToolMessage,
         convert_to_messages,
     )
-    from langchain_core.runnables import RunnableConfig
+    from langchain_core.runnables import Runnable, RunnableConfig
     from langchain_core.tools import BaseTool
     from langchain_core.tools import tool as as_tool
     from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -107,6 +107,7 @@ from clearance.errors import AskError, StaleAuthorizationError
 from clearance.harness.outcomes import Authorization
 from clearance.harness.session import Session
 from clearance.harness.tools import CallToolResult, ToolRegistry
+from clearance.integrations._blocking import run_on_loop
 from clearance.integrations._host import (
     DeclaredTools,
     HostAnswer,
@@ -201,9 +202,13 @@ def register_tools(
     return DeclaredTools(given, mapping)
 
 
-class ClearanceToolNode:
+class ClearanceToolNode(Runnable[Any, Any]):
     """A LangGraph node that runs langchain-core tools through a clearance session (see the
     module docstring).
+
+    It is a ``Runnable`` with both ways in: ``graph.ainvoke`` runs it asynchronously;
+    ``graph.invoke`` (synchronous code) runs its decisions on the event loop of the
+    harness, which is then opened with :class:`~clearance.integrations.BlockingHarness`.
 
     Args:
         tools: what :func:`register_tools` returned (the tools it declared, with their
@@ -297,6 +302,44 @@ class ClearanceToolNode:
                 session.add_user_message(text)
             elif text and isinstance(message, SystemMessage):
                 session.add_message("system", text)
+
+    def run_sync(
+        self, graph: Any, input: Any, config: RunnableConfig | None = None, **options: Any
+    ) -> Any:
+        """:meth:`run` from synchronous code: ``graph.invoke(input, config, **options)``,
+        with the human messages of ``input`` recorded as the user's own words first. The
+        harness is opened with :class:`~clearance.integrations.BlockingHarness`."""
+        config = config or {}
+        run_on_loop(self._sync_session(config).harness, self.user_input(input, config))
+        return graph.invoke(input, config, **options)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """The node, run synchronously (``graph.invoke``): its decisions and the tools
+        run on the harness's loop (:class:`~clearance.integrations.BlockingHarness`),
+        one node run at a time. LangGraph's interrupt leaves it as from :meth:`ainvoke`."""
+        config = config or {}
+        return run_on_loop(self._sync_session(config).harness, self(input, config))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """The node, run asynchronously (``graph.ainvoke``)."""
+        return await self(input, config or {})
+
+    def _sync_session(self, config: RunnableConfig) -> Session:
+        """The session, found without awaiting (a synchronous run needs its harness first,
+        to know the loop to run on)."""
+        if isinstance(self.session, Session):
+            return self.session
+        found = self.session(config)
+        if inspect.isawaitable(found):
+            if inspect.iscoroutine(found):
+                found.close()
+            raise TypeError(
+                "graph.invoke needs session= a Session or a synchronous function of the "
+                "config (an async one can only be awaited: use graph.ainvoke)"
+            )
+        if not isinstance(found, Session):
+            raise TypeError("the session function must return a clearance Session")
+        return found
 
     async def __call__(self, state: Any, config: RunnableConfig) -> Any:
         session = await self._session(config)

@@ -311,6 +311,18 @@ class AgentsGuard:
             self.settle(input)
         return Runner.run_streamed(agent, input, **options)
 
+    def run_sync(
+        self, agent: Agent[Any], input: str | list[Any] | RunState[Any, Any], **options: Any
+    ) -> RunResult:
+        """:meth:`run` from synchronous code: ``Runner.run_sync(agent, input, **options)``,
+        with ``input`` recorded as the user's first and a ``RunState`` settled first. The
+        harness is opened with :class:`~clearance.integrations.BlockingHarness`, on the
+        loop ``Runner.run_sync`` runs on."""
+        self.user_input(input)
+        if isinstance(input, RunState):
+            self.settle(input)
+        return Runner.run_sync(agent, input, **options)
+
     def settle(self, state: RunState[Any, Any]) -> list[ToolApprovalItem]:
         """Tell the SDK the answers given in clearance's ask store (``clearance asks
         approve``/``deny``, the inbox, ``harness.answer_ask``) to the interruptions of a

@@ -243,13 +243,29 @@ class ClearanceToolset(WrapperToolset[AgentDepsT]):
         user's own words first (``session.add_user_message``; the text parts of a
         sequence). Only the host's prompt is the user's (rule R14): a prompt PydanticAI
         shows the tools later (a delegated agent's, written by a model) is not."""
+        self._user_prompt(user_prompt)
+        return await agent.run(user_prompt, **options)
+
+    def run_sync(
+        self,
+        agent: Agent[AgentDepsT, Any],
+        user_prompt: str | Sequence[Any] | None = None,
+        **options: Any,
+    ) -> AgentRunResult[Any]:
+        """:meth:`run` from synchronous code: ``agent.run_sync(user_prompt, **options)``,
+        with ``user_prompt`` recorded as the user's first. The harness is opened with
+        :class:`~clearance.integrations.BlockingHarness`, on the loop ``agent.run_sync``
+        runs on."""
+        self._user_prompt(user_prompt)
+        return agent.run_sync(user_prompt, **options)
+
+    def _user_prompt(self, user_prompt: str | Sequence[Any] | None) -> None:
         if isinstance(user_prompt, str):
             self.session.add_user_message(user_prompt)
         elif user_prompt is not None:
             for part in user_prompt:
                 if isinstance(part, str) and part:
                     self.session.add_user_message(part)
-        return await agent.run(user_prompt, **options)
 
     async def call_tool(
         self,

@@ -38,6 +38,7 @@ from clearance import (
 from clearance.errors import ToolRegistrationError
 from clearance.guardrails import SecretScanner
 from clearance.harness.ask_store_sqlite import SqliteAskStore
+from clearance.integrations import BlockingHarness
 from clearance.integrations.langgraph import ClearanceToolNode, answer_all, register_tools
 from clearance.policy import LocalEvaluator
 
@@ -1030,3 +1031,64 @@ async def test_the_interrupt_reads_as_langgraph_s_human_in_the_loop_request(
     assert outcomes_of(journal, "m2") == ["pending", "denied"]
     bob = final_records(journal, "m1")[0].data["ask"]
     assert (bob["answer"], bob["answered_by"], bob["via"]) == ("allow_once", "ops", "langgraph")
+
+
+def test_graph_invoke_through_a_blocking_harness(workspace: Path) -> None:
+    """Issue 31: synchronous code. With the harness opened by BlockingHarness, the node
+    runs under graph.invoke (its decisions on the harness's loop); node.run_sync records
+    the input as the user's; an ask is an interrupt, resumed with graph.invoke."""
+    ran: list[tuple[str, Any]] = []
+    reg = ToolRegistry()
+    declared = register_tools(
+        reg,
+        "files",
+        make_tools(workspace, ran),
+        root=workspace,
+        facts={"read_file": {"/path": "path"}, "send_mail": {"/to": "email"}},
+    )
+    journal = MemoryJournal()
+    script = Script(
+        ai(
+            ("read_file", "r1", {"path": "./link/a.md"}),
+            ("send_mail", "m1", {"to": "bob@example.com", "body": "hi"}),
+        )
+    )
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        script.seen.append(list(state["messages"]))
+        return {"messages": [script.model.invoke(state["messages"])]}
+
+    with BlockingHarness(Harness(reg, evaluator=evaluator(), journal=journal)) as host:
+        session = host.create_session(principal=ALICE)
+        node = ClearanceToolNode(declared, session=session, by="alice")
+        builder = StateGraph(MessagesState)
+        builder.add_node("agent", agent)
+        builder.add_node("tools", node)
+        builder.add_edge(START, "agent")
+        builder.add_conditional_edges("agent", tools_condition)
+        builder.add_edge("tools", "agent")
+        app = builder.compile(checkpointer=InMemorySaver())
+        state = node.run_sync(app, {"messages": [HumanMessage("Mail bob@example.com")]}, THREAD)
+        assert "__interrupt__" in state and ran == []  # nothing of the turn ran yet
+        assert session.provenance.origin("bob@example.com")["user"] is True
+        state = app.invoke(Command(resume=answer_all(state, "allow_once")), THREAD)
+        assert state["messages"][-1].content == "done"
+    assert ran == [("read_file", "docs/a.md"), ("send_mail", "bob@example.com")]
+    ends = [e.data["status"] for e in journal.events() if e.type == "tool_finished"]
+    assert ends == ["ok", "ok"]
+    (answered,) = [e for e in journal.events(call_id="m1") if e.type == "permission_decided"]
+    assert answered.data["answer"] == "allow_once" and answered.data["via"] == "langgraph"
+
+
+async def test_graph_invoke_needs_a_blocking_harness(workspace: Path) -> None:
+    """Under graph.invoke with the harness opened by ``async with``, the node names the fix
+    (it cannot reach a loop that is not its own)."""
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    async with Harness(registry(workspace, tools), evaluator=evaluator()) as harness:
+        node = ClearanceToolNode(
+            tools, session=await harness.create_session(principal=ALICE), namespace="files"
+        )
+        with pytest.raises(RuntimeError, match="BlockingHarness"):
+            node.invoke({"messages": [ai(("read_file", "r1", {"path": "docs/a.md"}))]}, THREAD)
+    assert ran == []

@@ -48,7 +48,7 @@ from clearance.errors import AskError, UnknownToolError
 from clearance.guardrails import SecretScanner
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 from clearance.harness.grants_sqlite import SqliteGrantStore
-from clearance.integrations import DeclaredTools
+from clearance.integrations import BlockingHarness, DeclaredTools
 from clearance.integrations.openai_agents import AgentsGuard, register_function_tools
 from clearance.policy import LocalEvaluator
 
@@ -1115,3 +1115,40 @@ async def test_a_tool_that_raises_is_recorded_failed_and_its_error_stays_out(
     from clearance.integrations import openai_agents as adapter
 
     assert isinstance(adapter._HANDLED, str)  # the SDK's mark the guard reads is there
+
+
+def test_runner_run_sync_through_a_blocking_harness(workspace: Path) -> None:
+    """Issue 31: synchronous code. The harness is opened with BlockingHarness on the loop
+    Runner.run_sync runs on; guard.run_sync records the input as the user's; an ask is an
+    interruption, approved in the SDK, and the resumed run_sync runs the call once."""
+    ran = Ran()
+    registry, declared = registry_for(workspace, sdk_tools(workspace, ran), ran)
+    journal = MemoryJournal()
+    harness = Harness(registry, evaluator=LocalEvaluator(**EVALUATOR_RULES), journal=journal)
+    with BlockingHarness(harness) as host:
+        session = host.create_session(principal=ALICE)
+        guard = AgentsGuard(session, approver="alice")
+        model = ScriptedModel(
+            [
+                call("read_file", {"path": "./link/a.md"}, "r1"),
+                call("write_file", {"path": "docs/b.md", "text": "beta"}, "w1"),
+            ],
+            [say("done")],
+        )
+        agent = Agent(name="coder", tools=guard.wrap(declared), model=model)
+        result = guard.run_sync(agent, "Copy docs/a.md to docs/b.md")
+        assert [item.call_id for item in result.interruptions] == ["w1"]  # type: ignore[attr-defined]
+        assert not (workspace / "docs" / "b.md").exists()
+        state = result.to_state()
+        (item,) = result.interruptions
+        host.run(guard.answer(state, item, "allow_once"))
+        result = guard.run_sync(agent, state)
+        assert result.final_output == "done"
+        assert session.provenance.origin("docs/b.md")["user"] is True  # run_sync's input
+    assert ran.of("read_file") == [{"path": "docs/a.md"}]  # canonical
+    assert ran.of("write_file") == [{"path": "docs/b.md", "text": "beta"}]  # once
+    assert (workspace / "docs" / "b.md").read_text() == "beta"
+    ends = [e.data["status"] for e in journal.events() if e.type == "tool_finished"]
+    assert ends == ["ok", "ok"]
+    (answered,) = [e for e in journal.events(call_id="w1") if e.type == "permission_decided"]
+    assert answered.data["answer"] == "allow_once" and answered.data["via"] == "openai-agents"

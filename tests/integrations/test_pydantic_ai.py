@@ -42,6 +42,7 @@ from clearance import (
 from clearance.errors import AskError, ToolRegistrationError
 from clearance.guardrails import SecretScanner
 from clearance.harness.ask_store_sqlite import SqliteAskStore
+from clearance.integrations import BlockingHarness
 from clearance.integrations.pydantic_ai import (
     ClearanceToolset,
     deferred_results,
@@ -862,3 +863,44 @@ async def test_an_ask_answered_with_the_cli_resumes_after_a_restart_once(
     answers = [e.data for e in journal.events(call_id="m1") if e.type == "permission_decided"]
     assert [(a["answer"], a["by"]) for a in answers] == [(answer, "carol")]
     assert isinstance(outputs[2], DeferredToolRequests)  # a new host: asked anew, not run
+
+
+def test_agent_run_sync_through_a_blocking_harness(workspace: Path) -> None:
+    """Issue 31: synchronous code. The harness is opened with BlockingHarness on the loop
+    agent.run_sync runs on; toolset.run_sync records the prompt as the user's; an ask
+    ends the run deferred, and the host's answer resumes it with agent.run_sync."""
+    ran: list[tuple[str, Any]] = []
+    reg = ToolRegistry()
+    declared = register_toolset(
+        reg,
+        "files",
+        tools(workspace, ran),
+        root=workspace,
+        facts={"read_file": {"/path": "path"}, "send_mail": {"/to": "email"}},
+    )
+    journal = MemoryJournal()
+    with BlockingHarness(Harness(reg, evaluator=evaluator(), journal=journal)) as host:
+        session = host.create_session(principal=ALICE)
+        toolset = ClearanceToolset(declared, session=session, by="alice")
+        script = Script(
+            [
+                call("read_file", "r1", path="./link/a.md"),
+                call("send_mail", "m1", to="bob@example.com", body="hi"),
+            ]
+        )
+        agent = Agent(script.model(), toolsets=[toolset], output_type=OUTPUT)
+        result = toolset.run_sync(agent, "Mail bob@example.com the docs")
+        assert isinstance(result.output, DeferredToolRequests)
+        assert [c.tool_call_id for c in result.output.approvals] == ["m1"]
+        assert ran == [("read_file", "docs/a.md")]  # canonical; the mail waits
+        assert session.provenance.origin("bob@example.com")["user"] is True
+        result = agent.run_sync(
+            message_history=result.all_messages(),
+            deferred_tool_results=deferred_results(result.output, {"m1": "allow_once"}),
+        )
+        assert result.output == "done"
+    assert ran == [("read_file", "docs/a.md"), ("send_mail", "bob@example.com")]
+    ends = [e.data["status"] for e in journal.events() if e.type == "tool_finished"]
+    assert ends == ["ok", "ok"]
+    (answered,) = [e for e in journal.events(call_id="m1") if e.type == "permission_decided"]
+    assert answered.data["answer"] == "allow_once" and answered.data["via"] == "pydantic-ai"
