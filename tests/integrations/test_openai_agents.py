@@ -1137,7 +1137,7 @@ def test_runner_run_sync_through_a_blocking_harness(workspace: Path) -> None:
         )
         agent = Agent(name="coder", tools=guard.wrap(declared), model=model)
         result = guard.run_sync(agent, "Copy docs/a.md to docs/b.md")
-        assert [item.call_id for item in result.interruptions] == ["w1"]  # type: ignore[attr-defined]
+        assert [item.call_id for item in result.interruptions] == ["w1"]
         assert not (workspace / "docs" / "b.md").exists()
         state = result.to_state()
         (item,) = result.interruptions
