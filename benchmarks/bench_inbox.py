@@ -7,7 +7,8 @@ two tools, two policies). The script measures, against that process:
 - ``page``: one ``GET /asks`` as the page loads it (bytes, milliseconds);
 - ``tabs``: ``--tabs`` open pages for ``--seconds`` seconds doing what the page's script
   does: before issue 34 it read ``/asks`` (every card) a second after each reply; now it
-  keeps one event stream open and fetches only the cards an event names. Meanwhile
+  keeps one event stream open, fetches only the cards an event names, and the filters'
+  menus (their counts) at most every 5 s. Meanwhile
   another process adds one ask a second (so the live view has something to show), and
   the script answers ``--answers`` asks one at a time;
 - the server's CPU (its ``utime + stime`` from ``/proc``) over that window, in per cent
@@ -116,6 +117,7 @@ class Tab:
                     self.stop.wait(1.0)
                 return
             self.read += len(client.get("/asks", params={"groups": "1"}).content)
+            menus = time.monotonic()
             with client.stream("GET", "/events") as stream:
                 for line in stream.iter_lines():
                     self.read += len(line) + 1
@@ -126,6 +128,11 @@ class Tab:
                         params = [("limit", "0"), *(("id", i) for i in ids)]
                         self.read += len(client.get("/asks", params=params).content)
                         self.requests += 1
+                        if time.monotonic() - menus >= 5.0:  # the menus' counts
+                            menus = time.monotonic()
+                            params = [("limit", "0"), ("groups", "1")]
+                            self.read += len(client.get("/asks", params=params).content)
+                            self.requests += 1
 
 
 def main() -> None:

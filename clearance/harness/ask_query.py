@@ -10,7 +10,9 @@ SQL, a page of rows parsed and only counts for the rest:
 - :func:`shown_groups`: the values of one field (``host``, ``tool``, ``principal``,
   ``policy``) among the matching asks, with how many asks each has;
 - :func:`shown_states`: every shown ask's id and state (``pending`` or ``host gone``):
-  what an inbox compares to tell its pages what changed, without reading a body.
+  what an inbox compares to tell its pages what changed; :class:`States` keeps them up
+  to date reading only the pending asks' ids and the hosts' leases, and reads the few asks
+  that came or went (each look at 10,000 asks parses no body).
 
 A store without these methods (one written elsewhere) is read whole through
 :func:`~clearance.harness.ask_store.shown_asks` and filtered here: the same answer, at the
@@ -25,6 +27,8 @@ closes it, as every read does).
 
 from __future__ import annotations
 
+import math
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -37,6 +41,7 @@ __all__ = [
     "MAX_GROUPS",
     "AskFilter",
     "ShownPage",
+    "States",
     "Dialect",
     "GroupBy",
     "group_key",
@@ -248,3 +253,60 @@ def states_of(rows: Sequence[tuple[Any, ...]], gone: Mapping[str, bool]) -> dict
         else HOST_GONE
         for ask_id, status, instance in rows
     }
+
+
+class States:
+    """The shown asks' states (:func:`shown_states`), kept up to date cheaply.
+
+    A look reads the pending asks' ids (an indexed column, no body) and which hosts'
+    leases are gone (a small table), then reads only the asks that appeared or stopped
+    being pending (:meth:`get`, a few). It reads every state again (the full
+    :func:`shown_states`) at the first look, when the leases that are gone changed (a
+    pending ask whose host is gone reads ``host gone``), when more than
+    :data:`MAX_FRESH` asks appeared, and every
+    ``full_every`` seconds. A store without ``pending_ids`` and ``gone_leases`` is read in
+    full at every look."""
+
+    MAX_FRESH: Final = 200
+
+    def __init__(self, store: Any, *, full_every: float = 60.0) -> None:
+        self.store = store
+        self.full_every = full_every
+        self.states: dict[str, str] | None = None
+        self._gone: frozenset[str] = frozenset()
+        self._full_at = -math.inf
+        self.full_looks = 0
+        """How many looks read every state (the rest read the changes only)."""
+
+    def reset(self) -> None:
+        """Forget what was seen (after an outage): the next look reads every state."""
+        self.states = None
+
+    def look(self, since: float) -> dict[str, str]:
+        """The states of the shown asks raised since ``since``, by id."""
+        ids_of = getattr(self.store, "pending_ids", None)
+        gone_of = getattr(self.store, "gone_leases", None)
+        if not (callable(ids_of) and callable(gone_of)):
+            return shown_states(self.store, since)
+        gone = frozenset(gone_of())
+        pending = set(ids_of(since))
+        known = self.states
+        fresh = pending if known is None else pending - known.keys()
+        if (
+            known is None
+            or gone != self._gone
+            or len(fresh) > self.MAX_FRESH
+            or time.monotonic() - self._full_at > self.full_every
+        ):
+            self.states = shown_states(self.store, since)
+            self._gone, self._full_at = gone, time.monotonic()
+            self.full_looks += 1
+            return dict(self.states)
+        states = {i: state for i, state in known.items() if i in pending or state == HOST_GONE}
+        left = [i for i in known if i not in states]
+        for ask_id in [*left, *fresh]:
+            found = self.store.get(ask_id)  # came, or stopped being pending: how it is now
+            if found is not None and _is_shown(found) and found.created_at >= since:
+                states[ask_id] = "pending" if found.status == "pending" else HOST_GONE
+        self.states = states
+        return dict(states)

@@ -42,7 +42,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
@@ -53,6 +53,7 @@ from clearance.harness.grants import GrantScope
 
 __all__ = [
     "HOST_GONE",
+    "LEASE_COLUMNS",
     "AskStatus",
     "AskStore",
     "HostLease",
@@ -78,6 +79,10 @@ HOST_GONE: Final = "host gone"
 """``closed_why`` of an ask whose waiting call's process is gone."""
 
 
+LEASE_COLUMNS: Final = "instance, host, hostname, pid, renewed_at, lease, ended"
+"""The columns of an ``ask_hosts`` row that :meth:`HostLease.of_row` reads, in order."""
+
+
 @dataclass(frozen=True, slots=True)
 class HostLease:
     """A process's lease in a shared ask store, as the store last saw it renewed."""
@@ -91,6 +96,19 @@ class HostLease:
     """Seconds the lease holds after ``renewed_at``."""
     ended: bool = False
     """The process closed its harness."""
+
+    @classmethod
+    def of_row(cls, row: Sequence[Any]) -> HostLease:
+        """The lease of an ``ask_hosts`` row read as :data:`LEASE_COLUMNS`."""
+        return cls(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            int(row[3]),
+            float(row[4]),
+            float(row[5]),
+            bool(row[6]),
+        )
 
     def gone(self, now: float) -> bool:
         """Whether the process is gone: it ended, its lease lapsed, or it ran on this

@@ -46,7 +46,14 @@ from clearance.harness.ask_query import (
     shown_sql,
     states_of,
 )
-from clearance.harness.ask_store import HostLease, StoredAsk, refusal, sealed_answer, verified
+from clearance.harness.ask_store import (
+    LEASE_COLUMNS,
+    HostLease,
+    StoredAsk,
+    refusal,
+    sealed_answer,
+    verified,
+)
 from clearance.harness.ask_store_sqlite import ask_body, ask_from_row, host_gone, matches
 from clearance.harness.postgres import Connection, PostgresDatabase, open_database
 
@@ -149,27 +156,45 @@ class PostgresAskStore:
         """
         return self._leases([instance])[0].get(instance)
 
-    def _leases(self, instances: list[str]) -> tuple[dict[str, HostLease], float]:
-        """The leases of ``instances`` and the server's time (``renewed_at`` and the time
-        compare on the server's clock)."""
+    def _leases(self, instances: list[str] | None) -> tuple[dict[str, HostLease], float]:
+        """The leases of ``instances`` (None: every lease) and the server's time
+        (``renewed_at`` and the time compare on the server's clock)."""
 
         def query(conn: Connection) -> tuple[list[tuple[Any, ...]], float]:
-            rows = conn.execute(
-                f"SELECT instance, host, hostname, pid, renewed_at, lease, ended FROM "
-                f"{self._hosts} WHERE instance = ANY(%s)",
-                (instances,),
-            ).fetchall()
+            select = f"SELECT {LEASE_COLUMNS} FROM {self._hosts}"
+            rows = (
+                conn.execute(select).fetchall()
+                if instances is None
+                else conn.execute(f"{select} WHERE instance = ANY(%s)", (instances,)).fetchall()
+            )
             now = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
             return [tuple(r) for r in rows], float(now[0]) if now else 0.0
 
         rows, now = self.database.run("read the hosts' leases", query, read=True)
-        leases = {
-            str(r[0]): HostLease(
-                str(r[0]), str(r[1]), str(r[2]), int(r[3]), float(r[4]), float(r[5]), bool(r[6])
-            )
-            for r in rows
-        }
-        return leases, now
+        return {str(r[0]): HostLease.of_row(r) for r in rows}, now
+
+    def gone_leases(self) -> set[str]:
+        """The leases whose process is gone (ended, lapsed on the server's clock, or its
+        pid dead on this machine).
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        leases, now = self._leases(None)
+        return {instance for instance, lease in leases.items() if lease.gone(now)}
+
+    def pending_ids(self, since: float) -> list[str]:
+        """The ids of the pending asks raised since ``since`` (as the rows say).
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        rows = self._fetch(
+            "read the pending asks",
+            f"SELECT ask_id FROM {self._table} WHERE status = 'pending' AND created_at >= %s",
+            (since,),
+        )
+        return [str(r[0]) for r in rows]
 
     def put(self, ask: StoredAsk, *, lease: float | None = None) -> None:
         """Store ``ask`` (replacing one with its id); with ``lease``, renew its

@@ -47,6 +47,7 @@ from clearance.harness.ask_query import (
 )
 from clearance.harness.ask_store import (
     HOST_GONE,
+    LEASE_COLUMNS,
     HostLease,
     StoredAsk,
     decision_from_json,
@@ -137,21 +138,15 @@ class SqliteAskStore:
     def lease(self, instance: str) -> HostLease | None:
         """The lease ``instance`` as last renewed, or None."""
         row = self._db.execute(
-            "SELECT instance, host, hostname, pid, renewed_at, lease, ended FROM ask_hosts "
-            "WHERE instance = ?",
-            (instance,),
+            f"SELECT {LEASE_COLUMNS} FROM ask_hosts WHERE instance = ?", (instance,)
         ).fetchone()
-        if row is None:
-            return None
-        return HostLease(
-            str(row[0]),
-            str(row[1]),
-            str(row[2]),
-            int(row[3]),
-            float(row[4]),
-            float(row[5]),
-            bool(row[6]),
-        )
+        return HostLease.of_row(row) if row is not None else None
+
+    def gone_leases(self) -> set[str]:
+        """The leases whose process is gone (ended, lapsed, or its pid dead here)."""
+        now = time.time()
+        rows = self._db.execute(f"SELECT {LEASE_COLUMNS} FROM ask_hosts").fetchall()
+        return {str(r[0]) for r in rows if HostLease.of_row(r).gone(now)}
 
     def put(self, ask: StoredAsk, *, lease: float | None = None) -> None:
         """Store ``ask``; with ``lease``, renew its ``instance``'s lease in the same
@@ -319,6 +314,14 @@ class SqliteAskStore:
             lease = self.lease(instance)
             gone[instance] = lease is None or lease.gone(now)
         return states_of(rows, gone)
+
+    def pending_ids(self, since: float) -> list[str]:
+        """The ids of the pending asks raised since ``since`` (as the rows say: one whose
+        host is gone reads pending until it is read)."""
+        rows = self._db.execute(
+            "SELECT ask_id FROM asks WHERE status = 'pending' AND created_at >= ?", (since,)
+        )
+        return [str(r[0]) for r in rows]
 
     def version(self) -> tuple[int, int]:
         """Changes to the file: another connection's commits (SQLite's ``data_version``)

@@ -167,9 +167,9 @@ INBOX_JS = """\
       }
     }
     arrange();
-    // The menus' counts: at most one look every 2 s while asks keep changing.
+    // The menus' counts: at most one look every 5 s while asks keep changing.
     if (facetsTimer === null) {
-      facetsTimer = setTimeout(() => { facetsTimer = null; refreshFacets(); }, 2000);
+      facetsTimer = setTimeout(() => { facetsTimer = null; refreshFacets(); }, 5000);
     }
     status.textContent = `Live, updated ${new Date().toLocaleTimeString()}`;
   }

@@ -2,11 +2,12 @@
 every ask every second (issue 34: 190 KB a second a tab; issue 38: 17 MB a look at
 10,000 asks).
 
-One watcher per inbox (:meth:`Inbox.watch <clearance.inbox.Inbox.watch>`) reads the
-store's shown asks as ids and states only (:func:`~clearance.harness.ask_query.
-shown_states`), when the store says something changed (a SQLite file's version, a
-PostgreSQL notice) and every few seconds anyway (a host's lease can lapse without a
-write), and publishes what changed to every open page through a :class:`Broadcast`:
+One watcher per inbox (:meth:`Inbox.watch <clearance.inbox.Inbox.watch>`) keeps the
+shown asks' ids and states (:class:`~clearance.harness.ask_query.States`: the pending
+ids, the hosts' leases that are gone, and only the asks that came or went), looking when
+the store says something changed (a SQLite file's version, a PostgreSQL notice) and every
+few seconds anyway (a host's lease can lapse without a write), and publishes what changed
+to every open page through a :class:`Broadcast`:
 
 - ``change``: ``{"added": [ids], "removed": [ids], "changed": [ids]}`` (``changed``: its
   host is gone), or ``{"resync": true}`` when more changed than is worth listing; a page

@@ -15,14 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from postgres_support import fresh_schema
 
+from clearance.harness.approvals import PermissionDecision
 from clearance.harness.ask_query import (
     GROUPS,
     AskFilter,
+    States,
     shown_groups,
     shown_page,
     shown_states,
 )
-from clearance.harness.ask_store import HOST_GONE, MemoryAskStore, StoredAsk
+from clearance.harness.ask_store import HOST_GONE, MemoryAskStore, StoredAsk, host_credential
 from clearance.harness.ask_store_sqlite import SqliteAskStore
 
 HOSTS = ("a", "b", "")
@@ -108,8 +110,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 def clear(store: Any) -> None:
     if isinstance(store, SqliteAskStore):
         store._db.execute("DELETE FROM asks")
-    else:
-        store.database.run("empty", lambda conn: conn.execute(f"DELETE FROM {store._table}"))
+        store._db.execute("DELETE FROM ask_hosts")
+        return
+
+    def empty(conn: Any) -> None:
+        conn.execute(f"DELETE FROM {store._table}")
+        conn.execute(f"DELETE FROM {store._hosts}")
+
+    store.database.run("empty", empty)
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -163,3 +171,49 @@ def test_a_page_of_ten_thousand_reads_only_its_rows(tmp_path: Path) -> None:
     assert total == waiting == len(expected)
     assert [a.ask_id for a in page] == read == expected[20:40]
     store.close()
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["raise", "raise waiting", "answer", "withdraw", "end", "lapse"]),
+        st.integers(0, 5),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_states_kept_from_the_changes_are_the_states_read_in_full(
+    store: Any, ops: list[tuple[str, int]]
+) -> None:
+    """After any sequence of asks raised (paused or waiting on a lease), answered,
+    withdrawn, and hosts ending or lapsing, the states a watcher keeps by reading only
+    what changed are the states read in full."""
+    clear(store)
+    tracked = States(store, full_every=3600.0)
+    credential = host_credential(store)
+    raised = 0
+    assert tracked.look(0.0) == shown_states(store, 0.0) == {}
+    for op, n in ops:
+        ask_id = f"ask_{n % max(raised, 1) + 1:03d}"  # one raised before
+        if op.startswith("raise"):
+            raised += 1
+            ask_id = f"ask_{raised:03d}"  # ask ids are never reused
+            ask = make(100 + raised, "a", TOOLS[0], PRINCIPALS[0], ())
+            instance = f"i{n % 2}" if op == "raise waiting" else None
+            store.put(
+                StoredAsk(**{**_fields(ask), "ask_id": ask_id, "instance": instance}),
+                lease=30.0 if instance else None,
+            )
+        elif op == "answer" and (found := store.get(ask_id)) and found.status == "pending":
+            store.answer(ask_id, PermissionDecision("deny"), credential=credential)
+        elif op == "withdraw":
+            store.withdraw(ask_id, "withdrawn")
+        elif op == "end":
+            store.end(f"i{n % 2}")
+        elif op == "lapse":
+            store.renew(f"i{n % 2}", "a", -1.0)
+        assert tracked.look(0.0) == shown_states(store, 0.0), op
+    # Read in full only when a lease went or came back (or at the first look).
+    assert tracked.full_looks <= 1 + sum(op in ("end", "lapse", "raise waiting") for op, _ in ops)
