@@ -22,7 +22,15 @@ import anyio.lowlevel
 import pytest
 from postgres_support import PG_URL, Outage, fresh_schema, sql
 
-from clearance import CallContext, Harness, JournalError, Principal, Tool, ToolRegistry
+from clearance import (
+    CallContext,
+    Harness,
+    JournalError,
+    JournalEvent,
+    Principal,
+    Tool,
+    ToolRegistry,
+)
 from clearance.harness.journal import PostgresJournal
 from clearance.policy import LocalEvaluator
 
@@ -231,3 +239,56 @@ async def test_a_synchronous_read_during_a_batch_in_flight_finishes_it(
             release.join()
             locker.close()
     assert [e.type for e in events].count("tool_started") == 2
+
+
+async def test_a_batch_cancelled_natively_is_failed_closed_and_the_journal_goes_on(
+    pg: tuple[str, str],
+) -> None:
+    """An asyncio cancellation pierces the caller's shield: the batch it interrupts is
+    lost (its call denied, its start written once after the reconnection with an end
+    saying the call did not run), not left holding the connection, which would stop the
+    writer and hang ``aclose``."""
+    url, schema = pg
+    import asyncio
+
+    import psycopg
+
+    journal = PostgresJournal(url, host="h1")
+    try:
+        await journal.append(JournalEvent("session_created", "s1", None, None, {}))
+        await journal.append(JournalEvent("call_decided", "s1", None, "c1", {}))
+        await journal.flush()
+        await anyio.sleep(0.05)  # the writer thread waits: the next start goes from here
+        locker = psycopg.connect(PG_URL)
+        locker.execute(f"LOCK TABLE {schema}.events IN EXCLUSIVE MODE".encode())
+        try:
+            task = asyncio.ensure_future(
+                journal.append(JournalEvent("tool_started", "s1", None, "c1", {}))
+            )
+            deadline = time.monotonic() + 10
+            while journal._writer.flight is None:
+                assert time.monotonic() < deadline
+                await anyio.sleep(0.001)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert journal._writer.flight is None
+        finally:
+            locker.rollback()
+            locker.close()
+        deadline = time.monotonic() + 10
+        while True:  # the journal reconnects by itself and goes on
+            try:
+                await journal.append(JournalEvent("tool_started", "s1", None, "c2", {}))
+                break
+            except JournalError:
+                assert time.monotonic() < deadline
+                await anyio.sleep(0.05)
+    finally:
+        with anyio.fail_after(20):
+            await journal.aclose()
+    rows = sql(schema, "SELECT call_id, type, data FROM {s}.events ORDER BY seq")
+    c1 = [(row[1], str(row[2])) for row in rows if row[0] == "c1"]
+    assert [t for t, _ in c1] == ["call_decided", "tool_started", "tool_finished"]
+    assert "did not run" in c1[2][1]
+    assert [row[1] for row in rows if row[0] == "c2"] == ["tool_started"]

@@ -117,14 +117,25 @@ class Flight:
             return True
 
     async def run(self) -> None:
-        """Wait for the socket until the batch is over (or :meth:`settle` ended it)."""
+        """Wait for the socket until the batch is over (or :meth:`settle` ended it).
+
+        Interrupted before it is (a native cancellation pierces the caller's shield), the
+        batch counts as lost: whether it was committed is unknown, so the connection is
+        closed, every call in it is denied and its rows are written again once
+        reconnected, rather than the connection left taken for good."""
         fd = self.pgconn.socket
-        with self.scope:
-            while not self.poll():
-                if self.writing:
-                    await anyio.wait_writable(fd)
-                else:
-                    await anyio.wait_readable(fd)
+        try:
+            with self.scope:
+                while not self.poll():
+                    if self.writing:
+                        await anyio.wait_writable(fd)
+                    else:
+                        await anyio.wait_readable(fd)
+        except BaseException as exc:
+            if not self.landed:
+                self.error = OperationalError(f"the batch was interrupted ({exc!r})")
+                self.land()
+            raise
         self.land()
 
     def settle(self) -> None:
