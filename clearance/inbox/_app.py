@@ -353,15 +353,17 @@ class Inbox:
         """One page's events, while its token lasts and the inbox serves."""
         with self.events.subscribe() as events:
             yield sse("hello", {"user": person.user, "outage": self.outage})
-            while self.people.person(token) is not None:
+            while True:
+                event = ": still here\n\n"  # a comment, when nothing happened meanwhile
+                # Only the wait is under the deadline: never a yield inside a cancel scope.
                 with anyio.move_on_after(_KEEPALIVE):
                     try:
                         event = await events.receive()
-                    except anyio.EndOfStream:
+                    except anyio.EndOfStream:  # the inbox stops, or this page fell behind
                         return
-                    yield event
-                    continue
-                yield ": still here\n\n"
+                if self.people.person(token) is None:  # signed out, or the token expired
+                    return
+                yield event
 
     async def _logout(self, request: Request) -> Response:
         try:

@@ -319,6 +319,32 @@ async def test_the_events_say_what_changed_and_the_page_fetches_only_that(
     other.close()
 
 
+async def test_a_stream_ends_with_its_token_and_streams_are_bounded(
+    store: SqliteAskStore, tmp_path: Path
+) -> None:
+    inbox = Inbox(store, users=["alice"], poll_interval=0.05, max_streams=1)
+    other = SqliteAskStore(tmp_path / "asks.db")
+    async with (
+        serving(inbox) as started,
+        httpx.AsyncClient(base_url=started.url, timeout=10) as client,
+    ):
+        alice = bearer(inbox.people.tokens["alice"])
+        async with client.stream("GET", "/events", headers=alice) as stream:
+            received = events(stream)
+            with anyio.fail_after(10):
+                assert (await anext(received))[0] == "hello"
+                while inbox.looks == 0:  # noqa: ASYNC110  (changes are told from its first look)
+                    await anyio.sleep(0.01)
+            second = await client.get("/events", headers=alice)
+            assert second.status_code == 503 and "Too many pages" in second.json()["message"]
+            out = await client.post("/logout", headers={**alice, "origin": started.url[:-1]})
+            assert out.status_code == 200
+            other.put(an_ask(200, host="laptop", tool=TOOLS[0], policy="review"))
+            with anyio.fail_after(10), pytest.raises(StopAsyncIteration):
+                await anext(received)  # the next event finds the token gone: the end
+    other.close()
+
+
 async def test_an_outage_is_one_refusal_and_one_log_line_per_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
