@@ -97,6 +97,7 @@ VERBS: dict[str, Verb] = {
     "policy": _verb(
         "policy_cmd",
         "Write, check and understand Cedar policies for your tools.",
+        "policy_analyze_cmd",
         "policy_explain_cmd",
         "policy_format_cmd",
         "policy_schema_cmd",

@@ -2,7 +2,7 @@
 
 The group and what its verbs share; each verb is its own module (``policy_schema_cmd``,
 ``policy_validate_cmd``, ``policy_format_cmd``, ``policy_test_cmd``,
-``policy_explain_cmd``). The Cedar schema is generated from the tools, so every verb that
+``policy_explain_cmd``, ``policy_analyze_cmd``). The Cedar schema is generated from the tools, so every verb that
 needs one builds the registry from the configuration (``--config``, ./clearance.toml, or the
 built-in default: the bundled ``files`` and ``shell`` tools), starting its
 ``[[mcp_servers]]`` to list their tools, or reads it from ``--tools FILE`` (see
@@ -32,6 +32,8 @@ def policy() -> None:
     \b
       clearance policy schema             the Cedar schema generated from the tools
       clearance policy validate DIR       check policies against that schema
+      clearance policy analyze DIR        prove which policies can never apply or are
+                                          shadowed; --against OLD: what DIR changes
       clearance policy format DIR         format .cedar files (--check: only report)
       clearance policy test DIR           run the *.tests.json decision tests
       clearance policy explain --tool T   decide one call and say why

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 import click
 
@@ -11,9 +12,10 @@ from clearance._text import printable
 from clearance.cli._options import config_option
 from clearance.cli._render import print_json
 from clearance.cli._tools import command_tools, tools_note, tools_option
-from clearance.cli.main import EXIT_FAILED
+from clearance.cli.main import EXIT_FAILED, fail
 from clearance.cli.policy_cmd import policy, policy_directory, quiet_cedar_log
-from clearance.errors import PolicyError
+from clearance.errors import MissingExtraError, PolicyError
+from clearance.harness.tools import ToolRegistry
 
 __all__ = ["validate_command"]
 
@@ -27,17 +29,29 @@ def _problem_text(problem: Mapping[str, object]) -> str:
 @click.argument("directory", metavar="DIR")
 @config_option
 @tools_option
+@click.option(
+    "--deny-warnings",
+    is_flag=True,
+    help="Exit 1 when a policy can never apply (a warning otherwise).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def validate_command(
-    directory: str, config_path: str | None, tools_path: str | None, as_json: bool
+    directory: str,
+    config_path: str | None,
+    tools_path: str | None,
+    deny_warnings: bool,
+    as_json: bool,
 ) -> None:
     """Check every .cedar file in DIR against the schema of the configured tools.
 
     Reports every problem on standard output, each with file:line:column, the policy's
     @id and the line with a caret under the error: syntax errors (a file that does not
     parse does not hide the problems of the others), unknown attributes, actions, tools
-    or namespaces (with the nearest name), type errors (with a hint). Exits 1 when any
-    policy is invalid, 2 when DIR or the tools cannot be read.
+    or namespaces (with the nearest name), type errors (with a hint). A policy that
+    validates but can never apply (`when { false }`, contradictory conditions) is a
+    warning, proved by `clearance policy analyze` (the analysis extra). Exits 1 when any
+    policy is invalid (or, with --deny-warnings, can never apply), 2 when DIR or the
+    tools cannot be read.
 
     The tools of the configured [[mcp_servers]] are listed by starting each server;
     --tools FILE (from `clearance tools export`) reads them from FILE instead.
@@ -51,6 +65,7 @@ def validate_command(
     with quiet_cedar_log():
         check = check_directory(path, registry)
     problems = check.problems
+    warnings = _impossible(path, registry, deny_warnings) if not problems else []
     if as_json:
         print_json(
             {
@@ -61,6 +76,7 @@ def validate_command(
                 "tools_from": tools.origin,
                 "problems": [dict(p) for p in problems],
                 "ungoverned": list(check.ungoverned),
+                "warnings": warnings,
             }
         )
     elif problems:
@@ -72,6 +88,13 @@ def validate_command(
             f"(schema of {tools.summary()} from {printable(tools.origin)})"
         )
     else:
+        for warning in warnings:
+            click.echo(printable(warning))
+        if deny_warnings and warnings:
+            click.echo(
+                f"{len(warnings)} warning(s) in {printable(path)}, denied by --deny-warnings"
+            )
+            sys.exit(EXIT_FAILED)
         click.echo(
             f"ok: {check.policies} policies in {printable(path)} validate against the schema "
             f"of {len(registry)} tools from {printable(tools.origin)}"
@@ -81,5 +104,33 @@ def validate_command(
                 "note: no policy can permit these tools, so every call of them is denied: "
                 + printable(", ".join(check.ungoverned))
             )
-    if problems:
+    if problems or (deny_warnings and warnings):
         sys.exit(EXIT_FAILED)
+
+
+def _impossible(path: Path, registry: ToolRegistry, required: bool) -> list[str]:
+    """A warning for each policy that can never apply, proved by the analysis.
+
+    Without the analysis extra, or for a set it does not encode, validation still passes:
+    a note says what was not checked (with ``required``, --deny-warnings, it is an error,
+    since the warnings asked for cannot be proved absent).
+    """
+    try:
+        from clearance.policy.cedar.analysis import analyze_directory
+    except MissingExtraError as exc:
+        if required:
+            raise
+        click.echo(f"note: not checked for policies that can never apply: {exc}", err=True)
+        return []
+    try:
+        with quiet_cedar_log():
+            analysis = analyze_directory(path, list(registry), shadows=False)
+    except PolicyError as exc:
+        if required:
+            fail(f"cannot prove that every policy can apply: {exc}")
+        click.echo(f"note: not checked for policies that can never apply: {exc}", err=True)
+        return []
+    return [
+        f"{f.location + ': ' if f.location else ''}warning: {f.message}"
+        for f in analysis.of("impossible")
+    ]
