@@ -263,8 +263,7 @@ def _binary(node: pst.BinaryOp, env: Env) -> _Encoded:
         # The right side is evaluated only when the left does not decide.
         reached = left if op == "and" else z3.Not(left)
         err = z3.Or(left_err, z3.And(z3.Not(left_err), reached, right_err))
-        value = z3.And(left, right) if op == "and" else z3.Or(left, right)
-        return Scalar("Bool", value), err
+        return Scalar("Bool", _fold(op, left, right)), err
     left, left_err = _expr(node.left, env)
     right, right_err = _expr(node.right, env)
     err = z3.Or(left_err, right_err)
@@ -300,7 +299,8 @@ def _unary(node: pst.UnaryOp, env: Env) -> _Encoded:
     value, err = _expr(node.arg, env)
     if node.op == "not":
         term, err = _bool((value, err))
-        return Scalar("Bool", z3.Not(term)), err
+        folded = _FALSE if z3.is_true(term) else TRUE if z3.is_false(term) else z3.Not(term)
+        return Scalar("Bool", folded), err
     if node.op == "neg":
         term, err = _long((value, err))
         return Scalar("Long", -term), z3.Or(err, term == LONG_MIN)
@@ -327,9 +327,38 @@ def _subset(part: SetVal, whole: SetVal) -> Any:
     return TRUE if not terms else terms[0] if len(terms) == 1 else z3.And(*terms)
 
 
+def _fold(op: str, left: Any, right: Any) -> Any:
+    """``left && right`` or ``left || right``, folded when a side is a constant: a value
+    known in the environment (``context.facts has command`` for a tool without that fact)
+    must stay a constant through the conjunctions above it, for the short-circuit of
+    :func:`_binary` to see it, as Cedar's validator does."""
+    decides, neutral = (z3.is_false, z3.is_true) if op == "and" else (z3.is_true, z3.is_false)
+    if decides(left) or neutral(right):
+        return left
+    if decides(right) or neutral(left):
+        return right
+    return z3.And(left, right) if op == "and" else z3.Or(left, right)
+
+
+def _constant(term: Any) -> Any:
+    """``term``'s Python value when it is a literal, else None."""
+    if z3.is_true(term) or z3.is_false(term):
+        return z3.is_true(term)
+    if z3.is_int_value(term):
+        return term.as_long()
+    if z3.is_string_value(term):
+        return term.as_string()
+    return None
+
+
 def _eq(left: Value, right: Value) -> Any:
     if isinstance(left, Scalar) and isinstance(right, Scalar):
-        return left.term == right.term if left.kind == right.kind else _FALSE
+        if left.kind != right.kind:
+            return _FALSE
+        a, b = _constant(left.term), _constant(right.term)
+        if a is not None and b is not None:
+            return z3.BoolVal(a == b)
+        return left.term == right.term
     if isinstance(left, EntityVal) and isinstance(right, EntityVal):
         if left.type != right.type:
             return _FALSE
