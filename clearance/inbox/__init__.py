@@ -1,9 +1,11 @@
 """The approval inbox: pending asks in a browser, answered by a person.
 
 :class:`Inbox` serves one page on ``127.0.0.1`` where the people it names see the asks that
-wait in an ask store, live (a new ask appears without reloading), and answer each with
-``deny``, ``allow_once``, ``allow_session`` or ``allow_always`` and one of the scopes the
-ask suggests. An answer goes to the ask store (``answer(ask_id, decision, by=<the
+wait in an ask store, a page at a time, filtered and grouped by host, tool, principal and
+policy (in the store's query), live (the inbox pushes what changed as server-sent events:
+a new ask appears without reloading), each counting down its time, and answer each, or a
+group's at once, with ``deny``, ``allow_once``, ``allow_session`` or ``allow_always`` and
+one of the scopes the ask suggests. An answer goes to the ask store (``answer(ask_id, decision, by=<the
 person>, via="inbox")``, or :meth:`Harness.answer_ask
 <clearance.harness.session.Harness.answer_ask>` when the inbox runs beside the harness),
 so the host waiting on it goes on, in this process or any other sharing the store; the

@@ -100,7 +100,7 @@ from clearance.inbox._render import (
     seen_digest,
 )
 
-__all__ = ["Inbox", "InboxStarted"]
+__all__ = ["MAX_PAGE", "Inbox", "InboxStarted"]
 
 _MAX_FORM = 16 * 1024
 """Bytes a form may have: an answer is a few short fields."""
