@@ -29,6 +29,7 @@ import anyio
 import click
 
 from clearance._text import printable
+from clearance.cli._serve import serve_until_signal
 from clearance.cli._tools import learn_server_tools, start_servers
 from clearance.cli.main import EXIT_USAGE, cli, fail, fail_too_deep
 from clearance.cli.policy_cmd import quiet_cedar_log
@@ -140,39 +141,8 @@ def gateway(
                 f"clearance gateway: listening on {printable(where)}", file=sys.stderr, flush=True
             )
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-
-            async def on_signal() -> None:
-                # Close upstream servers cleanly on SIGTERM/SIGINT instead of dying mid-call.
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for _ in signals:
-                        tg.cancel_scope.cancel()
-                        return
-
-            tg.start_soon(on_signal)
-            await run_gateway(config, ready=ready)
-            tg.cancel_scope.cancel()
-
-    try:
-        anyio.run(main)
-    except ClearanceError as exc:
-        fail(str(exc), EXIT_USAGE)
-    except BaseExceptionGroup as group:
-        # The task group wraps a configuration error raised while starting up.
-        match, _ = group.split(ClearanceError)
-        if match is None:
-            raise
-        fail(str(_first(match)), EXIT_USAGE)
-    except KeyboardInterrupt:
-        pass
-
-
-def _first(group: BaseExceptionGroup[Any]) -> BaseException:
-    leaf: BaseException = group
-    while isinstance(leaf, BaseExceptionGroup):
-        leaf = leaf.exceptions[0]
-    return leaf
+    # Upstream servers are closed cleanly on SIGTERM/SIGINT instead of dying mid-call.
+    serve_until_signal(lambda: run_gateway(config, ready=ready))
 
 
 def _check(config: GatewayConfig) -> None:

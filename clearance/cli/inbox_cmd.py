@@ -17,15 +17,14 @@ when the command runs.
 from __future__ import annotations
 
 import getpass
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
 
 from clearance._text import printable
 from clearance.cli._options import config_option, load_cli_config
+from clearance.cli._serve import serve_until_signal
 from clearance.cli._store import store_url
 from clearance.cli.main import EXIT_USAGE, cli, fail
 from clearance.errors import ClearanceError, MissingExtraError
@@ -139,31 +138,6 @@ def inbox(db: str | None, config_path: str | None, users: tuple[str, ...], port:
                 click.echo(f"  {printable(user)}: {printable(link)}")
             click.echo("Stop with Ctrl-C.", nl=True)
 
-        async def main() -> None:
-            async with anyio.create_task_group() as tg:
-
-                async def on_signal() -> None:
-                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                        async for _ in signals:
-                            tg.cancel_scope.cancel()
-                            return
-
-                tg.start_soon(on_signal)
-                await server.serve(port=port, ready=ready)
-
-        try:
-            anyio.run(main)
-        except ClearanceError as exc:
-            fail(str(exc))
-        except BaseExceptionGroup as group:
-            match, _ = group.split(ClearanceError)
-            if match is None:
-                raise
-            leaf: BaseException = match
-            while isinstance(leaf, BaseExceptionGroup):
-                leaf = leaf.exceptions[0]
-            fail(str(leaf))
-        except KeyboardInterrupt:
-            pass
+        serve_until_signal(lambda: server.serve(port=port, ready=ready))
     finally:
         store.close()

@@ -24,13 +24,12 @@ and exits 2.
 from __future__ import annotations
 
 import os
-import signal
 
-import anyio
 import click
 
 from clearance._text import printable
 from clearance.cli._options import config_option
+from clearance.cli._serve import serve_until_signal
 from clearance.cli._tools import command_tools, tools_option
 from clearance.cli.main import EXIT_USAGE, cli, fail
 from clearance.config import build_evaluator, build_journal
@@ -156,16 +155,8 @@ def pdp(
         click.echo(f"clearance pdp on {printable(started.url)} ({tools.summary()})")
         click.echo(f"Callers present the token in {token_env}. Stop with Ctrl-C.")
 
-    async def main() -> None:
-        async with harness, anyio.create_task_group() as tg:
-
-            async def on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for _ in signals:
-                        tg.cancel_scope.cancel()
-                        return
-
-            tg.start_soon(on_signal)
+    async def serve() -> None:
+        async with harness:
             await serve_pdp(
                 app,
                 host=host,
@@ -175,19 +166,5 @@ def pdp(
                 plain_http=plain_http,
                 ready=ready,
             )
-            tg.cancel_scope.cancel()
 
-    try:
-        anyio.run(main)
-    except ClearanceError as exc:
-        fail(str(exc))
-    except BaseExceptionGroup as group:
-        match, _ = group.split(ClearanceError)
-        if match is None:
-            raise
-        leaf: BaseException = match
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        fail(str(leaf))
-    except KeyboardInterrupt:
-        pass
+    serve_until_signal(serve)

@@ -50,7 +50,6 @@ without one); beside a harness, it is part of the host and answers through
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
@@ -58,7 +57,7 @@ import re
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -70,6 +69,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from clearance._serving import uvicorn_serving
 from clearance.errors import AskError, ConfigError, StoreError
 from clearance.harness.approvals import coerce_decision
 from clearance.harness.ask_query import (
@@ -621,50 +621,30 @@ class Inbox:
             ) from None
         sock.setblocking(False)
         bound = sock.getsockname()[1]
-        server = _QuietServer(
-            uvicorn.Config(
-                self.asgi_app(port=bound),
-                log_level="warning",
-                lifespan="off",
-                access_log=False,
-                timeout_graceful_shutdown=2,
-            )
+        config = uvicorn.Config(
+            self.asgi_app(port=bound),
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+            timeout_graceful_shutdown=2,
         )
-        done = anyio.Event()
-
-        async def run() -> None:
-            # Shielded: a cancelled inbox shuts uvicorn down (should_exit below) instead
-            # of abandoning its connections.
-            with anyio.CancelScope(shield=True):
-                try:
-                    await server.serve([sock])
-                finally:
-                    done.set()
-
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
-                while not server.started and not done.is_set():  # noqa: ASYNC110
-                    await anyio.sleep(0.01)  # uvicorn offers no startup event
-                if done.is_set():
-                    raise ConfigError(f"the inbox could not start on 127.0.0.1:{bound}")
-                url = f"http://127.0.0.1:{bound}/"
-                if ready is not None:
-                    links = {
-                        user: f"{url}#token={quote(token, safe='')}"
-                        for user, token in self.people.tokens.items()
-                    }
-                    ready(InboxStarted(url, links))
-                tg.start_soon(self.watch)
-                try:
-                    await anyio.sleep_forever()
-                finally:
-                    self.events.close()  # every page's event stream ends
-                    server.should_exit = True
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                        await done.wait()
-        finally:
-            sock.close()
+        failed = f"the inbox could not start on 127.0.0.1:{bound}"
+        async with (
+            uvicorn_serving(config, sock, failed=failed, grace=10),
+            anyio.create_task_group() as tg,
+        ):
+            url = f"http://127.0.0.1:{bound}/"
+            if ready is not None:
+                links = {
+                    user: f"{url}#token={quote(token, safe='')}"
+                    for user, token in self.people.tokens.items()
+                }
+                ready(InboxStarted(url, links))
+            tg.start_soon(self.watch)
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self.events.close()  # every page's event stream ends
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -861,19 +841,3 @@ def _asset(text: str, kind: str) -> Callable[[Request], Any]:
         return Response(body, media_type=kind)
 
     return endpoint
-
-
-def _quiet_server_class() -> Any:
-    import uvicorn
-
-    class QuietServer(uvicorn.Server):
-        """A uvicorn server that leaves signals to its caller (the CLI cancels the inbox)."""
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return QuietServer
-
-
-_QuietServer = _quiet_server_class()

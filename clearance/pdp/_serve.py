@@ -13,15 +13,15 @@ Plain HTTP is served only on a loopback address unless the caller says otherwise
 
 from __future__ import annotations
 
-import contextlib
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from clearance._serving import uvicorn_serving
 from clearance.errors import ConfigError, MissingExtraError
 from clearance.pdp._app import AuthZenPdp
 from clearance.policy.authzen_wire import is_loopback
@@ -126,47 +126,13 @@ async def serve_pdp(
         **options,
     )
     try:
-        server = _quiet(uvicorn)(config)
-        server.config.load()
+        config.load()
     except (OSError, ValueError) as exc:  # a certificate or key that does not load
         sock.close()
         raise ConfigError(f"cannot load the TLS certificate and key: {exc}") from None
-    done = anyio.Event()
-
-    async def run() -> None:
-        # Shielded: a cancelled PDP shuts uvicorn down (should_exit below) instead of
-        # abandoning its connections.
-        with anyio.CancelScope(shield=True):
-            try:
-                await server.serve([sock])
-            finally:
-                done.set()
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            while not server.started and not done.is_set():  # noqa: ASYNC110
-                await anyio.sleep(0.01)  # uvicorn offers no startup event
-            if done.is_set():
-                raise ConfigError(f"the PDP could not start on {shown}:{bound}")
-            if ready is not None:
-                ready(PdpStarted(app.base_url, bound))
-            try:
-                await anyio.sleep_forever()
-            finally:
-                server.should_exit = True
-                with anyio.CancelScope(shield=True), anyio.move_on_after(15):
-                    await done.wait()
-    finally:
-        sock.close()
-
-
-def _quiet(uvicorn: Any) -> Any:
-    class QuietServer(uvicorn.Server):  # type: ignore[misc]
-        """A uvicorn server that leaves signals to its caller (the CLI cancels it)."""
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return QuietServer
+    async with uvicorn_serving(
+        config, sock, failed=f"the PDP could not start on {shown}:{bound}", grace=15
+    ):
+        if ready is not None:
+            ready(PdpStarted(app.base_url, bound))
+        await anyio.sleep_forever()

@@ -9,11 +9,10 @@ the harness's tools and hands each call to the clearance session of its MCP sess
 
 from __future__ import annotations
 
-import contextlib
 import math
 import secrets
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast, get_args
 
@@ -24,9 +23,9 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from clearance._serving import uvicorn_serving
 from clearance._text import printable
 from clearance._version import __version__
-from clearance.errors import ConfigError
 from clearance.harness.session import Harness, Session
 from clearance.mcp.gateway._asks import Asks, Rounds
 from clearance.mcp.gateway._auth import (
@@ -250,47 +249,21 @@ class Gateway:
         sock.setblocking(False)
         bound = sock.getsockname()[1]
         limits = self.limits
-        server = _quiet_uvicorn(
-            uvicorn.Config(
-                app,
-                http=bounded_protocol(limits),
-                log_level="warning",
-                lifespan="on",
-                access_log=False,
-                timeout_keep_alive=limits.idle_timeout,  # type: ignore[arg-type]
-                timeout_graceful_shutdown=5,
-            )
+        config = uvicorn.Config(
+            app,
+            http=bounded_protocol(limits),
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            timeout_keep_alive=limits.idle_timeout,  # type: ignore[arg-type]
+            timeout_graceful_shutdown=5,
         )
-        done = anyio.Event()
-
-        async def serve() -> None:
-            # Shielded so that cancelling the gateway shuts uvicorn down gracefully
-            # (should_exit below) instead of abandoning its lifespan and connections.
-            with anyio.CancelScope(shield=True):
-                try:
-                    await server.serve([sock])
-                finally:
-                    done.set()
-
         shown = f"[{host}]" if family == socket.AF_INET6 else host
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(serve)
-                # uvicorn offers no startup event, only this flag.
-                while not server.started and not done.is_set():  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
-                if done.is_set():
-                    raise ConfigError(f"the HTTP gateway could not start on {shown}:{bound}")
-                if ready is not None:
-                    ready(f"http://{shown}:{bound}{endpoint}")
-                try:
-                    await anyio.sleep_forever()
-                finally:
-                    server.should_exit = True
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(15):
-                        await done.wait()
-        finally:
-            sock.close()
+        failed = f"the HTTP gateway could not start on {shown}:{bound}"
+        async with uvicorn_serving(config, sock, failed=failed, grace=15):
+            if ready is not None:
+                ready(f"http://{shown}:{bound}{endpoint}")
+            await anyio.sleep_forever()
 
     # -- handlers -------------------------------------------------------------------------
 
@@ -394,15 +367,3 @@ def _tracing_installed() -> bool:
         return False
     provider = trace.get_tracer_provider()
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
-
-
-def _quiet_uvicorn(config: Any) -> Any:
-    """A uvicorn server that leaves signals to its caller (the CLI cancels the gateway)."""
-    import uvicorn
-
-    class QuietServer(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return QuietServer(config)
