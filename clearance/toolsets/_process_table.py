@@ -191,16 +191,30 @@ class RunningProcess:
                 self._eof = True
                 self._changed.notify_all()
         # The pipe is at its end: the process has closed its output, most often by
-        # exiting; reap it, so that its exit code is known and a read stops waiting.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=self._limits.lifetime)
+        # exiting; wait for its end (without reaping it), so that a read stops waiting.
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
         with self._changed:
             self._changed.notify_all()
 
     @property
     def exit_code(self) -> int | None:
-        """The exit code (negative: the signal that ended it); None while it runs."""
-        return self._proc.poll()
+        """The exit code (negative: the signal that ended it); None while it runs.
+
+        A process that ended is not reaped before it is stopped: until then its number,
+        and so its process group's, stays taken, so the group signals of :meth:`stop`
+        and of the watchdog never reach another group that was given the number since
+        (numbers wrap at 32,768 on many systems; a process may end an hour before it is
+        stopped)."""
+        if self._proc.returncode is not None:
+            return self._proc.returncode
+        try:
+            ended = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped meanwhile by stop()
+            return self._proc.returncode
+        if ended is None:
+            return None
+        return ended.si_status if ended.si_code == os.CLD_EXITED else -ended.si_status
 
     def read(self, cap: int, wait: float, cancelled: Callable[[], bool]) -> Output:
         """The output written since the last read (at most ``cap`` bytes), waiting up to
@@ -211,7 +225,7 @@ class RunningProcess:
             while (
                 self._ring.total == self._cursor
                 and not self._eof
-                and self._proc.poll() is None
+                and self.exit_code is None
                 and not cancelled()
             ):
                 left = deadline - time.monotonic()
@@ -255,18 +269,20 @@ class RunningProcess:
         with self._stopping:
             self._timer.cancel()
             proc = self._proc
-            if proc.poll() is None:
-                self.ended = self.ended or reason
-                _signal_group(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=self._limits.grace)
-                except subprocess.TimeoutExpired:
-                    pass
-            # What the process left behind in its group (a server's workers) goes too.
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-            if self._watchdog is not None:
-                self._watchdog.release(proc.pid)
+            # Once reaped (a stop before this one), its number may be another's: no signal.
+            if proc.returncode is None:
+                if self.exit_code is None:
+                    self.ended = self.ended or reason
+                    _signal_group(proc.pid, signal.SIGTERM)
+                    deadline = time.monotonic() + self._limits.grace
+                    while self.exit_code is None and time.monotonic() < deadline:
+                        time.sleep(_SLICE)
+                # What the process left behind in its group (a server's workers) goes too;
+                # its number is still taken (not reaped yet), so the group is its own.
+                _signal_group(proc.pid, signal.SIGKILL)
+                if self._watchdog is not None:
+                    self._watchdog.release(proc.pid)
+                proc.wait()
             self._reader.join(_DRAIN_GRACE)
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -520,3 +521,62 @@ def test_a_harness_killed_outright_leaves_no_process_running(work: Path) -> None
         harness_process.kill()
         harness_process.wait(10)
         harness_process.stdout.close()
+
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+"""The last process number given out (root may set it: the next process gets the next)."""
+
+
+def taken(number: int) -> bool:
+    """Whether a process (a zombie too) has the process id ``number``."""
+    return os.path.exists(f"/proc/{number}")
+
+
+def started_on(number: int) -> list[subprocess.Popen[bytes]]:
+    """New process groups (each its own session), started until one has ``number`` as
+    its process id (tried a few times: other processes of the machine take numbers too),
+    or none when this process may not choose the next number (not root)."""
+    groups: list[subprocess.Popen[bytes]] = []
+    for _ in range(20):
+        try:
+            NS_LAST_PID.write_text(str(number - 1))
+        except OSError:
+            return groups
+        group = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        groups.append(group)
+        if group.pid == number:
+            break
+    return groups
+
+
+@pytest.mark.anyio
+async def test_stop_never_signals_a_group_that_took_an_ended_process_number(work: Path) -> None:
+    """A process that ended on its own keeps its number until it is stopped, so that the
+    stop's group signal (and the watchdog's) reaches its own group only. Reaped at once,
+    its number was free for any new process group of the harness's user (the numbers wrap
+    at 32,768 on many systems), and process.stop, or the end of its lifetime an hour
+    later, SIGKILLed that group. Where the test may choose the next process number
+    (root), it starts a group on the ended process's number to show it."""
+    async with harness(registry(work), evaluator=NoopEvaluator()) as h:
+        calls = Calls(await h.create_session(principal=ALICE))
+        started = await calls.start(python("pass"))
+        pid, process_id = started["pid"], started["id"]
+        deadline = time.monotonic() + 10
+        while content(await calls("read", id=process_id, wait=1))["running"]:
+            assert time.monotonic() < deadline
+        ended = content(await calls("read", id=process_id))
+        assert ended["exit_code"] == 0 and ended["ended"] is None
+        groups: list[subprocess.Popen[bytes]] = []
+        try:
+            groups = started_on(pid)
+            assert all(group.pid != pid for group in groups)
+            assert taken(pid)  # its number is held until the stop
+            stopped = await calls("stop", id=process_id)
+            assert content(stopped)["exit_code"] == 0
+            await anyio.sleep(0.3)  # a SIGKILL sent to a group would have ended it by now
+            assert [group.poll() for group in groups] == [None] * len(groups)
+            assert not taken(pid)  # reaped by the stop
+        finally:
+            for group in groups:
+                group.kill()
+                group.wait()
