@@ -346,12 +346,13 @@ when {{
     {known}.containsAll(context.facts.participants.address))
 }};
 
-// Moving a meeting to a day that only a tool result named is someone else's plan for the
-// user's calendar (an e-mail or an event's description can ask for it).
+// Moving a meeting to a day the user did not name is someone else's plan for her calendar:
+// a day only a tool result named (an e-mail or an event's description can ask for it), or
+// one the model computed from what it read ("a week later" is the injection's arithmetic).
 @id("reschedule-to-a-day-not-named-by-user")
 forbid (principal, action == Action::"workspace.reschedule_calendar_event", resource)
 when {{
-  context.provenance.new_start_time.tool && !context.provenance.new_start_time.user
+  !context.provenance.new_start_time.user
 }};
 
 @id("edit-events")
