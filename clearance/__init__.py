@@ -7,7 +7,7 @@ then dispatch under limits, then result guardrails; every step is journaled.
 
 from typing import TYPE_CHECKING
 
-from clearance._lazy import lazy_attributes
+from clearance import _lazy
 from clearance.errors import (
     AskError,
     CallCancelledError,
@@ -132,7 +132,7 @@ __all__ = [
 
 # Imported when first read: a command that needs none of these (``clearance asks list``)
 # does not load the harness, pydantic and Cedar at start-up (issue 34).
-__getattr__, __dir__ = lazy_attributes(
+__getattr__, __dir__ = _lazy.lazy_attributes(
     __name__,
     {
         "clearance.harness.approvals": (

@@ -27,7 +27,7 @@ lines), ``_declarations`` and ``_harness_spec`` (what decides), ``_decide``, ``_
 
 from typing import TYPE_CHECKING
 
-from clearance._lazy import lazy_attributes
+from clearance import _lazy
 
 if TYPE_CHECKING:
     from clearance.tuning._corpus import (
@@ -102,7 +102,7 @@ __all__ = [
 
 # Imported when first read: ``clearance journal`` needs only the journal's rows, not the
 # replay runner, the configuration and Cedar (issue 34).
-__getattr__, __dir__ = lazy_attributes(
+__getattr__, __dir__ = _lazy.lazy_attributes(
     __name__,
     {
         "clearance.tuning._corpus": (

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from clearance._lazy import lazy_attributes
+from clearance import _lazy
 from clearance.harness.journal._durable import (
     INTERRUPTED_MESSAGE,
     Durability,
@@ -135,7 +135,7 @@ if TYPE_CHECKING:
 # package imports without it (MissingExtraError says how to install). The typed records
 # are pydantic models, which reading and writing a journal never need (``clearance
 # journal`` starts without them, issue 34).
-__getattr__, __dir__ = lazy_attributes(
+__getattr__, __dir__ = _lazy.lazy_attributes(
     __name__,
     {
         "clearance.harness.journal._postgres": ("PostgresJournal",),

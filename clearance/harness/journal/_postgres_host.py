@@ -56,6 +56,7 @@ __all__ = [
     "open_host",
     "recover_stopped_host",
     "unlock_host",
+    "values_sql",
 ]
 
 PgRow = tuple[str, int, float, str, str | None, str | None, int, str]
