@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 from clearance._text import printable
 from clearance.errors import JournalError, StoreError
@@ -54,14 +54,12 @@ from clearance.harness.postgres import (
     RowRefused,
 )
 
-if TYPE_CHECKING:
-    from clearance.harness.journal._postgres_loop import Flight
-
 __all__ = [
     "MAX_PENDING",
     "NOT_RUN_MESSAGE",
     "STOP",
     "Claim",
+    "InFlight",
     "Item",
     "PgControl",
     "PgWriter",
@@ -128,6 +126,17 @@ class Claim:
         self.error: JournalError | None = None
 
 
+class InFlight(Protocol):
+    """A batch the event loop is sending (``_postgres_loop.Flight``)."""
+
+    thread: int
+    """The event loop's thread."""
+
+    def settle(self) -> None:
+        """Finish it, blocking (on :attr:`thread`)."""
+        ...
+
+
 Item: TypeAlias = tuple[PgRow, Waiter | None] | PgControl | Claim | str
 
 
@@ -167,7 +176,7 @@ class PgWriter:
         """Held by whoever uses the connection: the thread, except in :meth:`_wait`."""
         self.loop_prepared: set[int] = set()
         """Row counts whose ``INSERT`` the event loop has prepared on this connection."""
-        self.flight: Flight | None = None
+        self.flight: InFlight | None = None
         """The event loop's commit under way, for a synchronous caller on the event loop's
         thread to finish before it waits for this thread (which waits for :attr:`lock`)."""
         self.wake = threading.Event()
