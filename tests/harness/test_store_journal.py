@@ -279,9 +279,12 @@ def test_clearance_store_migrate_and_recover_on_the_command_line(
 
     first = cli("store", "migrate", "--config", str(config))
     assert first.returncode == 0, first.stderr
-    assert "schema version 0 -> 2" in first.stdout and f"(schema {schema})" in first.stdout
+    from clearance.harness.postgres import SCHEMA_VERSION
+
+    newest = f"schema version 0 -> {SCHEMA_VERSION}"
+    assert newest in first.stdout and f"(schema {schema})" in first.stdout
     again = cli("store", "migrate", "--url", url, "--json")
-    assert again.returncode == 0 and '"from": 2' in again.stdout
+    assert again.returncode == 0 and f'"from": {SCHEMA_VERSION}' in again.stdout
     missing = cli("store", "recover", "--host", "nobody", "--config", str(config))
     assert missing.returncode == 2 and "no host 'nobody'" in missing.stderr
     journal = _pg(url, "h7")
