@@ -4,7 +4,11 @@ run as the real command on planted mistakes: each is found, with the exit code C
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +202,75 @@ def test_bad_directories(cli: Any, args: list[str]) -> None:
     done = cli("policy", *args)
     assert done.code == 2
     assert "nope: no such directory" in done.err
+
+
+DOC = ROOT / "docs" / "cedar.md"
+
+
+def _timeless(text: str) -> list[str]:
+    return [re.sub(r" \(\d+\.\d\d s\)$", "", line) for line in text.splitlines()]
+
+
+def test_the_section_of_docs_cedar_md_runs_as_written(cli: Any, tmp_path: Path) -> None:
+    doc = DOC.read_text()
+    section = doc.split("## Proving policies: clearance policy analyze", 1)[1].split("\n## ")[0]
+    (cedar,) = re.findall(r"```cedar\n(.*?)```", section, re.S)
+    consoles = re.findall(r"```console\n(.*?)```", section, re.S)
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "coding.cedar").write_text(cedar)
+    proposed = _coding_with_text(cedar)
+    (tmp_path / "proposed").mkdir()
+    (tmp_path / "proposed" / "coding.cedar").write_text(proposed)
+    for console in consoles:
+        lines = console.splitlines()
+        command, shown = lines[0], lines[1:]
+        if shown[-2:] == ["$ echo $?", "1"]:
+            shown, code = shown[:-2], 1
+        else:
+            code = 0
+        words = shlex.split(command[2:])
+        done = cli(*words[1:])
+        assert done.code == code, done.err
+        assert _timeless(done.out) == _timeless("\n".join(shown)), done.out
+
+
+def _coding_with_text(cedar: str) -> str:
+    """The doc's proposal: a forbid on `*.pem` reads, and `-R` for `ls`."""
+    assert '["-l", "-a"]' in cedar
+    text = cedar.replace('["-l", "-a"]', '["-l", "-a", "-R"]')
+    read = 'permit (principal, action in Action::"read_only", resource);\n'
+    return text.replace(
+        read,
+        read + '\n@id("no-keys")\nforbid (principal, action == Action::"files.read_file", '
+        'resource)\nwhen { context.facts.path.extension == "pem" };\n',
+    )
+
+
+def _without_z3(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command in a Python where ``import z3`` fails (the extra not installed)."""
+    code = "import sys; sys.modules['z3'] = None; from clearance.cli.main import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_without_the_extra_a_one_line_install_hint(tmp_path: Path) -> None:
+    directory = _dir(tmp_path, "planted", PLANTED)
+    done = _without_z3(tmp_path, "policy", "analyze", str(directory))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith("pip install 'clearance[analysis]'")
+    assert len(done.stderr.strip().splitlines()) == 1
+    # validate still validates, and says it did not look for impossible policies.
+    checked = _without_z3(tmp_path, "policy", "validate", str(directory))
+    assert checked.returncode == 0, checked.stderr
+    assert "ok: 6 policies" in checked.stdout and "warning" not in checked.stdout
+    assert "not checked for policies that can never apply" in checked.stderr
+    assert "pip install 'clearance[analysis]'" in checked.stderr
+    denied = _without_z3(tmp_path, "policy", "validate", str(directory), "--deny-warnings")
+    assert denied.returncode == 2
+    assert "pip install 'clearance[analysis]'" in denied.stderr
