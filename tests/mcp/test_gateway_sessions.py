@@ -30,6 +30,7 @@ from clearance import CallContext, ConfigError, Harness, Principal, Tool, ToolRe
 from clearance.config import load_gateway_config
 from clearance.harness.journal import SqliteJournal
 from clearance.mcp.gateway import Gateway, HttpLimits, PrincipalToken
+from clearance.mcp.gateway._sessions import Sessions
 from clearance.policy import LocalEvaluator
 
 pytestmark = pytest.mark.anyio
@@ -301,3 +302,47 @@ def test_gateway_options_are_checked() -> None:
             Gateway(harness, principal=ALICE, session_idle_timeout=bad)
     with pytest.raises(ValueError, match="max_sessions"):
         Gateway(harness, principal=ALICE, max_sessions=0)
+
+
+async def test_a_replaced_session_waits_for_its_calls_in_flight() -> None:
+    """A sessionless session replaced while one of its calls is still running (a call
+    waiting for an answer, say) closes only once that call has ended: it is not
+    cancelled by the replacement."""
+    release = anyio.Event()
+
+    async def wait(arguments: dict[str, Any], ctx: CallContext) -> str:
+        await release.wait()
+        return "done"
+
+    reg = ToolRegistry()
+    reg.register("t", [Tool("wait", wait, input_schema={"type": "object"}, read_only=True)])
+    echo = Tool("echo", lambda a, c: "ok", input_schema={"type": "object"}, read_only=True)
+    reg.register("u", [echo])
+    async with Harness(
+        reg, evaluator=LocalEvaluator(allow=["t.*", "u.*"]), max_session_calls=4
+    ) as harness:
+        sessions = Sessions(harness, idle_timeout=600, on_ask=lambda ask: None)
+        key = (ALICE, None)
+        outcomes: list[Any] = []
+
+        async def slow_call() -> None:
+            async with sessions.serving(key) as session:
+                outcomes.append(await session.call_tool("t__wait", {}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_call)
+            await anyio.wait_all_tasks_blocked()
+            async with sessions.serving(key) as first:
+                await first.call_tool("u__echo", {})
+            assert len(first.call_ids) == 2  # half the bound: the next request replaces it
+            async with sessions.serving(key) as second:
+                assert second is not first
+                await second.call_tool("u__echo", {})
+            await anyio.sleep(0.2)
+            assert not first.closed and first.in_flight == 1  # its call still runs
+            release.set()
+        with anyio.fail_after(10):
+            while not first.closed:  # noqa: ASYNC110 (closed by the gateway's sweep)
+                await anyio.sleep(0.05)
+        assert [o.status for o in outcomes] == ["ok"]
+        assert sessions.live == {key: second} and not second.closed

@@ -285,3 +285,27 @@ async def test_an_enforcement_point_sending_provenance_is_decided_by_it() -> Non
     decided = [e.data for e in pdp_harness.journal.events() if e.type == "call_decided"]
     assert [d["decision"] for d in decided] == ["allow", "deny"]
     assert set(decided[0]["provenance"]["path"]) == set(ORIGIN_ATTRIBUTES)
+
+
+async def test_the_journaling_sessions_are_bounded() -> None:
+    """One session per caller and principal, at most ``max_sessions`` open: the least
+    recently used is closed (on the record) when another is needed."""
+    journal = MemoryJournal()
+    harness = Harness(registry(), evaluator=UsersPathsOnly(), journal=journal)
+    app = AuthZenPdp(harness, token=TOKEN, max_sessions=2)
+    transport = httpx.ASGITransport(app=app)
+
+    def as_user(name: str) -> dict[str, Any]:
+        return {**_write("a.md", {"path": _record(True)}), "subject": {"type": "User", "id": name}}
+
+    async with httpx.AsyncClient(transport=transport, base_url="http://pdp") as client:
+        for name in ("ann", "bob", "ann", "cid", "ann"):
+            answer = await client.post("/access/v1/evaluation", json=as_user(name), headers=AUTH)
+            assert answer.json()["decision"] is True
+    events = list(journal.events())
+    created = {e.session_id: e.data["principal"] for e in events if e.type == "session_created"}
+    closed = [created[e.session_id] for e in events if e.type == "session_closed"]
+    # bob's was the least recently used when cid came; ann's stayed open throughout.
+    assert sorted(created.values()) == ['User::"ann"', 'User::"bob"', 'User::"cid"']
+    assert closed == ['User::"bob"']
+    assert len(harness.sessions) == 2
