@@ -25,17 +25,9 @@ Where things live:
   journal and the harness from a :class:`Config`.
 """
 
-from clearance.config._build import (
-    build_confinement,
-    build_evaluator,
-    build_harness,
-    build_journal,
-    build_registry,
-    open_journal,
-    open_store,
-)
-from clearance.config._gateway import load_gateway_config, load_mcp_servers
-from clearance.config._guardrails import build_guardrails
+from typing import TYPE_CHECKING
+
+from clearance import _lazy
 from clearance.config._load import load_config, resolve_config
 from clearance.config._model import (
     DEFAULT_SHELL_PROGRAMS,
@@ -65,6 +57,19 @@ from clearance.config._paths import (
     pack_path,
     state_directory,
 )
+
+if TYPE_CHECKING:
+    from clearance.config._build import (
+        build_confinement,
+        build_evaluator,
+        build_harness,
+        build_journal,
+        build_registry,
+        open_journal,
+        open_store,
+    )
+    from clearance.config._gateway import load_gateway_config, load_mcp_servers
+    from clearance.config._guardrails import build_guardrails
 
 __all__ = [
     "CONFIG_FILE",
@@ -104,3 +109,22 @@ __all__ = [
     "resolve_config",
     "state_directory",
 ]
+
+# Imported when first read: building the tools, the evaluator and the harness imports most
+# of clearance, which reading a configuration (``clearance asks list``) never needs.
+__getattr__, __dir__ = _lazy.lazy_attributes(
+    __name__,
+    {
+        "clearance.config._build": (
+            "build_confinement",
+            "build_evaluator",
+            "build_harness",
+            "build_journal",
+            "build_registry",
+            "open_journal",
+            "open_store",
+        ),
+        "clearance.config._gateway": ("load_gateway_config", "load_mcp_servers"),
+        "clearance.config._guardrails": ("build_guardrails",),
+    },
+)

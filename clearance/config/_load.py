@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from clearance.config._guardrails import option_names
 from clearance.config._model import (
     DEFAULT_SHELL_PROGRAMS,
     DEFAULT_STAGE,
@@ -37,7 +36,6 @@ from clearance.config._model import (
 from clearance.config._paths import default_journal_path, find_config, pack_path
 from clearance.config._toml import TomlReader, Where
 from clearance.errors import ConfigError
-from clearance.policy.authzen_wire import pdp_url
 
 __all__ = ["load_config", "resolve_config"]
 
@@ -237,6 +235,8 @@ class _ConfigReader(TomlReader):
         if "url" not in raw:
             raise self.error(w, 'an authzen evaluator needs url (the PDP: "https://...")')
         try:
+            from clearance.policy.authzen_wire import pdp_url
+
             url = pdp_url(self.string(raw["url"], (*w, "url")))
         except ValueError as exc:
             raise self.error((*w, "url"), f"evaluator.url: {exc}") from None
@@ -281,6 +281,8 @@ class _ConfigReader(TomlReader):
             raise self.error((*w, "stage"), 'stage must be "arguments" or "result"')
         if stage == "result" and kind in ("path_scope", "url_allowlist"):
             raise self.error((*w, "stage"), f"{kind} checks arguments only; it has no result stage")
+        from clearance.config._guardrails import option_names
+
         options = self.table(raw.get("options", {}), (*w, "options"), option_names(kind, stage))
         options = dict(options)
         if kind == "path_scope" and "root" in options:

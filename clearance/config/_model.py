@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from clearance._secrets import SECRETS
 from clearance.config._paths import default_journal_path, pack_path
-from clearance.toolsets.files import SECRETS
 
 __all__ = [
     "DEFAULT_SHELL_PROGRAMS",

@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Sequence
 
+from clearance._secrets import SECRETS
 from clearance.guardrails.paths import PathScope
 from clearance.harness.approvers import approvers_directory
 from clearance.harness.tools import CallToolResult
@@ -32,12 +33,6 @@ LOG_NAME = re.compile(r"^\.clearance-patch-([0-9a-f]{12})\.(json|commit)$")
 """The log and marker of an ``edit`` or ``apply_patch`` in progress, at the workspace's
 top (:mod:`clearance.toolsets._file_transaction`): the mutating tools refuse them (a
 planted log would have the next start rename files)."""
-
-SECRETS: tuple[str, ...] = (".env", ".env.*")
-"""Glob patterns of the workspace's secrets, which no bundled tool reads or writes: the
-file tools refuse them and the kernel hides them from the programs ``shell.run`` starts
-(R15). A pattern without ``/`` matches a name in any directory, one with ``/`` the path
-from the workspace."""
 
 
 def secret_pattern(globs: Sequence[str]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
