@@ -19,7 +19,7 @@ that applies allows, and only ``@ask`` permits applying asks; nothing applying d
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,7 @@ class SetView:
     attrs: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     entities: list[dict[str, Any]] = field(default_factory=list)
     """Every entity the set's engine holds (tools, namespaces, actions, ``entities.json``)."""
+    _by_action: dict[tuple[str, str] | None, list[tuple[int, PolicyInfo]]] | None = None
 
     @classmethod
     def of(
@@ -92,6 +93,29 @@ class SetView:
                     todo.extend(parents.get(up, []))
             view.ancestors[key] = frozenset(seen)
         return view
+
+    def candidates(self, tool: str) -> list[PolicyInfo]:
+        """The policies whose action scope can match ``tool``'s action, in set order
+        (indexed once, so that the work is linear in policies plus tools)."""
+        if self._by_action is None:
+            self._by_action = {}
+            for n, info in enumerate(self.infos):
+                action = self.nodes[info.id].action
+                targets = (
+                    [None]
+                    if isinstance(action, pst.ScopeAny)
+                    else [action.entity]
+                    if isinstance(action, pst.ActionEq)
+                    else list(action.entities)
+                )
+                for target in targets:
+                    key = None if target is None else (str(target.type), target.id)
+                    self._by_action.setdefault(key, []).append((n, info))
+        key = (self.loaded.model.action_type, tool)
+        found: dict[int, PolicyInfo] = {}
+        for k in (None, key, *self.ancestors.get(key, ())):
+            found.update(self._by_action.get(k, []))
+        return [found[n] for n in sorted(found)]
 
     def entity(self, kind: str, ident: str) -> EntityVal:
         """A constant entity; one the set does not hold has no attributes (Cedar's ``has``
@@ -191,7 +215,10 @@ class ToolWorld:
         name = tool.qualified_name
         prefix = f"t{index}"
         self.facts: list[Any] = []
-        relevant = [n for v in views for n in v.nodes.values() if _names_action(n, name, v)]
+        candidates = [view.candidates(name) for view in views]
+        relevant = [
+            view.nodes[i.id] for view, infos in zip(views, candidates, strict=True) for i in infos
+        ]
         try:
             self.bound = bound = set_bound(relevant)
         except Outside as exc:
@@ -232,7 +259,7 @@ class ToolWorld:
         for which, view in enumerate(views):
             per_policy: dict[str, list[tuple[Any, Any]]] = {}
             envs = [self._env(view, kind) for kind in self.types]
-            for info in view.infos:
+            for info in candidates[which]:
                 node = view.nodes[info.id]
                 # A policy that does not name the principal encodes alike for every
                 # principal type, and alike in every set holding the same entities.
@@ -314,26 +341,21 @@ class ToolWorld:
             z3.BoolVal(False), *(z3.Or(s, e) for s, e in self.encoded[which].get(policy_id, []))
         )
 
+    def _infos(self, which: int, effect: str) -> list[PolicyInfo]:
+        """The set's policies of ``effect`` that can apply to this tool, in set order."""
+        encoded = self.encoded[which]
+        return [i for i in self.views[which].infos if i.effect == effect and i.id in encoded]
+
     def forbidden(self, which: int) -> Any:
         """The requests where a forbid of the set applies or errs (both deny)."""
-        infos = self.views[which].infos
-        return z3.Or(
-            z3.BoolVal(False), *(self.hits(which, i.id) for i in infos if i.effect == "forbid")
-        )
+        return _or(self.hits(which, i.id) for i in self._infos(which, "forbid"))
 
     def verdicts(self, which: int) -> dict[str, Any]:
         """``allow``, ``ask``, ``deny``: the requests the set decides each way."""
-        view = self.views[which]
         forbid = self.forbidden(which)
-        permits = [i for i in view.infos if i.effect == "permit"]
-        plain = z3.Or(
-            z3.BoolVal(False),
-            *(self.applies(which, i.id) for i in permits if "ask" not in i.annotations),
-        )
-        asked = z3.Or(
-            z3.BoolVal(False),
-            *(self.applies(which, i.id) for i in permits if "ask" in i.annotations),
-        )
+        permits = self._infos(which, "permit")
+        plain = _or(self.applies(which, i.id) for i in permits if "ask" not in i.annotations)
+        asked = _or(self.applies(which, i.id) for i in permits if "ask" in i.annotations)
         allow = z3.And(z3.Not(forbid), plain)
         ask = z3.And(z3.Not(forbid), z3.Not(plain), asked)
         return {"allow": allow, "ask": ask, "deny": z3.Not(z3.Or(allow, ask))}
@@ -406,15 +428,5 @@ def nodes_under(*roots: Any) -> Iterator[Any]:
             stack.extend(node.values())
 
 
-def _names_action(node: pst.Template, tool: str, view: SetView) -> bool:
-    """Whether ``node``'s action scope can match ``tool``'s action."""
-    action = node.action
-    if isinstance(action, pst.ScopeAny):
-        return True
-    model = view.loaded.model
-    key = (model.action_type, tool)
-    targets = [action.entity] if isinstance(action, pst.ActionEq) else list(action.entities)
-    return any(
-        (str(t.type), t.id) == key or (str(t.type), t.id) in view.ancestors.get(key, frozenset())
-        for t in targets
-    )
+def _or(terms: Iterable[Any]) -> Any:
+    return z3.Or(z3.BoolVal(False), *terms)
