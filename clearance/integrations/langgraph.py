@@ -6,11 +6,11 @@ clearance session, and whose asks are LangGraph interrupts.
     from langgraph.types import Command
     from clearance.integrations.langgraph import ClearanceToolNode, answer_all, register_tools
 
-    register_tools(registry, "files", [read_file, send_mail], root=workspace,
-                   facts={"read_file": {"/path": "path"}})
+    tools = register_tools(registry, "files", [read_file, send_mail], root=workspace,
+                           facts={"read_file": {"/path": "path"}})
     async with Harness(registry, evaluator=evaluator, ask_store=SqliteAskStore("asks.db")) as harness:
         session = await harness.create_session(principal=Principal("User", "alice"))
-        node = ClearanceToolNode([read_file, send_mail], session=session, namespace="files")
+        node = ClearanceToolNode(tools, session=session)
         builder.add_node("tools", node)
         graph = builder.compile(checkpointer=checkpointer)
         state = await node.run(graph, {"messages": [...]}, config)   # the user's input (R14)

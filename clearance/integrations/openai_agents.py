@@ -9,13 +9,13 @@ and resume hooks; split, its halves would only make sense together.)
     from agents import Agent, Runner, function_tool
     from clearance.integrations.openai_agents import AgentsGuard, register_function_tools
 
-    register_function_tools(registry, "files", [read_file], root=workspace,
-                            facts={"read_file": {"/path": "path"}})
+    tools = register_function_tools(registry, "files", [read_file], root=workspace,
+                                    facts={"read_file": {"/path": "path"}})
     async with Harness(registry, evaluator=evaluator) as harness:
         session = await harness.create_session(principal=Principal("User", "alice"))
         guard = AgentsGuard(session, approver="alice")
         agent = Agent(name="coder", model=model,
-                      tools=guard.wrap([read_file], namespace="files") + guard.function_tools())
+                      tools=guard.wrap(tools) + guard.function_tools())
         result = await guard.run(agent, "Summarize the docs")   # the input is the user's
         while result.interruptions:                       # clearance asked: a person answers
             state = result.to_state()

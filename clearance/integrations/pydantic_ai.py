@@ -3,14 +3,13 @@
 ::
 
     from pydantic_ai import Agent, DeferredToolRequests
-    from pydantic_ai.toolsets import FunctionToolset
     from clearance.integrations.pydantic_ai import ClearanceToolset, deferred_results, register_toolset
 
-    tools = FunctionToolset([read_file, send_mail])
-    register_toolset(registry, "files", tools, root=workspace, facts={"read_file": {"/path": "path"}})
+    tools = register_toolset(registry, "files", [read_file, send_mail], root=workspace,
+                             facts={"read_file": {"/path": "path"}})
     async with Harness(registry, evaluator=evaluator) as harness:
         session = await harness.create_session(principal=Principal("User", "alice"))
-        toolset = ClearanceToolset(tools, session=session, namespace="files")
+        toolset = ClearanceToolset(tools, session=session)
         agent = Agent(model, toolsets=[toolset], output_type=[str, DeferredToolRequests])
         result = await toolset.run(agent, "...")          # the prompt is the user's (R14)
         while isinstance(result.output, DeferredToolRequests):   # asks nobody here answered
