@@ -122,6 +122,15 @@ def test_a_group_given_by_the_host_loosens(tmp_path: Path) -> None:
     assert changes.of("tightens") == []  # alice is in eng: still allowed
 
 
+def test_the_principal_is_in_itself(tmp_path: Path) -> None:
+    """`principal in User::"bob"` holds for bob himself, whom entities.json does not list."""
+    old = _set(tmp_path, "old", f'@id("bob") {ORDER} when {{ principal == User::"bob" }};')
+    new = _set(tmp_path, "new", '@id("bob") permit (principal in User::"bob", action, resource);')
+    assert _impossible(new) == []
+    changes = compare_directories(old, new, _tools())
+    assert changes.findings == ()
+
+
 def test_outside_the_subset_is_refused_with_the_place(tmp_path: Path) -> None:
     directory = _set(
         tmp_path,

@@ -305,10 +305,13 @@ class ToolWorld:
 
         def member_of(group_type: str, group_id: str) -> Any:
             target = (group_type, group_id)
-            options = [
+            # The principal is in itself (known to the set or not), and in the groups of
+            # the entity of entities.json it is.
+            options = [self.principal_id == z3.StringVal(group_id)] if group_type == kind else []
+            options += [
                 self.principal_id == z3.StringVal(k[1])
                 for k in known
-                if target in view.ancestors[k] or k == target
+                if target in view.ancestors[k]
             ]
             below = [k for k in view.ancestors if target in view.ancestors[k]]
             options.extend(self._direct(p) for p in [target, *below] if p[0] in allowed)
