@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from clearance.errors import PolicyError
+from clearance.errors import ConfigError, PolicyError
 from clearance.harness.tools import Tool, ToolRegistry
 from clearance.policy.cedar.analysis import analyze_directory, compare_directories
 
@@ -148,3 +148,11 @@ def test_too_many_set_operations_are_refused_naming_the_tool(tmp_path: Path) -> 
     directory = _set(tmp_path, "set", f'@id("many") {ORDER} when {{ {many} }};')
     with pytest.raises(PolicyError, match=r"tool shop\.order: 61 set operations"):
         analyze_directory(directory, _tools())
+
+
+def test_sets_with_different_principal_types_are_not_compared(tmp_path: Path) -> None:
+    old = _set(tmp_path, "old", f'@id("all") {ORDER};')
+    new = _set(tmp_path, "new", f'@id("all") {ORDER};')
+    (new / "schema.json").write_text(json.dumps({**SCHEMA, "principalTypes": ["User"]}))
+    with pytest.raises(ConfigError, match="different principal types"):
+        compare_directories(old, new, _tools())

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import z3
 
-from clearance.errors import PolicyError
+from clearance.errors import ConfigError, PolicyError
 from clearance.policy.base import Verdict
 from clearance.policy.cedar._loading import load_set
 from clearance.policy.cedar._sources import PolicyDirectory
@@ -235,8 +235,6 @@ def compare_directories(old: str | Path, new: str | Path, tools: Sequence[ToolLi
     start = time.perf_counter()
     views = [load_view(old, tools), load_view(new, tools)]
     if views[0].loaded.model.principal_types != views[1].loaded.model.principal_types:
-        from clearance.errors import ConfigError
-
         raise ConfigError(
             "the two policy sets declare different principal types "
             f"({', '.join(views[0].loaded.model.principal_types)} and "
