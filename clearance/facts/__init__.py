@@ -7,7 +7,14 @@ and the handler all see the canonical value. See :mod:`clearance.facts.base` for
 protocol, and each kind's module for what it canonicalizes and refuses.
 """
 
-from clearance.facts.base import ATTRIBUTE_TYPES, Canonical, CustomFact, FactError, FactKind
+from clearance.facts.base import (
+    ATTRIBUTE_TYPES,
+    Canonical,
+    CustomFact,
+    FactError,
+    FactKind,
+    SessionFact,
+)
 from clearance.facts.declared import DeclaredFact, apply_facts, declare_facts
 from clearance.facts.numbers import NumberFact
 from clearance.facts.paths import PathFact, resolve_relative
@@ -23,6 +30,7 @@ __all__ = [
     "FactKind",
     "NumberFact",
     "PathFact",
+    "SessionFact",
     "UrlFact",
     "apply_facts",
     "declare_facts",

@@ -18,6 +18,14 @@ unchanged (kinds are idempotent; the facts property tests check it).
 A fact record has a fixed shape, declared by :attr:`FactKind.attributes` with the types
 ``"String"``, ``"Long"``, ``"Bool"``, ``"decimal"`` and ``"Set<String>"`` (the Cedar
 schema is generated from it). Every attribute is always present.
+
+A :class:`SessionFact` is a kind whose value names something the calling session holds
+(a process it started: ``process.write``'s ``id``). Its canonical form depends on the
+session, so the pipeline canonicalizes it with the session (:meth:`SessionFact.
+canonicalize_in`); without one it is refused. Since the thing it names lives and goes with
+the session, no grant may leave it free (a grant for "any arguments" would cover whatever
+the session holds later), and a person asked sees what it names beside the value
+(:meth:`SessionFact.describe`).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ __all__ = [
     "CustomFact",
     "FactError",
     "FactKind",
+    "SessionFact",
 ]
 
 ATTRIBUTE_TYPES = frozenset({"String", "Long", "Bool", "decimal", "Set<String>"})
@@ -78,6 +87,25 @@ class FactKind(Protocol):
         Raises:
             FactError: the value cannot be canonicalized (the call is refused).
         """
+        ...
+
+
+@runtime_checkable
+class SessionFact(FactKind, Protocol):
+    """A fact kind whose value names something of the calling session (see the module
+    docstring). :meth:`FactKind.canonicalize`, without a session, refuses every value."""
+
+    def canonicalize_in(self, value: Any, session_id: str) -> Canonical:
+        """The canonical form of ``value`` in the session ``session_id``.
+
+        Raises:
+            FactError: the value names nothing of this session (the same refusal whether
+                it names nothing at all or something of another session).
+        """
+        ...
+
+    def describe(self, fact: Mapping[str, Any]) -> str:
+        """What a fact record names, in words, for a person asked to approve the call."""
         ...
 
 

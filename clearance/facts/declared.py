@@ -29,7 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from clearance.facts.base import ATTRIBUTE_TYPES, Canonical, CustomFact, FactError, FactKind
+from clearance.facts.base import (
+    ATTRIBUTE_TYPES,
+    Canonical,
+    CustomFact,
+    FactError,
+    FactKind,
+    SessionFact,
+)
 from clearance.facts.command import CommandFact
 from clearance.facts.git import GitRefFact
 from clearance.facts.numbers import NumberFact
@@ -190,9 +197,13 @@ def _without_null(prop: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def apply_facts(
-    declared: Sequence[DeclaredFact], arguments: dict[str, Any]
+    declared: Sequence[DeclaredFact],
+    arguments: dict[str, Any],
+    *,
+    session_id: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """Canonicalize ``arguments`` (validated against the tool's schema).
+    """Canonicalize ``arguments`` (validated against the tool's schema) for a call of the
+    session ``session_id`` (a :class:`SessionFact` is read in it; without one it refuses).
 
     Returns the canonical arguments (a new dict; the input is not changed) and the facts
     by argument name. An argument that is absent (or null) has no fact.
@@ -210,11 +221,11 @@ def apply_facts(
             if fact.many:
                 if not isinstance(value, list):
                     raise FactError("expected an array")
-                canon = [_one(fact.kind, item) for item in value]
+                canon = [_one(fact.kind, item, session_id) for item in value]
                 result[fact.field] = [c.value for c in canon]
                 facts[fact.field] = _collect(fact, canon)
             else:
-                one = _one(fact.kind, value)
+                one = _one(fact.kind, value, session_id)
                 result[fact.field] = one.value
                 facts[fact.field] = dict(one.fact)
         except FactError as exc:
@@ -222,9 +233,12 @@ def apply_facts(
     return result, facts
 
 
-def _one(kind: FactKind, value: Any) -> Canonical:
+def _one(kind: FactKind, value: Any, session_id: str | None) -> Canonical:
     try:
-        canon = kind.canonicalize(value)
+        if session_id is not None and isinstance(kind, SessionFact):
+            canon = kind.canonicalize_in(value, session_id)
+        else:
+            canon = kind.canonicalize(value)
     except FactError:
         raise
     except (ValueError, TypeError, OSError, RecursionError) as exc:

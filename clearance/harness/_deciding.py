@@ -16,6 +16,11 @@ wider than the exact call is offered only when every deciding field is a path fi
 declared ``path`` facts; for a tool without facts, the arguments named like paths, and
 only when its schema allows no other argument (``additionalProperties: false``), since an
 argument the asked call did not carry would otherwise be free under the grant.
+
+A declared :class:`~clearance.facts.base.SessionFact` (a process id: it names something the
+session holds) is **pinned**: no scope but the exact call is offered for its tool, since
+"any arguments" would cover whatever the session holds later (a write to another
+command's process), and the person asked reads what it names beside it (a note).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clearance.facts.base import SessionFact
 from clearance.facts.declared import DeclaredFact
 
 __all__ = ["ANY_ARGUMENT", "NO_DECIDING", "Deciding", "deciding_of"]
@@ -49,6 +55,9 @@ class Deciding:
     others: tuple[str, ...]
     """Every other deciding field a grant scope would have to constrain (with
     :data:`ANY_ARGUMENT` when arguments the schema does not name may come)."""
+    pinned: tuple[tuple[str, SessionFact], ...] = ()
+    """The fields naming something of the session, with their kinds: only an exact scope
+    constrains them, and each kind describes its fact to a person."""
 
     def of_call(self, arguments: Mapping[str, Any]) -> tuple[str, ...]:
         """The deciding argument names of one call: the declared ones, or all it carries."""
@@ -64,7 +73,10 @@ def deciding_of(declared: Sequence[DeclaredFact], schema: Mapping[str, Any]) -> 
         paths = tuple(
             dict.fromkeys(f.field for f in declared if not f.many and f.kind.name == "path")
         )
-        return Deciding(True, fields, paths, tuple(f for f in fields if f not in paths))
+        pinned = tuple(
+            (f.field, f.kind) for f in declared if not f.many and isinstance(f.kind, SessionFact)
+        )
+        return Deciding(True, fields, paths, tuple(f for f in fields if f not in paths), pinned)
     properties = schema.get("properties")
     names = tuple(properties) if isinstance(properties, Mapping) else ()
     closed = schema.get("additionalProperties") is False and not schema.get("patternProperties")

@@ -190,7 +190,9 @@ class Stages(Recorder):
         tool = call.tool
         assert tool is not None
         try:
-            canonical, facts = apply_facts(tool.declared_facts, arguments)
+            canonical, facts = apply_facts(
+                tool.declared_facts, arguments, session_id=call.session.id
+            )
             # The canonical value must still be one the tool accepts (a resolved path may
             # be longer than the schema allows, say): never hand the handler anything else.
             problem = self._schema_problem(call, tool, canonical)

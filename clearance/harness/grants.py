@@ -260,9 +260,10 @@ def suggest_scopes(
     withheld: Iterable[str] = (),
     path_fields: Iterable[str] | None = None,
     other_facts: Iterable[str] = (),
+    pinned: Iterable[str] = (),
 ) -> tuple[GrantScope, ...]:
     """Scopes that make sense for a grant on this call: the exact call, at most one prefix
-    scope, and the tool.
+    scope, and the tool (only the exact call when the tool has a ``pinned`` field).
 
     The prefix scope constrains *every* path field of the call, each to the directory its
     value is in (``source under src/ and destination under public/``). It is offered only
@@ -283,8 +284,14 @@ def suggest_scopes(
         other_facts: the tool's other deciding arguments (a declared fact of another
             kind: command, url, email, number...; for a tool without facts, every
             argument that is not a path, and ``"*"`` when its schema admits others).
+        pinned: deciding arguments that name something the session holds (a process id,
+            :class:`~clearance.facts.base.SessionFact`): a scope wider than the exact call
+            would cover whatever the session holds later, so none is offered (and an
+            answer naming one is refused: it leaves the field free).
     """
     scopes = [GrantScope.exact(arguments)]
+    if tuple(pinned):
+        return tuple(scopes)
     prefix = _prefix_scope(arguments, withheld, path_fields)
     if prefix is not None and not tuple(other_facts):
         scopes.append(prefix)

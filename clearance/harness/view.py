@@ -29,7 +29,8 @@ What it renders (each computed on first use and kept):
 - :attr:`CallView.unshowable`: deciding fields a person would see only as ``[REDACTED]``:
   a call with any is never put to a person (nobody approves what they cannot see);
 - :attr:`CallView.notes`: per deciding field, a note for a look-alike value (mixed scripts,
-  compatibility letters: :mod:`clearance._lookalike`) with its canonical form;
+  compatibility letters: :mod:`clearance._lookalike`) with its canonical form, and for a
+  field naming something of the session what it names (a process id: its command);
 - :meth:`CallView.suggestions` and :meth:`CallView.grant`: the grant scopes a person may
   choose, each constraining every deciding field.
 
@@ -178,11 +179,14 @@ class CallView:
 
     @property
     def notes(self) -> dict[str, str]:
-        """Per deciding field, a warning for a person: a look-alike value (mixed scripts,
-        compatibility letters) and its canonical form. Empty for most calls."""
+        """Per deciding field, a note for a person: what a field naming something of the
+        session names (a process id: the command it runs), and a look-alike value (mixed
+        scripts, compatibility letters) with its canonical form. Empty for most calls."""
         if self._notes is _UNSET:
             notes: dict[str, str] = {}
             shown = self.shown_arguments
+            facts = self.shown_facts
+            pinned = dict(self.scope_fields.pinned)
             for name in self.deciding:
                 if name not in shown:
                     continue
@@ -191,6 +195,9 @@ class CallView:
                     for _, text in _pointer.iter_strings(shown[name])
                     if (f := lookalike(text))
                 ]
+                kind = pinned.get(name)
+                if kind is not None and name in facts:
+                    found.insert(0, kind.describe(facts[name]))
                 if found:
                     notes[name] = "; ".join(dict.fromkeys(found))
             self._notes = notes
@@ -209,13 +216,15 @@ class CallView:
 
     def suggestions(self) -> tuple[GrantScope, ...]:
         """The grant scopes a person may choose for this call: the exact call; one prefix
-        scope when every deciding field is a path field it constrains; any arguments."""
+        scope when every deciding field is a path field it constrains; any arguments
+        (none but the exact call when a deciding field names something of the session)."""
         fields = self.scope_fields
         return suggest_scopes(
             self.arguments,
             withheld=self.withheld,
             path_fields=fields.paths,
             other_facts=fields.others,
+            pinned=tuple(name for name, _ in fields.pinned),
         )
 
     def grant(self, ask: PermissionAsk, decision: PermissionDecision) -> Grant | None:

@@ -51,6 +51,10 @@ class DecisionTest:
     conversation: tuple[Mapping[str, Any], ...] = ()
     """The messages and tool results before the call (the replay corpus's shape), which
     its ``context.provenance`` is read from; none: every value made up."""
+    facts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per argument naming something of a session (a process id: a
+    :class:`~clearance.facts.base.SessionFact`), the fact record the case supposes it has
+    (``{"id": {"command": "npm run dev", "program": "npm"}}``): no session holds it."""
     path: str = ""
     """The file the case came from."""
     index: int = 0
@@ -105,7 +109,7 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
         raise bad("each test must be an object")
     unknown = set(item) - {
         "name", "principal", "tool", "arguments", "expect", "policies", "session", "context",
-        "conversation",
+        "conversation", "facts",
     }  # fmt: skip
     if unknown:
         raise bad(f"unknown keys {sorted(unknown)}")
@@ -129,6 +133,9 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
     context = item.get("context", {})
     if not isinstance(context, Mapping):
         raise bad("'context' must be an object")
+    facts = item.get("facts", {})
+    if not isinstance(facts, Mapping) or not all(isinstance(f, Mapping) for f in facts.values()):
+        raise bad("'facts' must be an object of fact records by argument name")
     session = item.get("session")
     if session is None:
         session_info = SessionInfo("decision-test")
@@ -160,6 +167,7 @@ def _case(item: Any, path: str, index: int) -> DecisionTest:
         session=session_info,
         context=dict(context),
         conversation=tuple(conversation),
+        facts={name: dict(record) for name, record in facts.items()},
         path=path,
         index=index,
     )

@@ -23,8 +23,10 @@ application context) complete the request, and ``conversation`` (the messages an
 results before the call, as a replay corpus line carries them:
 ``[{"role": "user", "content": "..."}, {"role": "tool", "tool": "...", "call_id": "...",
 "content": ...}]``) is what ``context.provenance`` is read from, under the trust list beside
-the tests (``provenance.toml``); without one every value is made up. The files are read by
-:mod:`clearance.policy._decision_cases`.
+the tests (``provenance.toml``); without one every value is made up. An argument naming
+something a session holds (a process id) has no fact outside a session: ``facts`` gives the
+record the case supposes (``{"id": {"command": "npm run dev", "program": "npm"}}``), with
+exactly the kind's attributes. The files are read by :mod:`clearance.policy._decision_cases`.
 
 Arguments are checked against the tool's JSON Schema first and canonicalized through the
 tool's declared facts, as the pipeline does (rule R11): the evaluator sees the canonical
@@ -55,8 +57,8 @@ import anyio
 
 from clearance._validation import schema_problem
 from clearance.errors import ConfigError
-from clearance.facts.base import FactError
-from clearance.facts.declared import apply_facts
+from clearance.facts.base import Canonical, FactError, FactKind, SessionFact
+from clearance.facts.declared import DeclaredFact, apply_facts
 from clearance.policy._coverage import PolicyCoverage, policy_coverage, policy_locations
 from clearance.policy._decision_cases import (
     TEST_GLOB,
@@ -257,8 +259,11 @@ def _run(
     facts: dict[str, Any] = {}
     declared = tool.declared_facts
     if declared:
+        supposed = _supposed(declared, case.facts)
+        if isinstance(supposed, str):
+            return CaseResult(case, False, "error", problem=supposed, stage="facts")
         try:
-            arguments, facts = apply_facts(declared, arguments)
+            arguments, facts = apply_facts(supposed, arguments)
         except FactError as exc:
             return _refused(
                 case,
@@ -303,6 +308,40 @@ def _run(
         "evaluator",
         verdict.evaluator,
     )
+
+
+class _Supposed:
+    """A session fact as a decision test supposes it: the value kept, the case's record."""
+
+    def __init__(self, kind: FactKind, record: Mapping[str, Any]) -> None:
+        self.name, self.attributes, self.json_types = kind.name, kind.attributes, kind.json_types
+        self._record = dict(record)
+
+    def canonicalize(self, value: Any) -> Canonical:
+        return Canonical(value, self._record)
+
+
+def _supposed(
+    declared: Iterable[DeclaredFact], given: Mapping[str, Mapping[str, Any]]
+) -> list[DeclaredFact] | str:
+    """The declared facts with each session fact the case gives a record for read from
+    it; why the case is wrong when a record does not have exactly the kind's attributes or
+    names an argument without a session fact. A session fact without a record is left as
+    it is: it refuses, as outside a session it always does."""
+    result = []
+    for fact in declared:
+        record = given.get(fact.field)
+        if record is not None and isinstance(fact.kind, SessionFact):
+            if set(record) != set(fact.kind.attributes):
+                want = ", ".join(sorted(fact.kind.attributes))
+                return f"the case's facts for {fact.field!r} must have exactly: {want}"
+            fact = dataclasses.replace(fact, kind=_Supposed(fact.kind, record))
+        result.append(fact)
+    kinds = {f.field for f in declared if isinstance(f.kind, SessionFact)}
+    stray = sorted(set(given) - kinds)
+    if stray:
+        return f"the case gives facts for {', '.join(stray)}, which name nothing of a session"
+    return result
 
 
 def _refused(

@@ -16,6 +16,17 @@ writes to and stops.
 - ``process.stop(id)``: terminate its whole process group, kill it after a grace period,
   and return what it wrote last; the process is forgotten and its slot free.
 
+The ``id`` of ``read``, ``write`` and ``stop`` is a declared fact
+(:class:`ProcessFact`, kind ``process``): a policy reads which command the process runs
+(``context.facts.id.command``, the canonical argv its ``process.start`` was decided on,
+and ``context.facts.id.program``), a person asked sees that command beside the id, the
+journal records it, and a grant covers only the exact call (never "any arguments", which
+would cover every process the session starts later). An id that is not one of the
+session's processes is refused before any policy runs, with the same message whether it
+names nothing or another session's process. Ids are 128 random bits, never given twice,
+and a process keeps its command for life: the handler, looking the id up again in the
+same session, acts on the process the fact named, or on none (stopped since: ``unknown``).
+
 The limits (:class:`~clearance.toolsets._process_table.ProcessLimits`): how many
 processes a session may hold, how much output is kept per process (a ring buffer: the
 oldest is dropped, and a read says how many bytes it missed), how long a process may run.
@@ -34,9 +45,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from clearance.facts.base import Canonical, FactError
 from clearance.facts.command import CommandFact
 from clearance.harness.tools import CallContext, CallToolResult, Tool, ToolRegistry
 from clearance.toolsets._process_table import (
@@ -50,9 +64,64 @@ from clearance.toolsets._runner import Runner, workspace
 from clearance.toolsets._shell_process import start_failure
 from clearance.toolsets.confinement import Confinement
 
-__all__ = ["ProcessLimits", "process_tools", "register_process"]
+__all__ = ["ProcessFact", "ProcessLimits", "process_tools", "register_process"]
 
 _ID = {"type": "string", "pattern": "^p_[0-9a-f]{32}$"}
+_ID_PATTERN = re.compile(r"p_[0-9a-f]{32}")
+
+
+def _unknown(process_id: Any) -> str:
+    """The one refusal for an id that names no process of the session: the same for an id
+    that names nothing and for another session's (nothing tells which)."""
+    return f"no process {process_id!r} in this session"
+
+
+class ProcessFact:
+    """The ``process`` fact of a process id: which command the process runs.
+
+    The canonical value is the id itself; the record (``context.facts.id``)::
+
+        command   "npm run dev"   the canonical command its process.start was decided on
+        program   "npm"           its program (the command's first word)
+
+    Read in the calling session only (:class:`~clearance.facts.base.SessionFact`): an id
+    that is not one of its processes is refused.
+    """
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: ProcessTable) -> None:
+        self._table = table
+
+    @property
+    def name(self) -> str:
+        return "process"
+
+    @property
+    def attributes(self) -> Mapping[str, str]:
+        return {"command": "String", "program": "String"}
+
+    @property
+    def json_types(self) -> frozenset[str]:
+        return frozenset({"string"})
+
+    def canonicalize(self, value: Any) -> Canonical:
+        raise FactError("a process id is read in the session that started the process")
+
+    def canonicalize_in(self, value: Any, session_id: str) -> Canonical:
+        process = None
+        if isinstance(value, str) and _ID_PATTERN.fullmatch(value):
+            process = self._table.get(session_id, value)
+        if process is None:
+            raise FactError(_unknown(value))
+        command = process.command
+        return Canonical(value, {"command": command, "program": shlex.split(command)[0]})
+
+    def describe(self, fact: Mapping[str, Any]) -> str:
+        return f"the process of: {fact.get('command', '')}"
+
+    def __repr__(self) -> str:
+        return "ProcessFact()"
 
 
 def _result(content: dict[str, Any], *, is_error: bool = False) -> CallToolResult:
@@ -111,7 +180,9 @@ def process_tools(
     table = ProcessTable(limits)
 
     def unknown(verb: str, process_id: str) -> CallToolResult:
-        return error_result(f"{verb}: no process {process_id!r} in this session", "unknown")
+        # Stopped since its fact was read (a stop of another call, its lifetime's end):
+        # the id is never given again, so no other process is reached.
+        return error_result(f"{verb}: {_unknown(process_id)}", "unknown")
 
     def start(arguments: dict[str, Any], ctx: CallContext) -> CallToolResult:
         command: str = arguments["command"]
@@ -197,6 +268,7 @@ def process_tools(
         )
 
     programs = f" Allowed programs: {', '.join(sorted(allowed))}." if allowed else ""
+    names_process = {"/id": ProcessFact(table)}
     return [
         tool(
             "start",
@@ -221,6 +293,7 @@ def process_tools(
             },
             read_only=True,
             timeout=limits.max_wait + 10,
+            facts=names_process,
         ),
         tool(
             "write",
@@ -232,6 +305,7 @@ def process_tools(
                 "close": {"type": "boolean"},
             },
             timeout=limits.max_wait + 10,
+            facts=names_process,
         ),
         tool(
             "stop",
@@ -240,6 +314,7 @@ def process_tools(
             "started too) and return the output not read yet.",
             {"id": _ID},
             timeout=limits.grace + 20,
+            facts=names_process,
         ),
     ]
 

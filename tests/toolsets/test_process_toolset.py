@@ -18,24 +18,28 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from process_support import (
+    ECHO,
+    LANDLOCK,
+    PY,
+    Calls,
+    content,
+    python,
+    registry,
+    same_words,
+    script,
+)
 from support import ALICE, BOB, harness
 
-from clearance import CallContext, ConfinementError, Principal, ToolRegistry
+from clearance import CallContext, ConfinementError, Principal
 from clearance.config import build_registry, load_config
-from clearance.harness.outcomes import CallOutcome
-from clearance.harness.session import Session
 from clearance.policy import NoopEvaluator
-from clearance.toolsets import _landlock, process_tools, register_process
+from clearance.toolsets import _landlock, process_tools
 from clearance.toolsets._process_table import Ring
-from clearance.toolsets.confinement import Confinement, landlock_abi
+from clearance.toolsets.confinement import Confinement
 from clearance.toolsets.process import ProcessLimits
 
-PY = sys.executable
-LANDLOCK = landlock_abi() >= 1
 needs_landlock = pytest.mark.skipif(not LANDLOCK, reason="the kernel offers no Landlock")
-
-ECHO = "import sys\nprint('ready', flush=True)\nfor line in sys.stdin:\n    print('got', line.strip(), flush=True)\n"
-"""Prints ``ready``, then echoes each line of its input."""
 
 SPAWNER = (
     "import signal, subprocess, sys, time\n"
@@ -47,31 +51,6 @@ SPAWNER = (
 )
 """Starts a child in its process group, prints its pid and sleeps; ``stubborn`` ignores
 SIGTERM."""
-
-
-def python(code: str) -> str:
-    return shlex.join([PY, "-c", code])
-
-
-def script(work: Path, name: str, code: str) -> str:
-    """A script in the workspace (commands may not hold a newline), as a command."""
-    (work / name).write_text(code)
-    return shlex.join([PY, name])
-
-
-def confinement() -> Confinement:
-    return Confinement() if LANDLOCK else Confinement(kind="none")
-
-
-def registry(work: Path, **limits: Any) -> ToolRegistry:
-    reg = ToolRegistry()
-    register_process(
-        reg,
-        work,
-        limits=ProcessLimits(**{"grace": 0.5, **limits}),
-        confinement=confinement(),
-    )
-    return reg
 
 
 def alive(pid: int) -> bool:
@@ -91,39 +70,6 @@ def gone(pid: int, within: float = 5.0) -> bool:
             return False
         time.sleep(0.02)
     return True
-
-
-def content(outcome: CallOutcome) -> dict[str, Any]:
-    assert outcome.result is not None, outcome
-    found = outcome.result.structured_content
-    assert isinstance(found, dict), outcome
-    return found
-
-
-class Calls:
-    """One session's process calls, each with a fresh call id."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.n = 0
-
-    async def __call__(self, tool: str, **arguments: Any) -> CallOutcome:
-        self.n += 1
-        return await self.session.call_tool(
-            f"process__{tool}", arguments, call_id=f"{self.session.id}-{self.n}"
-        )
-
-    async def start(self, command: str) -> dict[str, Any]:
-        outcome = await self("start", command=command)
-        assert outcome.status == "ok", outcome.text
-        return content(outcome)
-
-    async def read_until(self, process_id: str, text: str, within: float = 10) -> str:
-        seen = ""
-        deadline = time.monotonic() + within
-        while text not in seen and time.monotonic() < deadline:
-            seen += content(await self("read", id=process_id, wait=1))["output"]
-        return seen
 
 
 @pytest.fixture
@@ -154,8 +100,8 @@ async def test_start_read_write_stop(work: Path) -> None:
         stopped = content(await calls("stop", id=process_id))
         assert stopped["running"] is False
         assert gone(pid)
-        again = await calls("read", id=process_id)
-        assert again.status == "error" and "no process" in again.text
+        again = await calls("read", id=process_id)  # refused at its fact, before any policy
+        assert again.status == "blocked" and "no process" in again.text
 
 
 @pytest.mark.anyio
@@ -263,7 +209,7 @@ async def test_a_reused_session_id_does_not_reach_the_earlier_processes(work: Pa
         await first.session.aclose()
         again = Calls(await h.create_session(principal=ALICE, session_id="s_same"))
         read = await again("read", id=started["id"])
-        assert read.status == "error" and "no process" in read.text
+        assert read.status == "blocked" and "no process" in read.text
         assert gone(started["pid"])
 
 
@@ -279,8 +225,13 @@ async def test_another_sessions_process_id_is_refused(work: Path) -> None:
             ("stop", {}),
         ):
             outcome = await bob(tool, id=started["id"], **arguments)
-            assert outcome.status == "error", outcome
+            assert outcome.status == "blocked", outcome
             assert f"no process {started['id']!r} in this session" in outcome.text
+            # an id never given is refused in the same words: nothing tells them apart
+            never = "p_" + "0" * 32
+            unknown = await bob(tool, id=never, **arguments)
+            assert unknown.status == outcome.status
+            assert same_words(unknown.text.replace(never, started["id"]), outcome.text)
         # Alice's process still runs and never got Bob's input
         seen = await alice.read_until(started["id"], "ready\n")
         assert "from bob" not in seen and alive(started["pid"])
