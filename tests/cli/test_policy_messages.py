@@ -133,3 +133,19 @@ def test_a_set_method_on_a_string_says_to_use_like(cli: Any, tmp_path: Path) -> 
         'use `like`, e.g. `context.input.order like "*gift*"`'
     )
     assert "__cedar" not in r.out
+
+
+def test_an_unknown_entity_type_is_placed_with_the_nearest_type(cli: Any, tmp_path: Path) -> None:
+    (tmp_path / "tools.json").write_text(json.dumps(TOOLS))
+    (tmp_path / "p").mkdir()
+    scope = 'permit (principal == {}::"alice", action == Action::"shop.refund", resource);\n'
+    (tmp_path / "p" / "a.cedar").write_text('@id("typo")\n' + scope.format("Usr"))
+    (tmp_path / "p" / "b.cedar").write_text('@id("other")\n' + scope.format("Robot"))
+    r = cli("policy", "validate", "p", "--tools", "tools.json")
+    assert r.code == 1
+    problems = [line for line in r.out.splitlines() if line.startswith("p/")]
+    assert problems == [
+        "p/a.cedar:2:22: policy typo: unrecognized entity type `Usr`; did you mean `User`?",
+        "p/b.cedar:2:22: policy other: unrecognized entity type `Robot`; the schema's entity "
+        "types: `Agent`, `Namespace`, `Tool`, `User`",
+    ]

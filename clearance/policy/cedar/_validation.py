@@ -417,6 +417,9 @@ def _locate(
         )
     if info is not None and message.startswith(_NO_ACTION):
         where, hint = _group_hint(info, model, lines)
+    unknown_type = _UNKNOWN_TYPE.match(message)
+    if unknown_type:
+        hint = _type_hint(unknown_type.group(1), model)
     if _ANY_SET in message:
         # Cedar's name for "a set of anything" is internal; its help (which cedarpy drops)
         # says what to use on a string.
@@ -438,6 +441,22 @@ def _locate(
         out["frame"] = lines.frame(info.path if info else None, where)
     out["message"] = message + hint
     return out
+
+
+_UNKNOWN_TYPE = re.compile(r"unrecognized entity type `([^`]+)`")
+
+
+def _type_hint(name: str, model: SchemaModel) -> str:
+    """``; did you mean `User`?`` for a misspelt entity type, else the types there are."""
+    body = model.json[model.namespace]
+    declared = sorted(model.qualify(t) for t in body["entityTypes"])
+    found = difflib.get_close_matches(name, declared, n=1) or difflib.get_close_matches(
+        name.lower(), [t.lower() for t in declared], n=1
+    )
+    if found:
+        match = next(t for t in declared if t.lower() == found[0].lower())
+        return f"; did you mean `{match}`?"
+    return "; the schema's entity types: " + ", ".join(f"`{t}`" for t in declared)
 
 
 def _group_hint(
