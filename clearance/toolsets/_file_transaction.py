@@ -33,7 +33,6 @@ system kept of the renames decides.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -94,7 +93,7 @@ class _Log:
     def write(self, changes: list[Change], created: list[str]) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         self.fd = os.open(self.name, flags, 0o600, dir_fd=self.root_fd)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        _lock(self.fd, blocking=True)
         body = {"changes": [c.record() for c in changes], "created_dirs": created}
         os.write(self.fd, json.dumps(body).encode("utf-8"))
 
@@ -244,6 +243,15 @@ def recover(scope: PathScope, refused: Callable[[str], bool]) -> list[str]:
     return done
 
 
+def _lock(fd: int, *, blocking: bool) -> None:
+    """Lock a transaction's log (``flock``): a live transaction's log is never recovered.
+    ``fcntl`` is imported here, POSIX only: the package imports without it (the files tools
+    refuse to work where ``O_NOFOLLOW`` is missing, which is where ``fcntl`` is)."""
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
 def _recover_one(
     scope: PathScope, root_fd: int, token: str, refused: Callable[[str], bool]
 ) -> str | None:
@@ -254,7 +262,7 @@ def _recover_one(
         return None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock(fd, blocking=False)
         except BlockingIOError:
             return None  # a live transaction of another process holds it
         try:
