@@ -314,9 +314,10 @@ class Config:
 
         The bundled ``coding`` Cedar pack decides; the ``files``, ``git`` and ``process``
         tools work in ``base_dir`` (default: the current directory) and ``shell.run`` runs
-        the default programs there (``process.start`` any program: the pack asks first); a ``PathScope`` keeps file paths inside it; the journal and grants
-        go to ``clearance.db`` in the state directory (:func:`default_journal_path`),
-        outside the workspace.
+        the default programs there (``process.start`` any program, decided by the pack's
+        command rules as ``shell.run`` is); a ``PathScope`` keeps file paths inside it; the
+        journal and grants go to ``clearance.db`` in the state directory
+        (:func:`default_journal_path`), outside the workspace.
         """
         base = Path(base_dir if base_dir is not None else Path.cwd()).resolve()
         return cls(
