@@ -73,9 +73,7 @@ def deciding_of(declared: Sequence[DeclaredFact], schema: Mapping[str, Any]) -> 
         paths = tuple(
             dict.fromkeys(f.field for f in declared if not f.many and f.kind.name == "path")
         )
-        pinned = tuple(
-            (f.field, f.kind) for f in declared if not f.many and isinstance(f.kind, SessionFact)
-        )
+        pinned = tuple((f.field, f.kind) for f in declared if isinstance(f.kind, SessionFact))
         return Deciding(True, fields, paths, tuple(f for f in fields if f not in paths), pinned)
     properties = schema.get("properties")
     names = tuple(properties) if isinstance(properties, Mapping) else ()

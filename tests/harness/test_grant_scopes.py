@@ -3,6 +3,7 @@ about and granted (issue 12 item 16)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -293,6 +294,34 @@ def test_no_prefix_scope_when_a_path_would_stay_free(
 ) -> None:
     scopes = suggest_scopes(arguments, withheld=withheld, path_fields=path_fields)
     assert [s.kind for s in scopes] == ["exact", "tool"]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"id": "p_" + "0" * 32, "input": "x"},
+        {"id": "p_" + "0" * 32, "path": "src/a.py"},  # a path beside it changes nothing
+    ],
+)
+def test_a_pinned_field_is_offered_the_exact_call_only(arguments: dict[str, Any]) -> None:
+    """A field naming something of the session (a process id): "any arguments" or a prefix
+    would cover whatever the session holds later, so neither is offered, and an answer
+    naming one is refused for leaving it free."""
+    scopes = suggest_scopes(arguments, path_fields=(), other_facts=("id",), pinned=("id",))
+    assert [s.kind for s in scopes] == ["exact"]
+    ask = dataclasses.replace(_ask(arguments), suggestions=scopes)
+    wider = [GrantScope.tool()]
+    if "path" in arguments:  # a prefix that covers the call, and leaves the id free
+        wider.append(GrantScope.prefix_of("/path", "src/"))
+    for wide in wider:
+        with pytest.raises(AskError, match="/id free"):
+            grant_from_answer(
+                ask,
+                PermissionDecision("allow_session", scope=wide),
+                arguments,
+                path_fields=(),
+                other_facts=("id",),
+            )
 
 
 def test_declared_path_fields_replace_the_name_guess() -> None:
