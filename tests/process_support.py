@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clearance import ToolRegistry
+from clearance import CallContext, Principal, ToolRegistry
 from clearance.harness.outcomes import CallOutcome
 from clearance.harness.session import Session
 from clearance.toolsets import register_process
@@ -86,3 +86,15 @@ class Calls:
         while text not in seen and time.monotonic() < deadline:
             seen += content(await self("read", id=process_id, wait=1))["output"]
         return seen
+
+
+def context(session_id: str) -> CallContext:
+    """The context a handler is called with in ``session_id`` (handlers called directly)."""
+    return CallContext(
+        session_id=session_id,
+        turn_id=None,
+        call_id="c",
+        qualified_name="process.start",
+        model_alias="process__start",
+        principal=Principal("User", "alice"),
+    )

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from process_support import ECHO, Calls, content, registry, same_words, script
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from process_support import ECHO, Calls, content, context, registry, same_words, script
 from support import ALICE, BOB, harness
 
 from clearance import GrantScope, MemoryJournal, PermissionAsk, PermissionDecision
@@ -24,7 +26,7 @@ from clearance.policy.cedar import CedarEvaluator
 from clearance.policy.cedar.schema import generate_schema
 from clearance.policy.testing import run_decision_tests
 from clearance.toolsets.confinement import Confinement
-from clearance.toolsets.process import ProcessFact, process_tools
+from clearance.toolsets.process import ProcessFact, ProcessLimits, process_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -218,3 +220,47 @@ def test_a_decision_test_supposes_the_process_a_fact_names(work: Path, tmp_path:
     assert "must have exactly: command, program" in (report.results[3].problem or "")
     assert "name nothing of a session" in (report.results[4].problem or "")
     assert [r.actual for r in report.results[:3]] == ["ask", "deny", "blocked"]
+
+
+def test_the_fact_names_a_process_only_in_the_session_that_started_it(work: Path) -> None:
+    """Property: whatever id and session, the fact is the process's command exactly when
+    that session started it, and otherwise one refusal that depends on the id alone (never
+    on whether another session holds it)."""
+    tools = {
+        t.name: t
+        for t in process_tools(
+            work, confinement=Confinement(kind="none"), limits=ProcessLimits(grace=0.2)
+        )
+    }
+    (kind,) = tools["write"].facts.values()
+    assert isinstance(kind, ProcessFact)
+    sleeper = shlex.join([PY, "-c", "import time; time.sleep(600)"])
+    owned: dict[str, dict[str, Any]] = {}
+    try:
+        for session, command in (("s_a", sleeper), ("s_b", sleeper + " #b")):
+            started = tools["start"].handler({"command": command}, context(session))
+            owned[session] = json.loads(started.text)
+
+        @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(
+            st.sampled_from(["s_a", "s_b", "s_c"]),
+            st.one_of(
+                st.sampled_from([p["id"] for p in owned.values()]),
+                st.from_regex(r"\Ap_[0-9a-f]{32}\Z"),
+            ),
+        )
+        def check(session: str, process_id: str) -> None:
+            mine = owned.get(session, {})
+            if mine.get("id") == process_id:
+                canon = kind.canonicalize_in(process_id, session)
+                assert canon.value == process_id
+                assert canon.fact == {"command": mine["command"], "program": PY}
+                return
+            with pytest.raises(FactError) as refused:
+                kind.canonicalize_in(process_id, session)
+            assert refused.value.reason == f"no process {process_id!r} in this session"
+
+        check()
+    finally:
+        for session, started in owned.items():
+            tools["stop"].handler({"id": started["id"]}, context(session))

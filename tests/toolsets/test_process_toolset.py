@@ -24,6 +24,7 @@ from process_support import (
     PY,
     Calls,
     content,
+    context,
     python,
     registry,
     same_words,
@@ -31,7 +32,7 @@ from process_support import (
 )
 from support import ALICE, BOB, harness
 
-from clearance import CallContext, ConfinementError, Principal
+from clearance import ConfinementError
 from clearance.config import build_registry, load_config
 from clearance.policy import NoopEvaluator
 from clearance.toolsets import _landlock, process_tools
@@ -307,17 +308,6 @@ def test_the_limits_are_checked() -> None:
     for bad in ({"max_processes": 0}, {"max_output": True}, {"lifetime": 0}, {"grace": -1}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             ProcessLimits(**bad)
-
-
-def context(session_id: str) -> CallContext:
-    return CallContext(
-        session_id=session_id,
-        turn_id=None,
-        call_id="c",
-        qualified_name="process.read",
-        model_alias="process__read",
-        principal=Principal("User", "alice"),
-    )
 
 
 def test_only_the_session_that_started_a_process_reaches_it(work: Path) -> None:
