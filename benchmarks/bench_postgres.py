@@ -76,6 +76,9 @@ same run):
 | 4 | 827-863 us | 699-730 us | 5.6-14.8x | 2.1-2.6x |
 | 16 | 3,872-5,716 us | 2,054-2,243 us | 4.1-5.2x | 1.5-2.3x |
 
+One more pair at load average about 4: call median at one session 242 -> 189 us (4.8x
+-> 3.7x SQLite's 50), us/call 4.6x -> 3.6x; at 16 sessions us/call 2.2x -> 1.7x.
+
 The call median at one session is one round trip, the server's insert and the call
 itself: here a bare ``SELECT 1`` round trip takes about 30 us and the three-row insert
 about 65 us, against SQLite's whole call of 40 us, so the 3x target at one session is
