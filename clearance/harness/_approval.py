@@ -209,6 +209,13 @@ class Approval(Recorder):
                 "permission_asked",
                 {**call.identity(), **ask.to_json(), "host": h.host},
             )
+        elif stored.status == "pending" and not pauses and stored.instance is None:
+            # A paused call's ask (it has no lease) that a call of this process now waits
+            # on: it lives while this process does, and reads ``host gone`` when it dies,
+            # like an ask raised here.
+            adopt = getattr(store, "adopt", None)
+            if store.shared and callable(adopt):
+                adopt(stored.ask_id, h.instance, h.host, h.host_lease)
         if stored is not None and stored.status == "answered" and stored.decision is not None:
             # Answered while the call was paused (elsewhere, or before a restart): the
             # answer applies to this call, once.

@@ -257,6 +257,30 @@ class PostgresAskStore:
             raise AskError(refusal(now) if now else f"ask {ask_id} is gone, not pending")
         return answered
 
+    def adopt(self, ask_id: str, instance: str, host: str, lease: float) -> bool:
+        """Make the pending ask ``ask_id`` wait on lease ``instance`` (a paused call's ask
+        that a call of this process now waits on: it ends with this process), renewing the
+        lease in the same transaction; False when it is no longer pending.
+
+        Raises:
+            StoreError: the database is unreachable.
+        """
+        found = self.get(ask_id)
+        if found is None or found.status != "pending":
+            return False
+        adopted = replace(found, instance=instance)
+
+        def write(conn: Connection) -> bool:
+            with conn.transaction():
+                self._renew(conn, instance, host, lease)
+                done = conn.execute(
+                    f"UPDATE {self._table} SET body = %s WHERE ask_id = %s AND status = 'pending'",
+                    (ask_body(adopted), ask_id),
+                )
+                return done.rowcount == 1
+
+        return self.database.run("adopt an ask", write)
+
     def consume(self, ask_id: str) -> bool:
         """Mark an answered ask as applied; False when it was not answered (or already
         applied).

@@ -204,6 +204,28 @@ class SqliteAskStore:
                 raise AskError(f"ask {ask_id} is {found.status}, not pending")
             return answered
 
+    def adopt(self, ask_id: str, instance: str, host: str, lease: float) -> bool:
+        """Make the pending ask ``ask_id`` wait on lease ``instance`` (a paused call's ask
+        that a call of this process now waits on: it ends with this process), renewing the
+        lease in the same transaction; False when it is no longer pending."""
+        with self._lock:
+            found = self.get(ask_id)
+            if found is None or found.status != "pending":
+                return False
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._renew(instance, host, lease)
+                self._writes += 1
+                done = self._db.execute(
+                    "UPDATE asks SET body = ? WHERE ask_id = ? AND status = 'pending'",
+                    (ask_body(replace(found, instance=instance)), ask_id),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return done.rowcount == 1
+
     def consume(self, ask_id: str) -> bool:
         with self._lock:
             found = self.get(ask_id)

@@ -615,3 +615,34 @@ async def test_an_answer_given_in_the_store_while_the_callback_waits_applies_onc
         other = await h.create_session(principal=ALICE, on_permission_ask=lambda ask: "deny")
         again = await other.authorize("mail.send", ARGS, call_id="c1")
         assert not again.allowed
+
+
+ADOPTED_CALL = {"to": "bob@example.com", "body": "hi"}
+
+
+async def test_a_waiting_call_adopts_a_paused_calls_ask(stores: Stores) -> None:
+    """The same call paused, then tried again waiting, waits on the one ask it raised, and
+    the ask takes the waiting process's lease (tests/harness/test_orphan_asks.py kills that
+    process: the ask reads host gone); an ask no longer pending is not adopted."""
+    store = stores.asks()
+    async with Harness(
+        registry(), evaluator=LocalEvaluator(ask=["mail.*"]), ask_store=store
+    ) as first:
+        session = await first.create_session(principal=Principal("User", "alice"))
+        paused = await session.authorize("mail__send", ADOPTED_CALL, call_id="c1", wait=False)
+        assert paused.status == "pending" and paused.ask_id is not None
+    assert store.get(paused.ask_id).instance is None
+
+    async with Harness(
+        registry(),
+        evaluator=LocalEvaluator(ask=["mail.*"]),
+        ask_store=store,
+        ask_timeout=0.3,
+    ) as second:
+        session = await second.create_session(principal=Principal("User", "alice"))
+        waited = await session.authorize("mail__send", ADOPTED_CALL, call_id="c1", wait=True)
+        assert waited.status == "denied" and waited.ask_id == paused.ask_id  # nobody answered
+        adopted = store.get(paused.ask_id)
+        assert adopted is not None and adopted.instance == second.instance
+    assert store.get(paused.ask_id).closed_why == "timeout"
+    assert not store.adopt(paused.ask_id, "elsewhere", "h", 30.0)  # no longer pending

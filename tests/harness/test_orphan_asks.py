@@ -290,3 +290,50 @@ def test_postgres_a_killed_hosts_ask_is_gone_and_recover_ends_its_call(
         assert call["principal"] == 'User::"alice"'
         again = _clearance("store", "recover", "--host", "pg-orphan", "--url", url, "--json")
         assert json.loads(again.stdout)["interrupted"] == 0  # one end per call
+
+
+def test_sqlite_a_paused_ask_a_host_then_waits_on_ends_with_that_host(
+    tmp_path: Path, killed: list[subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paused call's ask has no lease (it outlives its process, to be answered later);
+    when a host then waits on it (the same call tried again, waiting), the ask takes that
+    host's lease, so it is gone when that host dies instead of pending forever."""
+    import anyio
+
+    from clearance import Harness, Principal, Tool, ToolRegistry
+    from clearance.policy import LocalEvaluator
+
+    journal, asks = str(tmp_path / "journal.db"), str(tmp_path / "asks.db")
+    monkeypatch.setenv("CLEARANCE_HOST", "orphan-host")
+
+    async def pause() -> None:
+        registry = ToolRegistry()
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+        registry.register("files", [Tool("delete", lambda a, c: "x", input_schema=schema)])
+        store = SqliteAskStore(asks)
+        async with Harness(
+            registry, evaluator=LocalEvaluator(ask=["files.*"]), ask_store=store
+        ) as harness:
+            session = await harness.create_session(principal=Principal("User", "alice"))
+            paused = await session.authorize(
+                "files__delete", {"path": "build/x"}, call_id="c1", wait=False
+            )
+            assert paused.status == "pending"
+        store.close()
+
+    anyio.run(pause)
+    paused = _listed(asks)
+    assert (paused["status"], paused["instance"]) == ("pending", None)
+
+    child = _start_host("sqlite", journal, asks, "orphan-host", 30.0)
+    killed.append(child)
+    deadline = time.monotonic() + 60
+    while _listed(asks)["instance"] is None:  # the host waits on it: its lease now
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, "the waiting host never took the ask"
+        time.sleep(0.2)
+    assert _listed(asks)["ask_id"] == paused["ask_id"]  # the same ask, not a second one
+
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    _check_gone(asks, paused["ask_id"], "orphan-host")
