@@ -28,7 +28,7 @@ from support import approver
 
 from clearance.harness.ask_store import HOST_GONE
 from clearance.harness.ask_store_sqlite import SqliteAskStore
-from clearance.harness.journal import SqliteJournal
+from clearance.harness.journal import JsonlJournal, SqliteJournal
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
@@ -53,11 +53,12 @@ HOST = textwrap.dedent(
     async def main():
         registry = ToolRegistry()
         registry.register("files", [Tool("delete", lambda a, c: "deleted", input_schema=SCHEMA)])
-        if kind == "sqlite":
+        if kind in ("sqlite", "jsonl"):
             from clearance.harness.ask_store_sqlite import SqliteAskStore
-            from clearance.harness.journal import SqliteJournal
+            from clearance.harness.journal import JsonlJournal, SqliteJournal
 
-            journal, asks = SqliteJournal(journal_at), SqliteAskStore(asks_at)
+            sink = SqliteJournal if kind == "sqlite" else JsonlJournal
+            journal, asks = sink(journal_at), SqliteAskStore(asks_at)
         else:
             from clearance.harness.ask_store_postgres import PostgresAskStore
             from clearance.harness.journal import PostgresJournal
@@ -337,3 +338,27 @@ def test_sqlite_a_paused_ask_a_host_then_waits_on_ends_with_that_host(
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=30)
     _check_gone(asks, paused["ask_id"], "orphan-host")
+
+
+def test_jsonl_a_killed_hosts_call_that_waited_ends_interrupted_at_its_next_start(
+    tmp_path: Path, killed: list[subprocess.Popen[str]]
+) -> None:
+    """A JSON-lines journal recovers a call that waited on its ask as SQLite does: its next
+    open appends the call's one ``call_decided``, ``interrupted``."""
+    journal, asks = str(tmp_path / "journal.jsonl"), str(tmp_path / "asks.db")
+    child = _start_host("jsonl", journal, asks, "orphan-host", 30.0)
+    killed.append(child)
+    ask = _waiting_ask(asks, child)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    before = Path(journal).read_text().splitlines()
+    assert json.loads(before[-1])["type"] == "permission_asked"
+
+    JsonlJournal(journal).close()
+    call = _journal_call(journal)
+    assert (call["status"], call["decision"]) == ("interrupted", "ask")
+    assert "waited for its approval" in call["message"]
+    [ended] = [json.loads(line) for line in Path(journal).read_text().splitlines()[len(before) :]]
+    assert ended["data"]["ask"]["ask_id"] == ask["ask_id"]
+    JsonlJournal(journal).close()  # recovered once: no second end
+    assert len(Path(journal).read_text().splitlines()) == len(before) + 1

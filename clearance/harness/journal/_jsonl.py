@@ -14,6 +14,7 @@ from clearance.errors import JournalError
 from clearance.harness.journal._durable import (
     Durability,
     FileLock,
+    asked_end,
     check_durability,
     interrupted_end,
 )
@@ -39,7 +40,9 @@ class JsonlJournal:
     the buffer. A line torn by a power loss is cut off at the next open.
 
     Opening reads the whole file: it continues ``seq`` and appends an ``interrupted``
-    ``tool_finished`` for every ``tool_started`` without an end (rule R7). One writer at a
+    ``tool_finished`` for every ``tool_started`` without an end (rule R7), and an
+    ``interrupted`` ``call_decided`` for every call that waited on its ask when the process
+    stopped (a ``permission_asked`` with no ``call_decided`` after it), as SQLite does. One writer at a
     time: a second open of the same file for writing raises :class:`JournalError`.
 
     Args:
@@ -84,18 +87,33 @@ class JsonlJournal:
             os.truncate(self.path, torn)
         elif raw and not raw.endswith(b"\n"):
             self._write_now(b"\n")  # a whole record that lost only its newline
+        # A start without its end, and a call that waited on its ask when the process
+        # stopped (a permission_asked and no call_decided after it), as SQLite recovers.
         open_starts: dict[tuple[str, str | None], JournalEvent] = {}
+        open_asks: dict[tuple[str, str | None], JournalEvent] = {}
         for event in events:
+            key = (event.session_id, event.call_id)
             if event.type == "tool_started":
-                open_starts[(event.session_id, event.call_id)] = event
+                open_starts[key] = event
             elif event.type == "tool_finished":
-                open_starts.pop((event.session_id, event.call_id), None)
-        if open_starts:
-            for started in sorted(open_starts.values(), key=lambda e: e.seq):
-                self._write_now(self._line(interrupted_end(started)))
+                open_starts.pop(key, None)
+            elif event.type == "permission_asked":
+                open_asks[key] = event
+            elif event.type == "call_decided":
+                open_asks.pop(key, None)
+        ends = [
+            *map(interrupted_end, sorted(open_starts.values(), key=lambda e: e.seq)),
+            *map(asked_end, sorted(open_asks.values(), key=lambda e: e.seq)),
+        ]
+        if ends:
+            for end in ends:
+                self._write_now(self._line(end))
             os.fsync(self._fd)
             _log.warning(
-                "%s: marked %d unfinished call(s) interrupted", self.path, len(open_starts)
+                "%s: marked %d unfinished call(s) interrupted (%d waiting on an ask)",
+                self.path,
+                len(ends),
+                len(open_asks),
             )
 
     def _line(self, event: JournalEvent) -> bytes:
