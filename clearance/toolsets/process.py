@@ -86,11 +86,15 @@ class ProcessFact:
 
     Read in the calling session only (:class:`~clearance.facts.base.SessionFact`): an id
     that is not one of its processes is refused.
+
+    Args:
+        table: the processes; ``None`` for a tool declared without them (a tools file,
+            :mod:`clearance.tuning`), where no session holds any and every id is refused.
     """
 
     __slots__ = ("_table",)
 
-    def __init__(self, table: ProcessTable) -> None:
+    def __init__(self, table: ProcessTable | None = None) -> None:
         self._table = table
 
     @property
@@ -110,7 +114,7 @@ class ProcessFact:
 
     def canonicalize_in(self, value: Any, session_id: str) -> Canonical:
         process = None
-        if isinstance(value, str) and _ID_PATTERN.fullmatch(value):
+        if self._table is not None and isinstance(value, str) and _ID_PATTERN.fullmatch(value):
             process = self._table.get(session_id, value)
         if process is None:
             raise FactError(_unknown(value))

@@ -20,7 +20,10 @@ so that CI decides exactly as the configured tools would, without starting a ser
 
 A fact is a kind name (``"path"``, resolved under the declaration's ``root``) or an object
 with ``kind`` and the kind's options (``root``, ``max_length``, ``default_scheme``). A
-relative ``root`` is relative to the directory of the file that declares it.
+relative ``root`` is relative to the directory of the file that declares it. A ``process``
+fact (the id of ``process.read``, ``process.write``, ``process.stop``) names a process of a
+running session, and a declared tool has none: every id is refused, unless a decision
+test supposes its record (``facts``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from clearance.facts.command import CommandFact
 from clearance.facts.git import GitRefFact
 from clearance.facts.patch import PatchFact
 from clearance.harness.tools import CallContext, Tool, ToolRegistry
+from clearance.toolsets.process import ProcessFact
 
 __all__ = [
     "DECLARATIONS_VERSION",
@@ -75,6 +79,7 @@ _FACT_OPTIONS = {
     "url": {"default_scheme"},
     "email": set(),
     "number": set(),
+    "process": set(),
 }
 
 
@@ -148,6 +153,8 @@ def _fact_spec(tool: str, pointer: str, kind: Any, relative_to: str | None) -> d
         return {"kind": "email"}
     if isinstance(kind, NumberFact):
         return {"kind": "number"}
+    if isinstance(kind, ProcessFact):
+        return {"kind": "process"}
     raise ConfigError(
         f"tool {tool}: the fact {pointer} is of a custom kind ({getattr(kind, 'name', kind)!r}), "
         "which a tools file cannot carry"
@@ -331,6 +338,9 @@ def _fact_kind(spec: Any, root: str | None, tool: str, pointer: str) -> Any:
     Raises:
         ToolRegistrationError: the kind cannot be built (a root that is not a directory).
     """
+    if (spec if isinstance(spec, str) else spec["kind"]) == "process":
+        # A process id names a process of a running session: a declared tool has none.
+        return ProcessFact()
     if isinstance(spec, str):
         return spec
     options = {k: v for k, v in spec.items() if k != "kind"}

@@ -205,6 +205,8 @@ def test_snapshots_carry_declared_facts(cli: Any, tmp_path: Path) -> None:
     assert by_name["files.read_file"]["facts"] == {"/path": {"kind": "path", "root": "."}}
     assert by_name["files.move_file"]["facts"]["/source"] == {"kind": "path_entry", "root": "."}
     assert by_name["shell.run"]["facts"] == {"/command": {"kind": "command", "root": "."}}
+    # a process id names a process of a running session: declared as its kind, no table
+    assert by_name["process.write"]["facts"] == {"/id": {"kind": "process"}}
 
     other = tmp_path / "other"
     other.mkdir()
