@@ -83,6 +83,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, cast
 
+import anyio
+
 try:
     from langchain_core.messages import (
         AIMessage,
@@ -245,7 +247,13 @@ class ClearanceToolNode(Runnable[Any, Any]):
         if handle_tool_errors is not None:
             options["handle_tool_errors"] = handle_tool_errors
         self.tool_node = ToolNode(
-            _as_tools(given), messages_key=messages_key, awrap_tool_call=self._run, **options
+            _as_tools(given),
+            messages_key=messages_key,
+            awrap_tool_call=self._run,
+            # Run synchronously (graph.invoke of create_react_agent(tools=node.tool_node)),
+            # a ToolNode without a sync wrapper would run its tools undecided: never.
+            wrap_tool_call=self._run_blocking,
+            **options,
         )
         """The ``ToolNode`` that runs the allowed calls."""
         # Decisions made in an attempt of the node that was interrupted, by (session, call
@@ -504,6 +512,21 @@ class ClearanceToolNode(Runnable[Any, Any]):
         finally:
             if own:
                 self._held.pop((current[0].id, call["id"] or ""), None)
+
+    def _run_blocking(
+        self,
+        request: ToolCallRequest,
+        execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """:meth:`_run` for the ToolNode run synchronously: on the harness's loop
+        (:class:`~clearance.integrations.BlockingHarness`; without one, a ``RuntimeError``
+        and nothing runs), the tool itself in a worker thread."""
+        config = cast(RunnableConfig, getattr(request.runtime, "config", None) or {})
+
+        async def in_a_thread(req: ToolCallRequest) -> ToolMessage | Command[Any]:
+            return await anyio.to_thread.run_sync(execute, req)
+
+        return run_on_loop(self._sync_session(config).harness, self._run(request, in_a_thread))
 
     async def _decide_alone(
         self, request: ToolCallRequest

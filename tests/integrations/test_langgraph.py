@@ -1093,3 +1093,44 @@ async def test_graph_invoke_needs_a_blocking_harness(workspace: Path) -> None:
         with pytest.raises(RuntimeError, match="BlockingHarness"):
             node.invoke({"messages": [ai(("read_file", "r1", {"path": "docs/a.md"}))]}, THREAD)
     assert ran == []
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+def test_the_prebuilt_agent_under_graph_invoke_decides_every_call(workspace: Path) -> None:
+    """The ToolNode run synchronously (``graph.invoke`` of ``create_react_agent(tools=
+    node.tool_node)``) never runs a tool undecided: its sync wrapper decides each call on
+    the harness's loop; an ask interrupts, and without a BlockingHarness nothing runs."""
+    from langgraph.prebuilt import create_react_agent
+
+    ran: list[tuple[str, Any]] = []
+    tools = make_tools(workspace, ran)
+    turns = [
+        ai(
+            ("read_file", "r1", {"path": "./link/a.md"}),
+            ("read_file", "r2", {"path": "private/b.md"}),
+            ("send_mail", "m1", {"to": "bob@example.com", "body": "hi"}),
+        ),
+        AIMessage("done"),
+    ]
+    journal = MemoryJournal()
+    harness = Harness(registry(workspace, tools), evaluator=evaluator(), journal=journal)
+    with BlockingHarness(harness) as host:
+        session = host.create_session(principal=ALICE)
+        node = ClearanceToolNode(tools, session=session, namespace="files")
+        model = ToolCallingScript(messages=iter(turns))
+        agent = create_react_agent(model, tools=node.tool_node, checkpointer=InMemorySaver())
+        state = node.run_sync(agent, {"messages": [HumanMessage("go")]}, THREAD)
+        assert "__interrupt__" in state  # the mail is asked about, in its own task
+        assert ran == [("read_file", "docs/a.md")]  # canonical; private/ denied
+        state = agent.invoke(Command(resume=answer_all(state, "deny")), THREAD)
+        assert state["messages"][-1].content == "done"
+    assert ran == [("read_file", "docs/a.md")]
+    statuses = {e.call_id: e.data["outcome"] for e in journal.events() if e.type == "call_decided"}
+    assert statuses["r1"] == "authorized" and statuses["r2"] == "denied"
+    # Without a BlockingHarness: refused, and the tool does not run.
+    model = ToolCallingScript(messages=iter([ai(("read_file", "r9", {"path": "docs/a.md"}))]))
+    node = ClearanceToolNode(tools, session=session, namespace="files")
+    agent = create_react_agent(model, tools=node.tool_node)
+    with pytest.raises(RuntimeError, match="BlockingHarness"):
+        agent.invoke({"messages": [HumanMessage("go")]})
+    assert ran == [("read_file", "docs/a.md")]
