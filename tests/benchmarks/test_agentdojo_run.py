@@ -38,10 +38,12 @@ def _copy(tmp_path: Path) -> Path:
 
 
 def _state(bench: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of the benchmark but Python's bytecode caches (written when the run
+    imports its helper modules, unless PYTHONDONTWRITEBYTECODE is set, as in CI)."""
     return {
         str(p.relative_to(bench)): (p.read_bytes(), p.stat().st_mtime_ns)
         for p in sorted(bench.rglob("*"))
-        if p.is_file()
+        if p.is_file() and "__pycache__" not in p.parts
     }
 
 
