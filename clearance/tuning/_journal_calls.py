@@ -76,9 +76,20 @@ class CallRow:
     """The grant that allowed the call, when one did."""
     read_provenance: bool = False
     """Whether its decision read the provenance of an argument."""
-    conversation: list[dict[str, Any]] | None = None
-    """What its session had seen when it was decided, in the corpus's form (only with
-    ``CallFolder(conversations=True)``)."""
+    seen: tuple[list[dict[str, Any]], int] | None = None
+    """With ``CallFolder(conversations=True)``: its session's conversation (which only
+    grows) and how many of its entries the call had seen when it was decided. A row keeps
+    the shared list, not a copy: an export holds one conversation per session, not one
+    per call."""
+
+    @property
+    def conversation(self) -> list[dict[str, Any]] | None:
+        """What its session had seen when it was decided, in the corpus's form (None
+        without ``CallFolder(conversations=True)``)."""
+        if self.seen is None:
+            return None
+        entries, count = self.seen
+        return entries[:count]
 
     @property
     def decided(self) -> tuple[str, str]:
@@ -182,7 +193,8 @@ class CallFolder:
                 read_provenance=bool(data.get("provenance")),
             )
             if self._conversations is not None:
-                row.conversation = list(self._conversations.get(event.session_id, ()))
+                entries = self._conversations.setdefault(event.session_id, [])
+                row.seen = (entries, len(entries))
             self.rows.append(row)
             if outcome == "dispatched":
                 self._running[(event.session_id, event.call_id)] = row
@@ -280,8 +292,9 @@ def corpus_record(row: CallRow) -> dict[str, Any]:
         record["expected"] = row.decision
     if row.grant is not None:
         record["grant"] = row.grant
-    if row.conversation is not None:
-        record["conversation"] = row.conversation
+    conversation = row.conversation
+    if conversation is not None:
+        record["conversation"] = conversation
     record.update(
         reasons=row.reasons,
         outcome=row.status,
